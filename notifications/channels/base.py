@@ -1,0 +1,72 @@
+"""The contract every channel keeps: send one firing, report, never raise."""
+
+from __future__ import annotations
+
+import abc
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..models import Notification
+
+
+class ErrorClass(str, Enum):
+    """Whether another attempt could help a failed send."""
+
+    TRANSIENT = "transient"  # timeouts, connection errors, 5xx, 408, 429
+    PERMANENT = "permanent"  # blocked address, 4xx, 410 Gone, recipient refused
+
+
+@dataclass(frozen=True)
+class Firing:
+    """What every channel of one firing shares: one id for all its attempts."""
+
+    notification: Notification
+    firing_id: str  # webhook-id and Message-ID of every attempt of this firing
+    fired_at: datetime  # when this attempt started
+    channels: list[str]  # the channels this attempt delivers
+
+
+@dataclass
+class ChannelResult:
+    """One channel's outcome. `error` is short, starts with the channel, holds no secret."""
+
+    channel: str
+    error: str | None = None
+    error_class: ErrorClass | None = None
+    http_status: int | None = None
+    retry_after: float | None = None  # seconds the receiver asked us to wait
+    duration: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class Channel(abc.ABC):
+    """A way out for a firing. One instance per tick; `send` runs in worker threads."""
+
+    name: str
+
+    def send(self, firing: Firing) -> ChannelResult:
+        """Deliver `firing`; any exception becomes an `internal:` error, never a raise."""
+        started = time.monotonic()
+        try:
+            result = self.deliver(firing)
+        except Exception as exc:  # noqa: BLE001 - the contract: report, never raise
+            result = ChannelResult(
+                self.name, error=f"{self.name}: internal: {type(exc).__name__}", error_class=ErrorClass.TRANSIENT
+            )
+        result.duration = time.monotonic() - started
+        return result
+
+    @abc.abstractmethod
+    def deliver(self, firing: Firing) -> ChannelResult:
+        """Send `firing` and describe the outcome. May raise; `send` catches."""
+
+    def close(self) -> None:
+        """Release what the channel opened during the tick (connections, sessions)."""

@@ -1,0 +1,109 @@
+"""Email through `django.core.mail` and the site's EMAIL_BACKEND (SMTP, console, anymail...)."""
+
+from __future__ import annotations
+
+import smtplib
+import threading
+from functools import lru_cache
+
+from django.conf import settings
+from django.core.mail import EmailMessage, get_connection
+from django.core.mail.backends.base import BaseEmailBackend
+from django.core.mail.message import DNS_NAME
+from django.template import Context, Engine, TemplateSyntaxError
+
+from .base import Channel, ChannelResult, ErrorClass, Firing
+
+
+@lru_cache(maxsize=1)
+def _engine() -> Engine:
+    # Plain-text mail: no HTML escaping of payload values.
+    return Engine(autoescape=False)
+
+
+def template_errors(text: str) -> list[str]:
+    """Subject and body are Django templates rendered with the payload."""
+    try:
+        _engine().from_string(text)
+    except TemplateSyntaxError as exc:
+        return [f"Template error: {exc}"]
+    return []
+
+
+def render(text: str, payload: dict) -> str:
+    if "{" not in text:
+        return text
+    return _engine().from_string(text).render(Context(payload))
+
+
+def message_id(firing: Firing) -> str:
+    """The same Message-ID for every attempt of one firing, so duplicates can be spotted."""
+    return f"<notification-{firing.notification.pk}.{firing.firing_id}@{DNS_NAME}>"
+
+
+class EmailChannel(Channel):
+    """Sends with one backend connection per worker thread, opened once per tick."""
+
+    name = "email"
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self._connections: list[BaseEmailBackend] = []
+        self._lock = threading.Lock()
+
+    def _connection(self) -> BaseEmailBackend:
+        conn = getattr(self._local, "connection", None)
+        if conn is None:
+            conn = get_connection(fail_silently=False)
+            with self._lock:
+                self._connections.append(conn)
+            conn.open()  # held open: SMTP sends the tick's messages on one session
+            self._local.connection = conn
+        return conn
+
+    def deliver(self, firing: Firing) -> ChannelResult:
+        row = firing.notification
+        payload = row.payload if isinstance(row.payload, dict) else {}
+        try:
+            message = EmailMessage(
+                subject=render(row.subject, payload).replace("\n", " "),
+                body=render(row.body, payload),
+                from_email=settings.DEFAULT_FROM_EMAIL,
+                to=[row.email_to],
+                headers={"Message-ID": message_id(firing)},
+                connection=self._connection(),
+            )
+            sent = message.send()
+        except smtplib.SMTPRecipientsRefused:
+            return ChannelResult(self.name, "email: SMTPRecipientsRefused", ErrorClass.PERMANENT)
+        except smtplib.SMTPResponseException as exc:
+            # 5xx replies are final answers; 4xx ask us to come back later.
+            klass = ErrorClass.PERMANENT if 500 <= exc.smtp_code < 600 else ErrorClass.TRANSIENT
+            return ChannelResult(self.name, f"email: {type(exc).__name__} {exc.smtp_code}", klass)
+        except TimeoutError:
+            return ChannelResult(self.name, "email: timed out", ErrorClass.TRANSIENT)
+        except Exception as exc:  # noqa: BLE001 - any backend's failure is data
+            self._drop_connection()
+            return ChannelResult(self.name, f"email: {type(exc).__name__}", ErrorClass.TRANSIENT)
+        if not sent:
+            return ChannelResult(self.name, "email: backend sent nothing", ErrorClass.TRANSIENT)
+        return ChannelResult(self.name)
+
+    def _drop_connection(self) -> None:
+        # A connection that failed is not reused by this thread.
+        conn = getattr(self._local, "connection", None)
+        self._local.connection = None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001, S110 - closing a broken connection
+                pass
+
+    def close(self) -> None:
+        with self._lock:
+            connections, self._connections = self._connections, []
+        for conn in connections:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001, S110 - closing at the end of a tick
+                pass

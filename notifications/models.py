@@ -1,0 +1,208 @@
+"""The queue: one `Notification` row per reminder, plus the delivery log."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from . import validation
+from .conf import app_settings
+
+
+def default_timezone() -> str:
+    return settings.TIME_ZONE or "UTC"
+
+
+def default_channels() -> list[str]:
+    return ["email"]
+
+
+class State(models.TextChoices):
+    """Where a row stands, as the admin shows and filters it. One spelling each."""
+
+    DUE = "due", "Due"
+    SCHEDULED = "scheduled", "Scheduled"
+    RETRYING = "retrying", "Retrying"
+    PARTIAL = "partial", "Partial failure"
+    DEAD = "dead", "Dead letter"
+    PARKED = "parked", "Parked"
+
+
+PARTIAL_PREFIX = "partial: "
+
+
+class NotificationQuerySet(models.QuerySet):
+    """Row states as filters. `now` is passed in so callers and tests control time."""
+
+    def due(self, now: datetime | None = None) -> NotificationQuerySet:
+        """Rows a tick may claim now: due, retries left, and no live claim."""
+        now = now or timezone.now()
+        return self.filter(
+            Q(claimed_until__isnull=True) | Q(claimed_until__lte=now),
+            next_fire_at__lte=now,
+            error_count__lt=app_settings.MAX_RETRIES,
+        )
+
+    def dead(self) -> NotificationQuerySet:
+        return self.filter(dead_lettered_at__isnull=False)
+
+    def partial(self) -> NotificationQuerySet:
+        return self.filter(dead_lettered_at__isnull=True, last_error__startswith=PARTIAL_PREFIX)
+
+    def retrying(self) -> NotificationQuerySet:
+        return self.filter(dead_lettered_at__isnull=True, error_count__gt=0).exclude(
+            last_error__startswith=PARTIAL_PREFIX
+        )
+
+    def healthy(self) -> NotificationQuerySet:
+        return self.filter(dead_lettered_at__isnull=True, error_count=0).exclude(
+            last_error__startswith=PARTIAL_PREFIX
+        )
+
+    def in_state(self, state: str, now: datetime | None = None) -> NotificationQuerySet:
+        """Rows whose `state` is `state` (the admin's filter values)."""
+        now = now or timezone.now()
+        if state == State.DEAD:
+            return self.dead()
+        if state == State.PARTIAL:
+            return self.partial()
+        if state == State.RETRYING:
+            return self.retrying()
+        if state == State.DUE:
+            return self.healthy().filter(next_fire_at__lte=now)
+        if state == State.SCHEDULED:
+            return self.healthy().filter(next_fire_at__gt=now)
+        if state == State.PARKED:
+            return self.healthy().filter(next_fire_at__isnull=True)
+        raise ValueError(f"unknown state {state!r}")
+
+
+class Notification(models.Model):
+    """A reminder: when it is due, where it goes, and how its last firing went."""
+
+    channels = models.JSONField(default=default_channels, help_text='Any of "email", "webhook".')
+    email_to = models.CharField("email recipient", max_length=254, blank=True)
+    subject = models.CharField(max_length=255, blank=True)
+    body = models.TextField(blank=True)
+    webhook_url = models.URLField("webhook URL", max_length=2000, blank=True)
+    webhook_secret = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="whsec_ + base64. Blank signs with the site's NOTIFICATIONS_WEBHOOK_SECRET.",
+    )
+    payload = models.JSONField(default=dict, blank=True)
+    recurrence_rule = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text="Blank for one-shot; a cron expression (0 9 * * 1-5) or an RRULE.",
+    )
+    timezone = models.CharField(max_length=64, default=default_timezone)
+
+    next_fire_at = models.DateTimeField(null=True, blank=True, help_text="Blank parks the row.")
+    last_fired_at = models.DateTimeField(null=True, blank=True, editable=False)
+    error_count = models.PositiveIntegerField(default=0, editable=False)
+    last_error = models.TextField(null=True, blank=True, editable=False)
+    dead_lettered_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    # The current firing: its id is the webhook-id (and Message-ID) of every attempt,
+    # so receivers can de-duplicate; `pending_channels` are the channels it still owes,
+    # comma-separated (blank: all of them).
+    firing_id = models.UUIDField(default=uuid.uuid4, editable=False)
+    pending_channels = models.CharField(max_length=64, blank=True, default="", editable=False)
+    # A tick's claim: write-backs only land while the token is still theirs.
+    claim_token = models.UUIDField(null=True, blank=True, editable=False)
+    claimed_until = models.DateTimeField(null=True, blank=True, editable=False)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = NotificationQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["next_fire_at", "id"]
+        indexes = [
+            # The due query is a range scan over this index; parked and dead rows
+            # (next_fire_at NULL) are not even in it.
+            models.Index(
+                fields=["next_fire_at", "error_count"],
+                name="notification_due_idx",
+                condition=Q(next_fire_at__isnull=False),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Notification #{self.pk} ({', '.join(self.channel_list)})"
+
+    def clean(self) -> None:
+        validation.validate(self)
+
+    @property
+    def channel_list(self) -> list[str]:
+        return self.channels if isinstance(self.channels, list) else []
+
+    @property
+    def is_recurring(self) -> bool:
+        return bool(self.recurrence_rule)
+
+    @property
+    def owed_channels(self) -> list[str]:
+        """Channels the current firing still has to deliver."""
+        if self.pending_channels:
+            pending = set(self.pending_channels.split(","))
+            return [c for c in self.channel_list if c in pending]
+        return self.channel_list
+
+    @property
+    def failed_channels(self) -> list[str]:
+        """Channels a partial failure left undelivered (from `last_error`)."""
+        if not (self.last_error or "").startswith(PARTIAL_PREFIX):
+            return []
+        named = self.last_error[len(PARTIAL_PREFIX) :].split(",")
+        return [c for c in self.channel_list if c in {n.strip() for n in named}]
+
+    def state(self, now: datetime | None = None) -> State:
+        now = now or timezone.now()
+        if self.dead_lettered_at is not None:
+            return State.DEAD
+        if (self.last_error or "").startswith(PARTIAL_PREFIX):
+            return State.PARTIAL
+        if self.error_count:
+            return State.RETRYING
+        if self.next_fire_at is None:
+            return State.PARKED
+        return State.DUE if self.next_fire_at <= now else State.SCHEDULED
+
+
+class DeliveryAttempt(models.Model):
+    """One channel's attempt at one firing. Append-only; outlives its notification."""
+
+    class Outcome(models.TextChoices):
+        OK = "ok", "Delivered"
+        FAILED = "failed", "Failed"
+
+    notification = models.ForeignKey(
+        Notification,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,  # history stays readable after a purge
+        related_name="attempts",
+    )
+    firing_id = models.UUIDField()
+    channel = models.CharField(max_length=16)
+    outcome = models.CharField(max_length=8, choices=Outcome.choices)
+    error = models.TextField(blank=True)
+    error_class = models.CharField(max_length=16, blank=True)
+    http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    duration_ms = models.PositiveIntegerField(default=0)
+    attempted_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["-attempted_at", "-id"]
+        indexes = [models.Index(fields=["notification", "-attempted_at"], name="attempt_row_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.channel} {self.outcome} at {self.attempted_at:%Y-%m-%d %H:%M:%S}"

@@ -1,0 +1,309 @@
+"""Every change of queue state, in one place: the tick, the API and the admin use it.
+
+Transitions of one firing (`record_firing`, `record_invalid`, `record_internal_error`)
+work on a row in memory and say what should happen to it; `save_outcomes` then writes
+a whole batch at once, fenced by the claim token so a tick that lost its claim writes
+nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import Enum
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from . import retry, schedule, validation
+from .channels import ChannelResult, ErrorClass
+from .conf import app_settings
+from .models import PARTIAL_PREFIX, DeliveryAttempt, Notification
+
+
+class Kind(str, Enum):
+    """What a firing came to. Counted in the tick's summary line."""
+
+    SUCCEEDED = "succeeded"
+    PARTIAL = "partial"
+    RETRIED = "retried"
+    DEAD_LETTERED = "dead_lettered"
+    RELEASED = "released"  # not attempted (the tick was stopping): claim handed back
+
+
+@dataclass
+class Outcome:
+    """One row's result in a tick: what happened, and whether the row goes away."""
+
+    row: Notification
+    kind: Kind
+    delete: bool = False
+    detail: str = ""
+    results: list[ChannelResult] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The retry settings of one tick, read once."""
+
+    max_retries: int
+    backoff: Sequence[float]
+
+    @classmethod
+    def from_settings(cls) -> Policy:
+        return cls(int(app_settings.MAX_RETRIES), tuple(app_settings.BACKOFF))
+
+
+# Fields a write-back may change; one bulk UPDATE sets them all.
+WRITE_BACK_FIELDS = [
+    "next_fire_at",
+    "last_fired_at",
+    "error_count",
+    "last_error",
+    "dead_lettered_at",
+    "firing_id",
+    "pending_channels",
+    "claim_token",
+    "claimed_until",
+    "updated_at",
+]
+
+
+# --- creating -------------------------------------------------------------------
+
+
+def schedule_notification(*, fire_at: datetime | None = None, **fields: Any) -> Notification:
+    """Validate and save a new row; see `notifications.api.schedule`."""
+    unknown = set(fields) - _SCHEDULE_FIELDS
+    if unknown:
+        raise TypeError(f"schedule() got unexpected keyword argument(s): {', '.join(sorted(unknown))}")
+    row = Notification(**fields)
+    if fire_at is not None and timezone.is_naive(fire_at):
+        raise ValueError("fire_at must be an aware datetime (USE_TZ is on)")
+    row.full_clean(exclude=["next_fire_at"])
+    if fire_at is None:
+        now = timezone.now()
+        fire_at = _next_occurrence(row, now, anchor=now) if row.is_recurring else now
+    row.next_fire_at = fire_at
+    row.save()
+    return row
+
+
+_SCHEDULE_FIELDS = {
+    "channels",
+    "email_to",
+    "subject",
+    "body",
+    "webhook_url",
+    "webhook_secret",
+    "payload",
+    "recurrence_rule",
+    "timezone",
+}
+
+
+# --- one firing, in memory -----------------------------------------------------------
+
+
+def _next_occurrence(row: Notification, now: datetime, anchor: datetime | None = None) -> datetime | None:
+    return schedule.next_occurrence(
+        row.recurrence_rule, row.timezone, now, anchor=anchor or row.created_at or now
+    )
+
+
+def _release_claim(row: Notification, now: datetime) -> None:
+    row.claim_token = None
+    row.claimed_until = None
+    row.updated_at = now
+
+
+def record_firing(row: Notification, results: list[ChannelResult], now: datetime, policy: Policy) -> Outcome:
+    """Apply the channels' results to `row` per the outcome table (SPEC)."""
+    failed = [r for r in results if not r.ok]
+    if not failed:
+        return _advance(row, now, Kind.SUCCEEDED, last_error=None, results=results)
+    if len(failed) < len(results):
+        owed = ",".join(r.channel for r in failed)
+        return _advance(row, now, Kind.PARTIAL, last_error=PARTIAL_PREFIX + owed, results=results)
+    error = "; ".join(r.error or r.channel for r in failed)
+    if all(r.error_class == ErrorClass.PERMANENT for r in failed):
+        # No retry can help (blocked address, 410 Gone, recipient refused ...).
+        return _dead_letter(row, now, error, policy, results=results)
+    retry_after = max((r.retry_after for r in failed if r.retry_after is not None), default=None)
+    return _fail(row, now, error, policy, results=results, retry_after=retry_after)
+
+
+def record_internal_error(row: Notification, exc: BaseException, now: datetime, policy: Policy) -> Outcome:
+    """An unexpected exception is a full failure of the row, so poison walks to the dead letters."""
+    return _fail(row, now, f"internal: {type(exc).__name__}: {exc}"[:500], policy)
+
+
+def record_invalid(row: Notification, errors: dict[str, list[str]], now: datetime, policy: Policy) -> Outcome:
+    """A row that bypassed validation cannot be delivered: dead-letter it with the reason."""
+    return _dead_letter(row, now, validation.describe(errors), policy, skip_forward=False)
+
+
+def _advance(
+    row: Notification, now: datetime, kind: Kind, *, last_error: str | None, results: list[ChannelResult]
+) -> Outcome:
+    """After a firing that delivered something: next occurrence, or done."""
+    if row.is_recurring:
+        next_at = _next_occurrence(row, now)  # may raise: handled as an internal error
+        row.next_fire_at = next_at
+        row.error_count = 0
+        row.firing_id = uuid.uuid4()  # the next firing is a new message
+    elif kind == Kind.SUCCEEDED:
+        return Outcome(row, kind, delete=True, results=results)
+    else:
+        row.next_fire_at = None  # parked: a partial one-shot is never retried as a whole
+        next_at = None
+    if kind == Kind.SUCCEEDED and row.is_recurring and next_at is None:
+        return Outcome(row, kind, delete=True, detail="schedule finished", results=results)
+    row.last_error = last_error
+    row.last_fired_at = now
+    row.pending_channels = ""
+    _release_claim(row, now)
+    return Outcome(row, kind, detail=last_error or "", results=results)
+
+
+def _fail(
+    row: Notification,
+    now: datetime,
+    error: str,
+    policy: Policy,
+    *,
+    results: list[ChannelResult] | None = None,
+    retry_after: float | None = None,
+) -> Outcome:
+    decision = retry.after_failure(row.error_count, policy.max_retries, policy.backoff, retry_after=retry_after)
+    if isinstance(decision, retry.DeadLetter):
+        return _dead_letter(row, now, error, policy, results=results)
+    row.error_count = decision.error_count
+    row.next_fire_at = now + timedelta(seconds=decision.delay)
+    row.last_error = error
+    _release_claim(row, now)
+    return Outcome(row, Kind.RETRIED, detail=f"retry in {decision.delay:g}s: {error}", results=results or [])
+
+
+def _dead_letter(
+    row: Notification,
+    now: datetime,
+    error: str,
+    policy: Policy,
+    *,
+    results: list[ChannelResult] | None = None,
+    skip_forward: bool = True,
+) -> Outcome:
+    """Dead-letter the firing; a recurring row's schedule skips forward past now."""
+    row.dead_lettered_at = now
+    row.last_error = error
+    row.pending_channels = ""
+    next_at = None
+    if skip_forward and row.is_recurring:
+        try:
+            next_at = _next_occurrence(row, now)
+        except Exception:  # noqa: BLE001 - a schedule that cannot advance parks the row
+            next_at = None
+    if next_at is not None:
+        row.error_count = 0
+        row.next_fire_at = next_at
+        row.firing_id = uuid.uuid4()
+    else:
+        row.error_count = policy.max_retries
+        row.next_fire_at = None
+    _release_claim(row, now)
+    return Outcome(row, Kind.DEAD_LETTERED, detail=error, results=results or [])
+
+
+def release(row: Notification, now: datetime) -> Outcome:
+    """Hand an unattempted row back: due again at once for the next tick."""
+    _release_claim(row, now)
+    return Outcome(row, Kind.RELEASED)
+
+
+# --- persisting a batch ---------------------------------------------------------------
+
+
+def save_outcomes(token: uuid.UUID, outcomes: Iterable[Outcome], attempts: list[DeliveryAttempt]) -> None:
+    """Write a batch back: one DELETE, one bulk UPDATE, one INSERT of the delivery log.
+
+    Fenced by `token`: rows whose claim expired and passed to another tick are left alone.
+    """
+    outcomes = list(outcomes)
+    doomed = [o.row.pk for o in outcomes if o.delete]
+    kept = [o.row for o in outcomes if not o.delete]
+    released = [o.row.pk for o in outcomes if o.kind == Kind.RELEASED]
+    kept = [row for row in kept if row.pk not in set(released)]
+    claimed = Notification.objects.filter(claim_token=token)
+    with transaction.atomic():
+        if doomed:
+            claimed.filter(pk__in=doomed).delete()
+        if kept:
+            claimed.bulk_update(kept, WRITE_BACK_FIELDS)
+        if released:
+            claimed.filter(pk__in=released).update(claim_token=None, claimed_until=None)
+        if attempts:
+            DeliveryAttempt.objects.bulk_create(attempts)
+
+
+# --- operator actions -----------------------------------------------------------------
+
+
+@dataclass
+class ActionResult:
+    """How many rows an operator action changed, and why the others were skipped."""
+
+    changed: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def skip(self, reason: str) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + 1
+
+
+def requeue(rows: Iterable[Notification], now: datetime | None = None) -> ActionResult:
+    """Make dead letters and partial failures due now, with a clean retry count.
+
+    A partial failure owes only the channels that failed, and only those are sent.
+    Other rows are skipped: requeueing a healthy row would fire it early.
+    """
+    now = now or timezone.now()
+    result = ActionResult()
+    changed: list[Notification] = []
+    for row in rows:
+        partial = (row.last_error or "").startswith(PARTIAL_PREFIX)
+        if row.dead_lettered_at is None and not partial:
+            result.skip("not a dead letter or partial failure")
+            continue
+        if row.claimed_until is not None and row.claimed_until > now:
+            result.skip("being delivered by a tick right now")
+            continue
+        row.pending_channels = ",".join(row.failed_channels) if partial else ""
+        if row.is_recurring:
+            row.firing_id = uuid.uuid4()  # the schedule's next firing keeps its own id
+        row.next_fire_at = now
+        row.error_count = 0
+        row.dead_lettered_at = None
+        row.last_error = None
+        row.updated_at = now
+        changed.append(row)
+    live_claim = Q(claimed_until__gt=now)
+    pks = [row.pk for row in changed]
+    result.changed = len(changed)
+    if changed:
+        with transaction.atomic():
+            Notification.objects.filter(pk__in=pks).exclude(live_claim).bulk_update(
+                changed,
+                ["pending_channels", "firing_id", "next_fire_at", "error_count", "dead_lettered_at", "last_error", "updated_at"],
+            )
+    return result
+
+
+def purge(rows: Iterable[Notification]) -> int:
+    """Delete rows (their delivery history stays until it expires)."""
+    pks = [row.pk for row in rows]
+    deleted, _ = Notification.objects.filter(pk__in=pks).delete()
+    return deleted

@@ -1,0 +1,155 @@
+"""HTTP plumbing for webhooks: a *total* deadline per request on top of requests.
+
+requests' `timeout` bounds each socket operation, so a server that drips one byte a
+second never trips it. Here every socket a request uses is handed to a watchdog
+thread that shuts it down when the request's deadline passes, which wakes the
+blocked read at once. Sockets are caught where urllib3 creates them (`_new_conn`)
+or reuses them (`request`), so pooled keep-alive connections are covered too.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import requests
+from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+
+class Watchdog:
+    """One thread that shuts down sockets whose deadline has passed."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int, Deadline, socket.socket]] = []
+        self._order = itertools.count()
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="notifications-watchdog", daemon=True)
+        self._thread.start()
+
+    def watch(self, deadline: Deadline, sock: socket.socket) -> None:
+        with self._cond:
+            heapq.heappush(self._heap, (deadline.expires, next(self._order), deadline, sock))
+            self._cond.notify()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._heap.clear()
+            self._cond.notify()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        with self._cond:
+            while not self._closed:
+                now = time.monotonic()
+                while self._heap and self._heap[0][0] <= now:
+                    _, _, deadline, sock = heapq.heappop(self._heap)
+                    if not deadline.finished:
+                        deadline.expired = True
+                        _shutdown(sock)
+                self._cond.wait(self._heap[0][0] - now if self._heap else None)
+
+
+def _shutdown(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # already closed
+
+
+class Deadline:
+    """The moment one request must be over by; `expired` once the watchdog acted."""
+
+    def __init__(self, seconds: float, watchdog: Watchdog) -> None:
+        self.seconds = seconds
+        self.expires = time.monotonic() + seconds
+        self.watchdog = watchdog
+        self.expired = False
+        self.finished = False
+
+    def remaining(self) -> float:
+        return max(self.expires - time.monotonic(), 0.001)
+
+    def watch(self, sock: socket.socket) -> None:
+        self.watchdog.watch(self, sock)
+
+
+_current = threading.local()
+
+
+def _watch_current(sock: socket.socket | None) -> None:
+    deadline: Deadline | None = getattr(_current, "deadline", None)
+    if deadline is not None and sock is not None:
+        deadline.watch(sock)
+
+
+@contextmanager
+def deadline(seconds: float, watchdog: Watchdog) -> Iterator[Deadline]:
+    """Every socket this thread's requests touch inside the block dies at the deadline."""
+    limit = Deadline(seconds, watchdog)
+    _current.deadline = limit
+    try:
+        yield limit
+    finally:
+        limit.finished = True
+        _current.deadline = None
+
+
+class DeadlineConnectionMixin:
+    """Hands each socket of the connection to the current thread's deadline."""
+
+    sock: socket.socket | None
+
+    def _new_conn(self) -> socket.socket:
+        sock = super()._new_conn()  # type: ignore[misc]
+        _watch_current(sock)
+        return sock
+
+    def request(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        _watch_current(self.sock)  # a reused keep-alive connection
+        return super().request(*args, **kwargs)  # type: ignore[misc]
+
+
+class DeadlineHTTPConnection(DeadlineConnectionMixin, HTTPConnection):
+    pass
+
+
+class DeadlineHTTPSConnection(DeadlineConnectionMixin, HTTPSConnection):
+    pass
+
+
+class DeadlineHTTPConnectionPool(HTTPConnectionPool):
+    ConnectionCls = DeadlineHTTPConnection
+
+
+class DeadlineHTTPSConnectionPool(HTTPSConnectionPool):
+    ConnectionCls = DeadlineHTTPSConnection
+
+
+class DeadlineAdapter(HTTPAdapter):
+    """An HTTPAdapter whose connections obey `deadline()`."""
+
+    pool_classes = {"http": DeadlineHTTPConnectionPool, "https": DeadlineHTTPSConnectionPool}
+
+    def init_poolmanager(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = dict(self.pool_classes)
+
+
+def new_session() -> requests.Session:
+    """A session for one worker thread of one tick: no proxies, no netrc, no redirects."""
+    session = requests.Session()
+    session.trust_env = False  # environment proxies and .netrc are ignored
+    session.max_redirects = 0
+    adapter = DeadlineAdapter(pool_connections=4, pool_maxsize=4, max_retries=0)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session

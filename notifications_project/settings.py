@@ -1,0 +1,114 @@
+"""Settings of the demo host project, read from the environment with django-environ.
+
+Every value has a development default, so `manage.py migrate` and `manage.py runtick`
+work on a fresh clone with no environment at all (SQLite file beside manage.py,
+emails printed to the console).
+"""
+
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env(
+    DEBUG=(bool, False),
+    ALLOWED_HOSTS=(list, ["localhost", "127.0.0.1", "[::1]"]),
+    NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS=(list, []),
+)
+# A .env file beside manage.py is optional; real environment variables win.
+environ.Env.read_env(BASE_DIR / ".env")
+
+DEBUG = env("DEBUG")
+SECRET_KEY = env("SECRET_KEY", default="insecure-development-key-change-me")
+ALLOWED_HOSTS = env("ALLOWED_HOSTS")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_crontab",
+    "notifications",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "notifications_project.urls"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+WSGI_APPLICATION = "notifications_project.wsgi.application"
+
+DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}")}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Concurrent ticks on one host: WAL lets readers run beside the writer, IMMEDIATE
+    # transactions take the write lock up front and the timeout makes a second writer
+    # wait for it instead of failing with "database is locked".
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 30,
+        }
+    )
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+vars().update(env.email_url("EMAIL_URL", default="consolemail://"))
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="notifications@localhost")
+# A stuck SMTP server must not hold a tick's worker forever.
+EMAIL_TIMEOUT = env.int("EMAIL_TIMEOUT", default=10)
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env("TIME_ZONE", default="UTC")
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+# Notifications: see the README's settings table. The webhook secret signs every
+# webhook whose row has no secret of its own.
+NOTIFICATIONS_WEBHOOK_SECRET = env(
+    "NOTIFICATIONS_WEBHOOK_SECRET",
+    default="whsec_ZGV2ZWxvcG1lbnQtb25seS1zZWNyZXQtY2hhbmdlLW1l",
+)
+# Opens private ranges to webhooks on purpose (e.g. "127.0.0.0/8" for a local sink).
+NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS = env("NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS")
+
+# django-crontab: `python manage.py crontab add` installs one line that ticks every minute.
+CRONJOBS = [
+    ("* * * * *", "django.core.management.call_command", ["runtick"]),
+]
+CRONTAB_LOCK_JOBS = False  # claims in the database, not a file lock, keep ticks apart
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"notifications": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")}},
+}
