@@ -45,8 +45,17 @@ class AttemptInline(admin.TabularInline):
 
 @admin.register(Notification)
 class NotificationAdmin(admin.ModelAdmin):
-    list_display = ["id", "channels", "target", "schedule", "next_fire_at", "state_label", "error_count",
-                    "short_error", "last_fired_at"]
+    list_display = [
+        "id",
+        "channels",
+        "target",
+        "schedule",
+        "next_fire_at",
+        "state_label",
+        "error_count",
+        "short_error",
+        "last_fired_at",
+    ]
     list_filter = [StateFilter]
     search_fields = ["email_to", "webhook_url", "last_error"]
     date_hierarchy = "next_fire_at"
@@ -113,8 +122,16 @@ class NotificationAdmin(admin.ModelAdmin):
 
 @admin.register(DeliveryAttempt)
 class DeliveryAttemptAdmin(admin.ModelAdmin):
-    list_display = ["attempted_at", "notification_id", "channel", "outcome", "error", "error_class", "http_status",
-                    "duration_ms"]
+    list_display = [
+        "attempted_at",
+        "notification_id",
+        "channel",
+        "outcome",
+        "error",
+        "error_class",
+        "http_status",
+        "duration_ms",
+    ]
     list_filter = ["outcome", "channel", "error_class"]
 
     def has_add_permission(self, request):

@@ -1,9 +1,9 @@
 """The names host code imports.
 
-    from notifications.api import schedule
+from notifications.api import schedule
 
-    schedule(channels=["email"], email_to="ada@example.com", subject="Hi", body="...",
-             fire_at=timezone.now() + timedelta(hours=1))
+schedule(channels=["email"], email_to="ada@example.com", subject="Hi", body="...",
+         fire_at=timezone.now() + timedelta(hours=1))
 """
 
 from __future__ import annotations

@@ -107,7 +107,8 @@ def _check_secrets() -> list[checks.CheckMessage]:
             return [
                 checks.Error(
                     f"NOTIFICATIONS_WEBHOOK_SECRET (key {position + 1}) is malformed: {problems[0]}",
-                    hint="Generate one with: python -c \"import base64,os;print('whsec_'+base64.b64encode(os.urandom(32)).decode())\"",
+                    hint='Generate one with: python -c "import base64, os; '
+                    "print('whsec_' + base64.b64encode(os.urandom(32)).decode())\"",
                     id="notifications.E010",
                 )
             ]

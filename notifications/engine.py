@@ -123,6 +123,7 @@ class Tick:
                 report.batches += 1
                 outcomes = self.process(token, rows, batch_now, channels, rows_pool, channel_pool)
                 report.outcomes.extend(outcomes)
+                services.announce(outcomes)
                 for outcome in outcomes:
                     if on_outcome:
                         on_outcome(outcome)
@@ -134,6 +135,8 @@ class Tick:
             for channel in channels.values():
                 channel.close()
         report.finished_at = timezone.now()
+        services.prune_history(report.finished_at, float(app_settings.ATTEMPT_RETENTION_DAYS))
+        services.record_tick(report.started_at, report.finished_at, report.batches, report.counts())
         logger.debug("tick %s", report.summary(), extra={"host": socket.gethostname(), "pid": os.getpid()})
         return report
 
@@ -164,7 +167,7 @@ class Tick:
                     outcomes.append(services.record_invalid(row, errors, now, self.policy))
                     continue
                 firing = Firing(row, str(row.firing_id), timezone.now(), row.owed_channels)
-            except Exception as exc:  # noqa: BLE001 - a poison row must not stop the tick
+            except Exception as exc:
                 logger.exception("notification %s: internal error", row.pk)
                 outcomes.append(services.record_internal_error(row, exc, now, self.policy))
                 continue
@@ -189,7 +192,7 @@ class Tick:
             results = future.result()
             attempts.extend(attempt_records(firing, results))
             return services.record_firing(row, results, now, self.policy)
-        except Exception as exc:  # noqa: BLE001 - a poison row must not stop the tick
+        except Exception as exc:
             logger.exception("notification %s: internal error", row.pk)
             return services.record_internal_error(row, exc, now, self.policy)
 
@@ -204,8 +207,9 @@ class Tick:
             else:
                 future.cancel()
                 results.append(
-                    ChannelResult(name, f"{name}: timed out after {self.timeout:g}s", ErrorClass.TRANSIENT,
-                                  duration=self.timeout)
+                    ChannelResult(
+                        name, f"{name}: timed out after {self.timeout:g}s", ErrorClass.TRANSIENT, duration=self.timeout
+                    )
                 )
         return results
 

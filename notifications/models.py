@@ -60,9 +60,7 @@ class NotificationQuerySet(models.QuerySet):
         )
 
     def healthy(self) -> NotificationQuerySet:
-        return self.filter(dead_lettered_at__isnull=True, error_count=0).exclude(
-            last_error__startswith=PARTIAL_PREFIX
-        )
+        return self.filter(dead_lettered_at__isnull=True, error_count=0).exclude(last_error__startswith=PARTIAL_PREFIX)
 
     def in_state(self, state: str, now: datetime | None = None) -> NotificationQuerySet:
         """Rows whose `state` is `state` (the admin's filter values)."""
@@ -106,7 +104,7 @@ class Notification(models.Model):
     next_fire_at = models.DateTimeField(null=True, blank=True, help_text="Blank parks the row.")
     last_fired_at = models.DateTimeField(null=True, blank=True, editable=False)
     error_count = models.PositiveIntegerField(default=0, editable=False)
-    last_error = models.TextField(null=True, blank=True, editable=False)
+    last_error = models.TextField(null=True, blank=True, editable=False)  # noqa: DJ001 - NULL means clean (SPEC)
     dead_lettered_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     # The current firing: its id is the webhook-id (and Message-ID) of every attempt,
@@ -206,3 +204,26 @@ class DeliveryAttempt(models.Model):
 
     def __str__(self) -> str:
         return f"{self.channel} {self.outcome} at {self.attempted_at:%Y-%m-%d %H:%M:%S}"
+
+
+class TickRun(models.Model):
+    """One tick's record, for the admin's health line and `notifications_status`."""
+
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(db_index=True)
+    host = models.CharField(max_length=255)
+    pid = models.PositiveIntegerField()
+    batches = models.PositiveIntegerField(default=0)
+    claimed = models.PositiveIntegerField(default=0)
+    succeeded = models.PositiveIntegerField(default=0)
+    partial = models.PositiveIntegerField(default=0)
+    retried = models.PositiveIntegerField(default=0)
+    dead_lettered = models.PositiveIntegerField(default=0)
+    released = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-finished_at"]
+        get_latest_by = "finished_at"
+
+    def __str__(self) -> str:
+        return f"tick on {self.host} at {self.finished_at:%Y-%m-%d %H:%M:%S}"

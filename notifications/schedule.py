@@ -12,13 +12,13 @@ match is then placed on the UTC time line:
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterError, croniter
 from dateutil.rrule import rrule, rrulestr
 
-UTC = timezone.utc
+UTC = UTC
 
 # More wall-clock matches than this that all land at or before `after` means the rule
 # cannot advance (it would loop); a real rule needs at most a handful (DST gap/fold).
@@ -47,9 +47,7 @@ def validate_rule(rule: str) -> None:
     _wall_clock_matches(rule, datetime(2000, 1, 1), anchor=datetime(2000, 1, 1))
 
 
-def next_occurrence(
-    rule: str, zone: str, after: datetime, anchor: datetime | None = None
-) -> datetime | None:
+def next_occurrence(rule: str, zone: str, after: datetime, anchor: datetime | None = None) -> datetime | None:
     """First instant strictly after `after` (aware) at which `rule` fires, in UTC.
 
     `anchor` (aware) is the RRULE's start when the rule has no DTSTART of its own: it
@@ -70,9 +68,7 @@ def next_occurrence(
     return None
 
 
-def upcoming(
-    rule: str, zone: str, after: datetime, count: int, anchor: datetime | None = None
-) -> list[datetime]:
+def upcoming(rule: str, zone: str, after: datetime, count: int, anchor: datetime | None = None) -> list[datetime]:
     """The next `count` occurrences after `after`, in UTC (for previews)."""
     found: list[datetime] = []
     while len(found) < count:

@@ -8,11 +8,14 @@ nothing.
 
 from __future__ import annotations
 
+import logging
+import os
+import socket
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from django.db import transaction
@@ -22,10 +25,10 @@ from django.utils import timezone
 from . import retry, schedule, validation
 from .channels import ChannelResult, ErrorClass
 from .conf import app_settings
-from .models import PARTIAL_PREFIX, DeliveryAttempt, Notification
+from .models import PARTIAL_PREFIX, DeliveryAttempt, Notification, TickRun
 
 
-class Kind(str, Enum):
+class Kind(StrEnum):
     """What a firing came to. Counted in the tick's summary line."""
 
     SUCCEEDED = "succeeded"
@@ -58,6 +61,8 @@ class Policy:
         return cls(int(app_settings.MAX_RETRIES), tuple(app_settings.BACKOFF))
 
 
+logger = logging.getLogger("notifications")
+
 # Fields a write-back may change; one bulk UPDATE sets them all.
 WRITE_BACK_FIELDS = [
     "next_fire_at",
@@ -69,6 +74,16 @@ WRITE_BACK_FIELDS = [
     "pending_channels",
     "claim_token",
     "claimed_until",
+    "updated_at",
+]
+
+REQUEUE_FIELDS = [
+    "pending_channels",
+    "firing_id",
+    "next_fire_at",
+    "error_count",
+    "dead_lettered_at",
+    "last_error",
     "updated_at",
 ]
 
@@ -110,9 +125,7 @@ _SCHEDULE_FIELDS = {
 
 
 def _next_occurrence(row: Notification, now: datetime, anchor: datetime | None = None) -> datetime | None:
-    return schedule.next_occurrence(
-        row.recurrence_rule, row.timezone, now, anchor=anchor or row.created_at or now
-    )
+    return schedule.next_occurrence(row.recurrence_rule, row.timezone, now, anchor=anchor or row.created_at or now)
 
 
 def _release_claim(row: Notification, now: datetime) -> None:
@@ -250,6 +263,50 @@ def save_outcomes(token: uuid.UUID, outcomes: Iterable[Outcome], attempts: list[
             DeliveryAttempt.objects.bulk_create(attempts)
 
 
+def announce(outcomes: Iterable[Outcome]) -> None:
+    """Send the public signals for a batch that has been written back."""
+    from . import signals
+
+    by_kind = {
+        Kind.SUCCEEDED: signals.notification_delivered,
+        Kind.PARTIAL: signals.notification_partially_delivered,
+        Kind.DEAD_LETTERED: signals.notification_dead_lettered,
+    }
+    for outcome in outcomes:
+        signal = by_kind.get(outcome.kind)
+        if signal is None or not signal.has_listeners(Notification):
+            continue
+        for receiver, response in signal.send_robust(Notification, notification=outcome.row, results=outcome.results):
+            if isinstance(response, Exception):
+                logger.error("signal receiver %r failed: %r", receiver, response)
+
+
+# --- housekeeping -----------------------------------------------------------------------
+
+PRUNE_BATCH = 1000
+
+
+def prune_history(now: datetime, retention_days: float, batch: int = PRUNE_BATCH) -> int:
+    """Delete at most `batch` delivery records (and tick records) past retention."""
+    cutoff = now - timedelta(days=retention_days)
+    old = DeliveryAttempt.objects.filter(attempted_at__lt=cutoff).order_by("attempted_at").values("pk")[:batch]
+    deleted, _ = DeliveryAttempt.objects.filter(pk__in=old).delete()
+    old_runs = TickRun.objects.filter(finished_at__lt=cutoff).order_by("finished_at").values("pk")[:batch]
+    TickRun.objects.filter(pk__in=old_runs).delete()
+    return deleted
+
+
+def record_tick(started_at: datetime, finished_at: datetime, batches: int, counts: dict[str, int]) -> TickRun:
+    return TickRun.objects.create(
+        started_at=started_at,
+        finished_at=finished_at,
+        host=socket.gethostname()[:255],
+        pid=os.getpid(),
+        batches=batches,
+        **counts,
+    )
+
+
 # --- operator actions -----------------------------------------------------------------
 
 
@@ -297,7 +354,7 @@ def requeue(rows: Iterable[Notification], now: datetime | None = None) -> Action
         with transaction.atomic():
             Notification.objects.filter(pk__in=pks).exclude(live_claim).bulk_update(
                 changed,
-                ["pending_channels", "firing_id", "next_fire_at", "error_count", "dead_lettered_at", "last_error", "updated_at"],
+                REQUEUE_FIELDS,
             )
     return result
 

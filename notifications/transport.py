@@ -9,6 +9,7 @@ or reuses them (`request`), so pooled keep-alive connections are covered too.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import socket
@@ -59,10 +60,8 @@ class Watchdog:
 
 
 def _shutdown(sock: socket.socket) -> None:
-    try:
+    with contextlib.suppress(OSError):  # already closed
         sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass  # already closed
 
 
 class Deadline:

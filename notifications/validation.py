@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from .models import Notification
 
 CHANNELS = ("email", "webhook")
-SECRET_PREFIX = "whsec_"
+SECRET_PREFIX = "whsec_"  # noqa: S105 - a prefix, not a secret
 MIN_SECRET_BYTES = 24
 
 

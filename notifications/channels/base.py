@@ -6,14 +6,14 @@ import abc
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import Enum
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..models import Notification
 
 
-class ErrorClass(str, Enum):
+class ErrorClass(StrEnum):
     """Whether another attempt could help a failed send."""
 
     TRANSIENT = "transient"  # timeouts, connection errors, 5xx, 408, 429

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import smtplib
 import threading
 from functools import lru_cache
@@ -94,16 +95,12 @@ class EmailChannel(Channel):
         conn = getattr(self._local, "connection", None)
         self._local.connection = None
         if conn is not None:
-            try:
+            with contextlib.suppress(Exception):  # closing a broken connection
                 conn.close()
-            except Exception:  # noqa: BLE001, S110 - closing a broken connection
-                pass
 
     def close(self) -> None:
         with self._lock:
             connections, self._connections = self._connections, []
         for conn in connections:
-            try:
+            with contextlib.suppress(Exception):  # closing at the end of a tick
                 conn.close()
-            except Exception:  # noqa: BLE001, S110 - closing at the end of a tick
-                pass

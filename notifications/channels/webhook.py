@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC
 from email.utils import parsedate_to_datetime
 
 import requests
@@ -58,7 +58,7 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     except (TypeError, ValueError, IndexError):
         return None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
+        when = when.replace(tzinfo=UTC)
     now = time.time() if now is None else now
     return max(when.timestamp() - now, 0.0)
 
@@ -139,8 +139,15 @@ class WebhookChannel(Channel):
     def _failure(self, exc: Exception, limit: transport.Deadline) -> ChannelResult:
         if limit.expired or isinstance(exc, requests.Timeout):
             return ChannelResult(self.name, f"webhook: timed out after {self.timeout:g}s", ErrorClass.TRANSIENT)
-        if isinstance(exc, (requests.exceptions.InvalidURL, requests.exceptions.MissingSchema,
-                            requests.exceptions.InvalidSchema, requests.exceptions.URLRequired)):
+        if isinstance(
+            exc,
+            (
+                requests.exceptions.InvalidURL,
+                requests.exceptions.MissingSchema,
+                requests.exceptions.InvalidSchema,
+                requests.exceptions.URLRequired,
+            ),
+        ):
             return ChannelResult(self.name, "webhook: malformed URL", ErrorClass.PERMANENT)
         text = str(exc).lower()
         if "refused" in text:

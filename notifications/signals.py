@@ -1,0 +1,19 @@
+"""Signals a host site can connect to, sent after a firing's outcome is written back.
+
+Each is sent with `sender=Notification`, `notification` (the row as written; a deleted
+one-shot keeps its field values but no longer exists) and `results` (a list of
+`notifications.channels.ChannelResult`, one per channel attempted). Receivers that
+raise are logged and do not stop the tick.
+
+    from django.dispatch import receiver
+    from notifications.signals import notification_dead_lettered
+
+    @receiver(notification_dead_lettered)
+    def page_someone(sender, notification, results, **kwargs): ...
+"""
+
+from django.dispatch import Signal
+
+notification_delivered = Signal()
+notification_partially_delivered = Signal()
+notification_dead_lettered = Signal()
