@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -138,6 +139,11 @@ class Notification(models.Model):
 
     def clean(self) -> None:
         validation.validate(self)
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """Every save through the ORM validates; only raw SQL and bulk_create bypass it."""
+        self.full_clean()
+        super().save(*args, **kwargs)
 
     @property
     def channel_list(self) -> list[str]:

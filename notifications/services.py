@@ -93,6 +93,8 @@ REQUEUE_FIELDS = [
 
 def schedule_notification(*, fire_at: datetime | None = None, **fields: Any) -> Notification:
     """Validate and save a new row; see `notifications.api.schedule`."""
+    if "next_fire_at" in fields:  # the column's own name works as well as fire_at
+        fire_at = fire_at or fields.pop("next_fire_at")
     unknown = set(fields) - _SCHEDULE_FIELDS
     if unknown:
         raise TypeError(f"schedule() got unexpected keyword argument(s): {', '.join(sorted(unknown))}")
