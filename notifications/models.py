@@ -132,6 +132,9 @@ class Notification(models.Model):
                 name="notification_due_idx",
                 condition=Q(next_fire_at__isnull=False),
             ),
+            # Claimed rows are read back and written by token; only rows in flight
+            # carry one, so this index stays tiny.
+            models.Index(fields=["claim_token"], name="notification_claim_idx", condition=Q(claim_token__isnull=False)),
         ]
 
     def __str__(self) -> str:
