@@ -44,7 +44,8 @@ def get_zone(name: str) -> ZoneInfo:
 
 def validate_rule(rule: str) -> None:
     """Raise InvalidRule unless `rule` is a readable cron expression or RRULE."""
-    _wall_clock_matches(rule, datetime(2000, 1, 1), anchor=datetime(2000, 1, 1))
+    # The matches are a generator: nothing is parsed until the first one is asked for.
+    next(_wall_clock_matches(rule, datetime(2000, 1, 1), anchor=datetime(2000, 1, 1)), None)
 
 
 def next_occurrence(rule: str, zone: str, after: datetime, anchor: datetime | None = None) -> datetime | None:
