@@ -11,6 +11,7 @@ match is then placed on the UTC time line:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -87,6 +88,10 @@ def _wall_clock_matches(rule: str, wall_after: datetime, anchor: datetime) -> It
     if not rule:
         raise InvalidRule("empty rule")
     if is_rrule(rule):
+        upper = rule.upper()
+        if re.search(r"(^|[;:])COUNT=", upper) and re.search(r"(^|[;:])UNTIL=", upper):
+            # RFC 5545 forbids both; dateutil only warns and keeps a guess of its own.
+            raise InvalidRule("not a valid RRULE: give COUNT or UNTIL, not both")
         try:
             parsed = rrulestr(rule, dtstart=anchor, ignoretz=True)
         except (ValueError, TypeError, KeyError, IndexError) as exc:
