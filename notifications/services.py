@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -94,7 +95,9 @@ REQUEUE_FIELDS = [
 def schedule_notification(*, fire_at: datetime | None = None, **fields: Any) -> Notification:
     """Validate and save a new row; see `notifications.api.schedule`."""
     if "next_fire_at" in fields:  # the column's own name works as well as fire_at
-        fire_at = fire_at or fields.pop("next_fire_at")
+        if fire_at is not None:
+            raise TypeError("schedule() takes fire_at or next_fire_at, not both")
+        fire_at = fields.pop("next_fire_at")
     unknown = set(fields) - _SCHEDULE_FIELDS
     if unknown:
         raise TypeError(f"schedule() got unexpected keyword argument(s): {', '.join(sorted(unknown))}")
@@ -105,6 +108,8 @@ def schedule_notification(*, fire_at: datetime | None = None, **fields: Any) -> 
     if fire_at is None:
         now = timezone.now()
         fire_at = _next_occurrence(row, now, anchor=now) if row.is_recurring else now
+        if fire_at is None:  # COUNT or UNTIL already spent: the row would never fire
+            raise ValidationError({"recurrence_rule": ["The rule has no occurrence left after now."]})
     row.next_fire_at = fire_at
     row.save()
     return row

@@ -17,6 +17,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 
 from . import schedule
+from .channels.email import template_errors
 
 if TYPE_CHECKING:
     from .models import Notification
@@ -91,16 +92,26 @@ def field_errors(row: Notification) -> dict[str, list[str]]:
         add("webhook_secret", secret_errors(row.webhook_secret))
     if not isinstance(row.payload, dict):
         add("payload", ["The payload must be a JSON object."])
+    if "email" in channels:
+        # Subject and body are Django templates rendered with the payload at send time.
+        add("subject", template_errors(row.subject or ""))
+        add("body", template_errors(row.body or ""))
     try:
         schedule.get_zone(row.timezone)
     except schedule.InvalidRule as exc:
-        add("timezone", [str(exc).capitalize() + "."])
+        add("timezone", [_sentence(exc)])
     if row.recurrence_rule:
         try:
             schedule.validate_rule(row.recurrence_rule)
         except schedule.InvalidRule as exc:
-            add("recurrence_rule", [str(exc).capitalize() + "."])
+            add("recurrence_rule", [_sentence(exc)])
     return errors
+
+
+def _sentence(exc: Exception) -> str:
+    # Not str.capitalize(): it would lowercase the rest, e.g. the zone name quoted.
+    text = str(exc)
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
 
 
 def validate(row: Notification) -> None:
