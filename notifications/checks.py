@@ -1,37 +1,79 @@
-"""System checks for the NOTIFICATIONS_* settings, reported by `manage.py check`.
+"""System checks for the app's settings and surroundings, reported by `manage.py check`.
 
-Ids are stable: E0xx are errors that stop a tick from working as configured,
-W0xx are warnings about setups that work but will surprise.
+Ids are stable and documented in the README: E0xx are errors that stop a tick from
+working as configured, W0xx are warnings about setups that work but will surprise.
+A bad value is reported here rather than by a crash mid-tick.
+
+| id   | what |
+|------|------|
+| E001 | TICK_LIMIT is not a positive integer |
+| E002 | MAX_RETRIES is not a positive integer |
+| E003 | CHANNEL_TIMEOUT is not a positive number |
+| E004 | TICK_BUDGET is not a positive number |
+| E005 | CONCURRENCY is not a positive integer |
+| E006 | BACKOFF is not a non-empty list of positive seconds |
+| E007 | LEASE is not a positive number |
+| E008 | LEASE is not longer than TICK_BUDGET + CHANNEL_TIMEOUT |
+| E009 | WEBHOOK_SECRET is not a string or a list of strings |
+| E010 | WEBHOOK_SECRET is malformed |
+| E011 | WEBHOOK_ALLOWED_NETWORKS is not a list |
+| E012 | WEBHOOK_ALLOWED_NETWORKS holds something that is not a CIDR |
+| E013 | RESPONSE_BODY_LIMIT is not a positive integer |
+| E014 | ATTEMPT_RETENTION_DAYS is not a positive number |
+| W001 | BACKOFF has fewer steps than MAX_RETRIES - 1 |
+| W002 | the SMTP backend is in use and EMAIL_TIMEOUT is unset |
+| W003 | django_crontab is installed but there is no `crontab` binary |
+| W004 | SQLite without WAL while ticks are expected to overlap |
+| W005 | a NOTIFICATIONS_* setting the app does not know (a typo?) |
+| W006 | EMAIL_TIMEOUT is longer than CHANNEL_TIMEOUT |
 """
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
-from typing import Any
+import re
+import shutil
+from datetime import UTC, datetime
+from typing import Any, cast
 
+from django.apps import apps
+from django.conf import settings
 from django.core import checks
+from django.db import connections, router
 
 from . import validation
-from .conf import app_settings
+from .conf import Defaults, app_settings
+
+SMTP_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+# How long a tick may outlive its budget: one channel deadline plus the engine's grace.
+TICK_OVERRUN_GRACE = 1.0
+DEFAULT_TICK_INTERVAL = 60.0  # the README's cron line: every minute
+WAL_PATTERN = re.compile(r"journal_mode\s*=\s*'?wal", re.IGNORECASE)
+
+Messages = list[checks.CheckMessage]
 
 
-def _number(name: str, value: Any, *, integer: bool, id: str) -> list[checks.CheckMessage]:
-    kinds = (int,) if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds) or value <= 0:
-        what = "a positive integer" if integer else "a positive number of seconds"
-        return [
-            checks.Error(
-                f"NOTIFICATIONS_{name} must be {what}, not {value!r}.",
-                hint=f"Remove NOTIFICATIONS_{name} to use the default.",
-                id=id,
-            )
-        ]
-    return []
+def _positive(value: Any, *, integer: bool) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
+        return False
+    return value > 0
+
+
+def _number(name: str, value: Any, *, integer: bool, id: str) -> Messages:
+    if _positive(value, integer=integer):
+        return []
+    what = "a positive integer" if integer else "a positive number"
+    default = getattr(Defaults, name)
+    hint = f"Remove NOTIFICATIONS_{name} to use the default"
+    hint += f" ({default!r})." if default is not None else "."
+    return [checks.Error(f"NOTIFICATIONS_{name} must be {what}, not {value!r}.", hint=hint, id=id)]
 
 
 @checks.register()
-def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    errors: list[checks.CheckMessage] = []
+def check_settings(app_configs: Any = None, **kwargs: Any) -> Messages:
+    """Every NOTIFICATIONS_* value: type, range, and how the values fit together."""
+    errors: Messages = []
     errors += _number("TICK_LIMIT", app_settings.TICK_LIMIT, integer=True, id="notifications.E001")
     errors += _number("MAX_RETRIES", app_settings.MAX_RETRIES, integer=True, id="notifications.E002")
     errors += _number("CHANNEL_TIMEOUT", app_settings.CHANNEL_TIMEOUT, integer=False, id="notifications.E003")
@@ -39,18 +81,21 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     errors += _number("CONCURRENCY", app_settings.CONCURRENCY, integer=True, id="notifications.E005")
     errors += _check_backoff()
     if app_settings.LEASE is not None:
-        errors += _number("LEASE", app_settings.LEASE, integer=False, id="notifications.E007")
-        errors += _check_lease()
+        lease_errors = _number("LEASE", app_settings.LEASE, integer=False, id="notifications.E007")
+        errors += lease_errors or _check_lease()
     errors += _check_secrets()
     errors += _check_networks()
+    errors += _number("RESPONSE_BODY_LIMIT", app_settings.RESPONSE_BODY_LIMIT, integer=True, id="notifications.E013")
+    errors += _number(
+        "ATTEMPT_RETENTION_DAYS", app_settings.ATTEMPT_RETENTION_DAYS, integer=False, id="notifications.E014"
+    )
+    errors += _check_unknown_settings()
     return errors
 
 
-def _check_backoff() -> list[checks.CheckMessage]:
+def _check_backoff() -> Messages:
     backoff = app_settings.BACKOFF
-    valid = isinstance(backoff, (list, tuple)) and all(
-        isinstance(s, (int, float)) and not isinstance(s, bool) and s > 0 for s in backoff
-    )
+    valid = isinstance(backoff, (list, tuple)) and all(_positive(s, integer=False) for s in backoff)
     if not valid or not backoff:
         return [
             checks.Error(
@@ -60,7 +105,7 @@ def _check_backoff() -> list[checks.CheckMessage]:
             )
         ]
     max_retries = app_settings.MAX_RETRIES
-    if isinstance(max_retries, int) and len(backoff) < max_retries - 1:
+    if _positive(max_retries, integer=True) and len(backoff) < max_retries - 1:
         return [
             checks.Warning(
                 f"NOTIFICATIONS_BACKOFF has {len(backoff)} steps but NOTIFICATIONS_MAX_RETRIES={max_retries} "
@@ -72,38 +117,38 @@ def _check_backoff() -> list[checks.CheckMessage]:
     return []
 
 
-def _check_lease() -> list[checks.CheckMessage]:
+def _check_lease() -> Messages:
     lease, budget, timeout = app_settings.LEASE, app_settings.TICK_BUDGET, app_settings.CHANNEL_TIMEOUT
-    try:
-        too_short = float(lease) <= float(budget) + float(timeout)
-    except (TypeError, ValueError):
+    if not (_positive(budget, integer=False) and _positive(timeout, integer=False)):
+        return []  # E003/E004 already say what is wrong
+    if lease > budget + timeout:
         return []
-    if too_short:
-        return [
-            checks.Error(
-                f"NOTIFICATIONS_LEASE ({lease}s) must be longer than NOTIFICATIONS_TICK_BUDGET plus "
-                f"NOTIFICATIONS_CHANNEL_TIMEOUT ({float(budget) + float(timeout):g}s).",
-                hint="A claim that expires while its tick still delivers lets a second tick send the same firing.",
-                id="notifications.E008",
-            )
-        ]
-    return []
+    return [
+        checks.Error(
+            f"NOTIFICATIONS_LEASE ({lease:g}s) must be longer than NOTIFICATIONS_TICK_BUDGET plus "
+            f"NOTIFICATIONS_CHANNEL_TIMEOUT ({budget + timeout:g}s).",
+            hint="A claim that expires while its tick still delivers lets a second tick send the same firing. "
+            "Remove NOTIFICATIONS_LEASE to derive it from the budget and the timeout.",
+            id="notifications.E008",
+        )
+    ]
 
 
-def _check_secrets() -> list[checks.CheckMessage]:
+def _check_secrets() -> Messages:
     secret = app_settings.WEBHOOK_SECRET
     secrets = [secret] if isinstance(secret, str) else secret
     if not isinstance(secrets, (list, tuple)) or not all(isinstance(s, str) for s in secrets):
         return [
             checks.Error(
-                "NOTIFICATIONS_WEBHOOK_SECRET must be a string or a list of strings.",
+                f"NOTIFICATIONS_WEBHOOK_SECRET must be a string or a list of strings, not {type(secret).__name__}.",
+                hint='For example "whsec_..." or, while rotating, ["whsec_new...", "whsec_old..."].',
                 id="notifications.E009",
             )
         ]
     for position, value in enumerate(s for s in secrets if s):
         problems = validation.secret_errors(value)
         if problems:
-            # Never echo the secret itself.
+            # Never echo the secret itself: check output ends up in CI logs.
             return [
                 checks.Error(
                     f"NOTIFICATIONS_WEBHOOK_SECRET (key {position + 1}) is malformed: {problems[0]}",
@@ -115,13 +160,13 @@ def _check_secrets() -> list[checks.CheckMessage]:
     return []
 
 
-def _check_networks() -> list[checks.CheckMessage]:
+def _check_networks() -> Messages:
     networks = app_settings.WEBHOOK_ALLOWED_NETWORKS
     if isinstance(networks, str) or not isinstance(networks, (list, tuple)):
         return [
             checks.Error(
-                "NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS must be a list of CIDRs.",
-                hint='For example ["127.0.0.0/8", "::1/128"].',
+                f"NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS must be a list of CIDRs, not {networks!r}.",
+                hint='For example ["127.0.0.0/8", "::1/128"] on a development machine.',
                 id="notifications.E011",
             )
         ]
@@ -137,3 +182,127 @@ def _check_networks() -> list[checks.CheckMessage]:
                 )
             ]
     return []
+
+
+def _check_unknown_settings() -> Messages:
+    known = {name for name in vars(Defaults) if name.isupper()}
+    messages: Messages = []
+    for name in sorted(dir(settings)):
+        if not name.startswith(app_settings.prefix):
+            continue
+        short = name[len(app_settings.prefix) :]
+        if short in known:
+            continue
+        close = difflib.get_close_matches(short, known, n=1)
+        hint = f"Did you mean NOTIFICATIONS_{close[0]}?" if close else "See the README's settings table."
+        messages.append(
+            checks.Warning(
+                f"{name} is not a setting of the notifications app; it has no effect.",
+                hint=hint,
+                id="notifications.W005",
+            )
+        )
+    return messages
+
+
+@checks.register()
+def check_email(app_configs: Any = None, **kwargs: Any) -> Messages:
+    """An SMTP server that never answers must not hold a tick's worker past its deadline."""
+    if settings.EMAIL_BACKEND != SMTP_BACKEND:
+        return []
+    email_timeout = getattr(settings, "EMAIL_TIMEOUT", None)
+    channel_timeout = app_settings.CHANNEL_TIMEOUT
+    if email_timeout is None:
+        return [
+            checks.Warning(
+                "EMAIL_TIMEOUT is not set while the SMTP email backend is in use: a stuck mail server holds "
+                "a tick's worker thread with no limit, after the tick has given up on it.",
+                hint=f"Set EMAIL_TIMEOUT to at most NOTIFICATIONS_CHANNEL_TIMEOUT ({channel_timeout!r}s), "
+                "e.g. EMAIL_TIMEOUT = 10.",
+                id="notifications.W002",
+            )
+        ]
+    if (
+        _positive(email_timeout, integer=False)
+        and _positive(channel_timeout, integer=False)
+        and email_timeout > channel_timeout
+    ):
+        return [
+            checks.Warning(
+                f"EMAIL_TIMEOUT ({email_timeout:g}s) is longer than NOTIFICATIONS_CHANNEL_TIMEOUT "
+                f"({channel_timeout:g}s): a slow mail server may still accept a message after the tick "
+                "recorded a timeout, and the retry sends it twice.",
+                hint="Set EMAIL_TIMEOUT no higher than NOTIFICATIONS_CHANNEL_TIMEOUT.",
+                id="notifications.W006",
+            )
+        ]
+    return []
+
+
+@checks.register()
+def check_crontab(app_configs: Any = None, **kwargs: Any) -> Messages:
+    """`manage.py crontab add` writes through the `crontab` binary; without it nothing ticks."""
+    if not apps.is_installed("django_crontab") or shutil.which("crontab"):
+        return []
+    return [
+        checks.Warning(
+            "django_crontab is in INSTALLED_APPS but there is no `crontab` binary on PATH, so "
+            "`manage.py crontab add` cannot install the tick.",
+            hint="Install cron (Debian/Ubuntu: apt install cron), or run `manage.py runtick --loop 60` under "
+            "your process supervisor and remove django_crontab from INSTALLED_APPS.",
+            id="notifications.W003",
+        )
+    ]
+
+
+@checks.register()
+def check_sqlite_concurrency(app_configs: Any = None, **kwargs: Any) -> Messages:
+    """SQLite outside WAL mode makes overlapping ticks (and the admin) fail with "database is locked".
+
+    More than one ticker is expected when a tick can run longer than the cron interval:
+    a tick stops claiming after TICK_BUDGET but finishes what it holds, which can take
+    one more CHANNEL_TIMEOUT, and cron starts the next one regardless.
+    """
+    from .models import Notification
+
+    alias = router.db_for_write(Notification) or "default"
+    if alias not in settings.DATABASES or connections[alias].vendor != "sqlite":
+        return []
+    options = cast(dict[str, Any], settings.DATABASES[alias].get("OPTIONS") or {})
+    if WAL_PATTERN.search(str(options.get("init_command", ""))):
+        return []
+    budget, timeout = app_settings.TICK_BUDGET, app_settings.CHANNEL_TIMEOUT
+    if not (_positive(budget, integer=False) and _positive(timeout, integer=False)):
+        return []
+    longest_tick = budget + timeout + TICK_OVERRUN_GRACE
+    interval = cron_interval()
+    if longest_tick < interval:
+        return []
+    return [
+        checks.Warning(
+            f"The queue's SQLite database ({alias!r}) is not in WAL mode, and a tick can run for up to "
+            f"{longest_tick:g}s while a new one starts every {interval:g}s: overlapping ticks (and the admin) "
+            "will wait on each other and fail with 'database is locked'.",
+            hint=f'Add to DATABASES["{alias}"]["OPTIONS"]: '
+            '{"init_command": "PRAGMA journal_mode=WAL;", "transaction_mode": "IMMEDIATE", "timeout": 30}; '
+            "or lower NOTIFICATIONS_TICK_BUDGET; or use PostgreSQL.",
+            id="notifications.W004",
+        )
+    ]
+
+
+def cron_interval() -> float:
+    """Seconds between ticks: from the `runtick` entry of CRONJOBS, else the README's every minute."""
+    from croniter import croniter
+
+    for job in getattr(settings, "CRONJOBS", None) or []:
+        try:
+            schedule, *rest = job
+            if "runtick" not in repr(rest):
+                continue
+            times = croniter(schedule, datetime(2025, 1, 6, tzinfo=UTC))
+            first, second = times.get_next(datetime), times.get_next(datetime)
+            return (second - first).total_seconds()
+        except Exception:  # noqa: BLE001, S112 - a malformed CRONJOBS entry is django-crontab's to report
+            continue
+    return DEFAULT_TICK_INTERVAL
