@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 
-from . import schedule
+from . import guard, schedule
 from .channels.email import template_errors
 
 if TYPE_CHECKING:
@@ -51,6 +51,27 @@ def url_errors(url: str) -> list[str]:
     if parts.username is not None or parts.password is not None:
         return ["Put credentials in the payload or the signature, not in the URL."]
     return []
+
+
+def address_errors(url: str) -> list[str]:
+    """A URL whose host is a literal refused address (any spelling) is refused up front.
+
+    Names are checked when the tick resolves them (see `notifications.guard`): their
+    addresses can change, so a check now would prove nothing then.
+    """
+    try:
+        host = urlsplit(url).hostname
+    except ValueError:
+        return []
+    refused = guard.literal_refusal(host) if host else None
+    if refused is None:
+        return []
+    address, reason = refused
+    shown = host if host == str(address) else f"{host} ({address})"
+    return [
+        f"Webhooks may not reach {shown}: it is {reason}. Use a public address, or open the range "
+        "on purpose with NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS."
+    ]
 
 
 def secret_errors(secret: str) -> list[str]:
@@ -114,9 +135,25 @@ def _sentence(exc: Exception) -> str:
     return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
 
 
+def policy_errors(row: Notification) -> dict[str, list[str]]:
+    """Problems that depend on site settings rather than the row alone.
+
+    Checked on every save, but not again by the tick: a row saved while a range was
+    open and sent after it closed fails as `webhook: blocked address` (a delivery
+    outcome, so an email channel of the same row still goes out).
+    """
+    if row.webhook_url and not url_errors(row.webhook_url):
+        messages = address_errors(row.webhook_url)
+        if messages:
+            return {"webhook_url": messages}
+    return {}
+
+
 def validate(row: Notification) -> None:
     """Raise a ValidationError naming each bad field of `row`."""
     errors = field_errors(row)
+    for field, messages in policy_errors(row).items():
+        errors.setdefault(field, []).extend(messages)
     if errors:
         raise ValidationError(errors)
 

@@ -2,20 +2,42 @@
 
 from __future__ import annotations
 
+import binascii
+import http.client
 import json
+import logging
+import socket
+import ssl
 import threading
 import time
+from collections.abc import Iterator
 from datetime import UTC
 from email.utils import parsedate_to_datetime
+from urllib.parse import urlsplit
 
 import requests
+import urllib3.exceptions
 from django.core.serializers.json import DjangoJSONEncoder
 
-from .. import signing, transport
+from .. import guard, signing, transport
 from ..conf import app_settings
 from .base import Channel, ChannelResult, ErrorClass, Firing
 
 EVENT_TYPE = "notification.fired"
+BLOCKED = "webhook: blocked address"
+MALFORMED_URL = "webhook: malformed URL"
+
+logger = logging.getLogger("notifications.webhook")
+
+# Exceptions that say the URL itself is unusable: no retry can help.
+_MALFORMED = (
+    requests.exceptions.InvalidURL,
+    requests.exceptions.MissingSchema,
+    requests.exceptions.InvalidSchema,
+    requests.exceptions.URLRequired,
+    urllib3.exceptions.LocationValueError,  # includes LocationParseError
+    UnicodeError,  # a host name IDNA cannot encode
+)
 
 
 def message_id(firing: Firing) -> str:
@@ -40,7 +62,14 @@ def body(firing: Firing) -> bytes:
 
 
 def classify_status(status: int) -> ErrorClass:
-    """4xx are the receiver's final word, except 408 and 429 which ask for later."""
+    """Whether a retry can help a non-2xx answer.
+
+    4xx are the receiver's final word, except 408 and 429 which ask for later. 3xx are
+    permanent too: redirects are never followed, so the same URL gets the same answer
+    until someone points the row at the final URL. 5xx and anything else are transient.
+    """
+    if 300 <= status < 400:
+        return ErrorClass.PERMANENT
     if 400 <= status < 500 and status not in (408, 429):
         return ErrorClass.PERMANENT
     return ErrorClass.TRANSIENT
@@ -51,7 +80,7 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():
         return float(value)
     try:
         when = parsedate_to_datetime(value)
@@ -75,7 +104,7 @@ class WebhookChannel(Channel):
         self._watchdog = transport.Watchdog()
         self.timeout = float(app_settings.CHANNEL_TIMEOUT)
         self.body_limit = int(app_settings.RESPONSE_BODY_LIMIT)
-        self.site_keys = [signing.secret_key(s) for s in app_settings.webhook_secrets]
+        self.site_keys, self.site_key_error = _site_keys()
 
     def _session(self) -> requests.Session:
         session = getattr(self._local, "session", None)
@@ -86,19 +115,39 @@ class WebhookChannel(Channel):
         return session
 
     def keys(self, firing: Firing) -> list[bytes]:
+        """The row's own key, else every site key (all of them sign during a rotation)."""
         secret = firing.notification.webhook_secret
         return [signing.secret_key(secret)] if secret else self.site_keys
 
     def deliver(self, firing: Firing) -> ChannelResult:
+        url = firing.notification.webhook_url
+        if not _usable_url(url):
+            return ChannelResult(self.name, MALFORMED_URL, ErrorClass.PERMANENT)
+        try:
+            keys = self.keys(firing)
+        except (binascii.Error, ValueError):
+            # Validation refuses such a row secret; one can only come from raw SQL.
+            return ChannelResult(self.name, "webhook: malformed webhook_secret", ErrorClass.PERMANENT)
+        if not firing.notification.webhook_secret and self.site_key_error:
+            # A settings problem: fixing the setting makes the next attempt work.
+            return ChannelResult(self.name, self.site_key_error, ErrorClass.TRANSIENT)
+        if not keys:
+            return ChannelResult(self.name, "webhook: no signing secret configured", ErrorClass.TRANSIENT)
         data = body(firing)
-        headers = signing.headers(self.keys(firing), message_id(firing), int(firing.fired_at.timestamp()), data)
+        headers = signing.headers(keys, message_id(firing), int(firing.fired_at.timestamp()), data)
         headers["content-type"] = "application/json"
         headers["user-agent"] = "django-notifications-queue"
         with transport.deadline(self.timeout, self._watchdog) as limit:
             try:
-                return self._post(firing.notification.webhook_url, data, headers, limit)
+                result = self._post(url, data, headers, limit)
             except Exception as exc:  # noqa: BLE001 - mapped to a short error below
                 return self._failure(exc, limit)
+            if limit.finish():
+                # The watchdog shut the socket mid-response: the EOF it caused ends a
+                # dripped header block or a length-less body, so what parsed as a 2xx
+                # is a truncated answer, not a success inside the deadline.
+                return self._failure(TimeoutError(), limit)
+            return result
 
     def _post(self, url: str, data: bytes, headers: dict, limit: transport.Deadline) -> ChannelResult:
         response = self._session().post(
@@ -136,28 +185,30 @@ class WebhookChannel(Channel):
             read += len(chunk)
         # Over the cap: stop reading; close() drops the connection.
 
+    def _timed_out(self) -> str:
+        return f"webhook: timed out after {self.timeout:g}s"
+
     def _failure(self, exc: Exception, limit: transport.Deadline) -> ChannelResult:
-        if limit.expired or isinstance(exc, requests.Timeout):
-            return ChannelResult(self.name, f"webhook: timed out after {self.timeout:g}s", ErrorClass.TRANSIENT)
-        if isinstance(
-            exc,
-            (
-                requests.exceptions.InvalidURL,
-                requests.exceptions.MissingSchema,
-                requests.exceptions.InvalidSchema,
-                requests.exceptions.URLRequired,
-            ),
-        ):
-            return ChannelResult(self.name, "webhook: malformed URL", ErrorClass.PERMANENT)
-        text = str(exc).lower()
-        if "refused" in text:
+        """A short error and its class for an exception of one send. Never echoes the URL."""
+        causes = list(_chain(exc))
+        blocked = next((c for c in causes if isinstance(c, guard.BlockedAddress)), None)
+        if blocked is not None:
+            logger.info("webhook refused: %s", blocked)
+            return ChannelResult(self.name, BLOCKED, ErrorClass.PERMANENT)
+        if limit.expired or any(isinstance(c, (requests.Timeout, guard.ResolutionTimeout)) for c in causes):
+            return ChannelResult(self.name, self._timed_out(), ErrorClass.TRANSIENT)
+        if any(isinstance(c, _MALFORMED) for c in causes):
+            return ChannelResult(self.name, MALFORMED_URL, ErrorClass.PERMANENT)
+        if any(isinstance(c, ConnectionRefusedError) for c in causes):
             error = "webhook: connection refused"
-        elif "reset" in text or "aborted" in text:
+        elif any(isinstance(c, (ConnectionResetError, ConnectionAbortedError, BrokenPipeError)) for c in causes):
             error = "webhook: connection reset"
-        elif "name or service not known" in text or "nodename nor servname" in text or "resolve" in text:
+        elif any(isinstance(c, (urllib3.exceptions.NameResolutionError, socket.gaierror)) for c in causes):
             error = "webhook: host not found"
-        elif isinstance(exc, requests.exceptions.SSLError):
+        elif any(isinstance(c, (requests.exceptions.SSLError, ssl.SSLError)) for c in causes):
             error = "webhook: TLS error"
+        elif any(isinstance(c, (http.client.RemoteDisconnected, urllib3.exceptions.ProtocolError)) for c in causes):
+            error = "webhook: connection closed without a response"
         elif isinstance(exc, requests.ConnectionError):
             error = "webhook: connection error"
         else:
@@ -170,3 +221,42 @@ class WebhookChannel(Channel):
         for session in sessions:
             session.close()
         self._watchdog.close()
+
+
+def _site_keys() -> tuple[list[bytes], str | None]:
+    """The site's signing keys, or the error to report when the setting is malformed.
+
+    `manage.py check` reports a malformed NOTIFICATIONS_WEBHOOK_SECRET (E009/E010);
+    here it must not crash the tick, and the error must not echo the value.
+    """
+    try:
+        return [signing.secret_key(s) for s in app_settings.webhook_secrets], None
+    except (binascii.Error, ValueError, TypeError, AttributeError):
+        return [], "webhook: NOTIFICATIONS_WEBHOOK_SECRET is malformed"
+
+
+def _usable_url(url: str) -> bool:
+    """http(s) with a host and no userinfo: validation's rule, enforced again at send time."""
+    try:
+        parts = urlsplit(url)
+        return (
+            parts.scheme in ("http", "https")
+            and bool(parts.hostname)
+            and parts.username is None
+            and parts.password is None
+        )
+    except ValueError:
+        return False
+
+
+def _chain(exc: BaseException | None) -> Iterator[BaseException]:
+    """`exc` and what caused it (requests wraps urllib3, which wraps socket errors)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        # urllib3 tucks the socket error into an argument (ProtocolError) or `reason`.
+        inner = [a for a in exc.args if isinstance(a, BaseException)]
+        if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
+            inner.append(exc.reason)
+        exc = inner[0] if inner else exc.__cause__ or exc.__context__
