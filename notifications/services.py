@@ -19,14 +19,14 @@ from enum import StrEnum
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
-from django.db.models import Q
+from django.db import connection, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from . import retry, schedule, validation
 from .channels import ChannelResult, ErrorClass
 from .conf import app_settings
-from .models import PARTIAL_PREFIX, DeliveryAttempt, Notification, TickRun
+from .models import PARTIAL_PREFIX, DeliveryAttempt, Notification, State, TickRun
 
 
 class Kind(StrEnum):
@@ -221,7 +221,6 @@ def _dead_letter(
     """Dead-letter the firing; a recurring row's schedule skips forward past now."""
     row.dead_lettered_at = now
     row.last_error = error
-    row.pending_channels = ""
     next_at = None
     if skip_forward and row.is_recurring:
         try:
@@ -232,7 +231,9 @@ def _dead_letter(
         row.error_count = 0
         row.next_fire_at = next_at
         row.firing_id = uuid.uuid4()
+        row.pending_channels = ""  # the next firing owes every channel
     else:
+        # pending_channels stays: a requeue resends only what this firing still owed.
         row.error_count = policy.max_retries
         row.next_fire_at = None
     _release_claim(row, now)
@@ -323,6 +324,7 @@ class ActionResult:
 
     changed: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
+    rows: list[Notification] = field(default_factory=list)  # the rows changed
 
     def skip(self, reason: str) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
@@ -331,43 +333,75 @@ class ActionResult:
 def requeue(rows: Iterable[Notification], now: datetime | None = None) -> ActionResult:
     """Make dead letters and partial failures due now, with a clean retry count.
 
-    A partial failure owes only the channels that failed, and only those are sent.
-    Other rows are skipped: requeueing a healthy row would fire it early.
+    A partial failure owes only the channels that failed, and only those are sent; a
+    dead letter owes what its firing still owed. Other rows are skipped with a reason:
+    requeueing a healthy row would fire it early, and a retrying row retries by itself.
+    Rows are re-read inside the transaction (locked on PostgreSQL) so a tick's claim or
+    write-back in between is never overwritten.
     """
     now = now or timezone.now()
     result = ActionResult()
-    changed: list[Notification] = []
-    for row in rows:
-        partial = (row.last_error or "").startswith(PARTIAL_PREFIX)
-        if row.dead_lettered_at is None and not partial:
-            result.skip("not a dead letter or partial failure")
-            continue
-        if row.claimed_until is not None and row.claimed_until > now:
-            result.skip("being delivered by a tick right now")
-            continue
-        row.pending_channels = ",".join(row.failed_channels) if partial else ""
-        if row.is_recurring:
-            row.firing_id = uuid.uuid4()  # the schedule's next firing keeps its own id
-        row.next_fire_at = now
-        row.error_count = 0
-        row.dead_lettered_at = None
-        row.last_error = None
-        row.updated_at = now
-        changed.append(row)
-    live_claim = Q(claimed_until__gt=now)
-    pks = [row.pk for row in changed]
-    result.changed = len(changed)
-    if changed:
-        with transaction.atomic():
-            Notification.objects.filter(pk__in=pks).exclude(live_claim).bulk_update(
-                changed,
-                REQUEUE_FIELDS,
+    pks = _pks(rows)
+    with transaction.atomic():
+        fresh = Notification.objects.filter(pk__in=pks).order_by("pk")
+        if connection.features.has_select_for_update:
+            fresh = fresh.select_for_update()
+        fresh = list(fresh)
+        for row in fresh:
+            reason = _requeue_refusal(row, now)
+            if reason:
+                result.skip(reason)
+                continue
+            if (row.last_error or "").startswith(PARTIAL_PREFIX):
+                row.pending_channels = ",".join(row.failed_channels)
+            # A one-shot row keeps its firing id, so receivers de-duplicate the resend;
+            # a recurring row's id already belongs to its next scheduled firing.
+            if row.is_recurring:
+                row.firing_id = uuid.uuid4()
+            row.next_fire_at = now
+            row.error_count = 0
+            row.dead_lettered_at = None
+            row.last_error = None
+            row.updated_at = now
+            result.rows.append(row)
+        if result.rows:
+            result.changed = Notification.objects.filter(pk__in=[r.pk for r in result.rows]).bulk_update(
+                result.rows, REQUEUE_FIELDS
             )
+    for _ in range(len(set(pks)) - len(fresh)):
+        result.skip("no longer exists")
     return result
 
 
+def _requeue_refusal(row: Notification, now: datetime) -> str | None:
+    """Why `row` must not be requeued, or None when it may."""
+    state = row.state(now)
+    if state == State.RETRYING:
+        return "still retrying on its own"
+    if state not in (State.DEAD, State.PARTIAL):
+        return "nothing failed (not a dead letter or partial failure)"
+    if row.claimed_until is not None and row.claimed_until > now:
+        return "being delivered by a tick right now"
+    if state == State.PARTIAL and not row.failed_channels:
+        return "the failed channels are no longer configured"
+    return None
+
+
+PURGE_BATCH = 500  # rows per DELETE: keeps each statement's parameter list small
+
+
 def purge(rows: Iterable[Notification]) -> int:
-    """Delete rows (their delivery history stays until it expires)."""
-    pks = [row.pk for row in rows]
-    deleted, _ = Notification.objects.filter(pk__in=pks).delete()
+    """Delete rows in small batches; returns how many went. Their delivery history stays until it expires."""
+    pks = _pks(rows)
+    deleted = 0
+    for start in range(0, len(pks), PURGE_BATCH):
+        with transaction.atomic():
+            _, per_model = Notification.objects.filter(pk__in=pks[start : start + PURGE_BATCH]).delete()
+        deleted += per_model.get(Notification._meta.label, 0)
     return deleted
+
+
+def _pks(rows: Iterable[Notification]) -> list[Any]:
+    if isinstance(rows, QuerySet):
+        return list(rows.order_by().values_list("pk", flat=True))
+    return [row.pk for row in rows]

@@ -1,0 +1,117 @@
+"""The admin's edit form: the same rules as `schedule()`, and a write-only signing secret."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.utils import timezone
+
+from . import schedule
+from .models import Notification
+from .validation import CHANNELS
+
+SECRET_FIELD = "webhook_secret"  # noqa: S105 - a field name, not a secret
+
+
+class NotificationForm(forms.ModelForm):
+    """Edits a row; `Notification.clean()` (the rules of `schedule()`) validates the result.
+
+    The signing secret is write-only: the field never renders the stored value, a blank
+    submission keeps it, a new value rotates it and `clear_webhook_secret` removes it.
+    Changing the rule or time zone without touching the due time moves the due time to
+    the new rule's next occurrence, so an old due time never fires under a new rule.
+    """
+
+    channels = forms.MultipleChoiceField(
+        choices=[(c, c) for c in CHANNELS],
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Where each firing goes.",
+    )
+    webhook_url = forms.URLField(label="webhook URL", max_length=2000, required=False, assume_scheme="https")
+    webhook_secret = forms.CharField(
+        label="webhook secret",
+        required=False,
+        strip=True,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+    )
+    clear_webhook_secret = forms.BooleanField(
+        label="remove the row's secret",
+        required=False,
+        help_text="Sign with the site's NOTIFICATIONS_WEBHOOK_SECRET instead.",
+    )
+
+    class Meta:
+        model = Notification
+        fields = [
+            "channels",
+            "email_to",
+            "subject",
+            "body",
+            "webhook_url",
+            "webhook_secret",
+            "payload",
+            "recurrence_rule",
+            "timezone",
+            "next_fire_at",
+        ]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The stored secret must not reach the page, not even as an initial value.
+        self.initial.pop(SECRET_FIELD, None)
+        self.has_secret = bool(self.instance.pk and self.instance.webhook_secret)
+        secret = self.fields[SECRET_FIELD]
+        if self.has_secret:
+            secret.help_text = (
+                "A secret is set and is never shown. Leave blank to keep it; enter a new one to rotate it."
+            )
+        else:
+            secret.help_text = (
+                "No secret of its own: signed with the site's NOTIFICATIONS_WEBHOOK_SECRET. "
+                "whsec_ + base64 of at least 24 bytes."
+            )
+            self.fields.pop("clear_webhook_secret")
+        if not self.instance.pk:
+            self.fields[
+                "next_fire_at"
+            ].help_text = "Blank: now for a one-shot row, the rule's next occurrence for a recurring one."
+
+    def clean_webhook_secret(self) -> str:
+        new = self.cleaned_data.get(SECRET_FIELD) or ""
+        if new:
+            return new
+        return self.instance.webhook_secret if self.has_secret else ""
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if data.get("clear_webhook_secret") and not self.data.get(self.add_prefix(SECRET_FIELD)):
+            data[SECRET_FIELD] = ""
+        self._settle_due_time(data)
+        return data
+
+    def _settle_due_time(self, data: dict[str, Any]) -> None:
+        """Fill in the due time the way `schedule()` does, before the model validates."""
+        rule = data.get("recurrence_rule") or ""
+        zone = data.get("timezone") or ""
+        if "recurrence_rule" in self.errors or "timezone" in self.errors:
+            return
+        adding = self.instance.pk is None
+        if adding:
+            if data.get("next_fire_at") is not None:
+                return
+        elif "next_fire_at" in self.changed_data or not {"recurrence_rule", "timezone"} & set(self.changed_data):
+            return
+        now = timezone.now()
+        if not rule:
+            if adding:
+                data["next_fire_at"] = now
+            return
+        try:
+            next_at = schedule.next_occurrence(rule, zone, now, anchor=now)
+        except schedule.InvalidRule:
+            return  # the model's validation names the problem
+        if next_at is None:
+            self.add_error("recurrence_rule", "The rule has no occurrence left after now.")
+            return
+        data["next_fire_at"] = next_at

@@ -1,0 +1,21 @@
+"""Argument types shared by the app's management commands."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from datetime import timedelta
+
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
+
+
+def age(value: str) -> timedelta:
+    """An age such as `30d`, `12h`, `90m`, `45s` or `2w` (argparse `type=`)."""
+    match = _AGE.match(value)
+    if not match:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an age: use a number and a unit, e.g. 30d, 12h, 90m")
+    delta = timedelta(**{_UNITS[match.group(2).lower()]: float(match.group(1))})
+    if delta <= timedelta(0):
+        raise argparse.ArgumentTypeError("the age must be more than zero")
+    return delta
