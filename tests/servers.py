@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,13 +20,29 @@ class Received:
 
 @dataclass
 class Reply:
-    """What the server answers. `behaviour` overrides for hostile endpoints."""
+    """What the server answers. `behaviour` overrides for hostile endpoints.
+
+    normal     status, headers and body, after `delay` seconds
+    hang       read the request, never answer
+    drip       send a status line, then one header byte every `drip_interval` (headers never end)
+    drip_body  send complete headers without a length, then one body byte every `drip_interval`
+    endless    a 200 whose body never ends, as fast as the client reads it
+    reset      close the connection with a TCP reset
+    """
 
     status: int = 200
     body: bytes = b"ok"
     headers: dict[str, str] = field(default_factory=dict)
-    behaviour: str = "normal"  # normal | hang | drip | reset
+    behaviour: str = "normal"  # normal | hang | drip | drip_body | endless | reset
     drip_interval: float = 0.5
+    delay: float = 0.0  # seconds to wait before a normal answer (a slow endpoint)
+
+
+class _Server(ThreadingHTTPServer):
+    # Many ticks connect at once in the concurrency tests; the default backlog of 5
+    # would drop SYNs and turn a burst into one-second connect retries.
+    request_queue_size = 256
+    daemon_threads = True
 
 
 class WebhookServer:
@@ -35,7 +52,9 @@ class WebhookServer:
         self.received: list[Received] = []
         self.reply = Reply()
         self.responder: Callable[[Received], Reply] | None = None
+        self.body_bytes_sent = 0  # response body bytes written by `endless` answers
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
         self._stop = threading.Event()
         server = self
 
@@ -49,13 +68,15 @@ class WebhookServer:
                 length = int(self.headers.get("content-length") or 0)
                 body = self.rfile.read(length)
                 request = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
-                with server._lock:
+                with server._arrived:
                     server.received.append(request)
+                    server._arrived.notify_all()
                 reply = server.responder(request) if server.responder else server.reply
                 server._answer(self, reply)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
+            do_GET = do_POST  # a redirect target may be fetched with GET
+
+        self.httpd = _Server(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
 
@@ -65,6 +86,18 @@ class WebhookServer:
 
     def url(self, path: str = "/hook") -> str:
         return f"http://127.0.0.1:{self.port}{path}"
+
+    def wait_for(self, count: int, timeout: float = 30) -> list[Received]:
+        """Block until at least `count` requests arrived; fail the test after `timeout`."""
+        with self._arrived:
+            if not self._arrived.wait_for(lambda: len(self.received) >= count, timeout):
+                raise AssertionError(f"expected {count} requests within {timeout}s, got {len(self.received)}")
+            return list(self.received)
+
+    def webhook_ids(self) -> Counter[str]:
+        """How many requests arrived for each `webhook-id`."""
+        with self._lock:
+            return Counter(r.headers.get("webhook-id", "") for r in self.received)
 
     def _answer(self, handler: BaseHTTPRequestHandler, reply: Reply) -> None:
         if reply.behaviour == "hang":
@@ -77,13 +110,18 @@ class WebhookServer:
         if reply.behaviour == "drip":
             handler.wfile.write(b"HTTP/1.1 200 OK\r\n")
             handler.wfile.flush()
-            while not self._stop.is_set():
-                try:
-                    handler.wfile.write(b"X")
-                    handler.wfile.flush()
-                except OSError:
-                    return
-                time.sleep(reply.drip_interval)
+            self._drip(handler, reply)
+            return
+        if reply.behaviour == "drip_body":
+            handler.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n")
+            handler.wfile.flush()
+            self._drip(handler, reply)
+            handler.close_connection = True
+            return
+        if reply.behaviour == "endless":
+            self._endless(handler)
+            return
+        if reply.delay and self._stop.wait(reply.delay):
             return
         handler.send_response(reply.status)
         for name, value in reply.headers.items():
@@ -91,6 +129,27 @@ class WebhookServer:
         handler.send_header("Content-Length", str(len(reply.body)))
         handler.end_headers()
         handler.wfile.write(reply.body)
+
+    def _drip(self, handler: BaseHTTPRequestHandler, reply: Reply) -> None:
+        while not self._stop.is_set():
+            try:
+                handler.wfile.write(b"X")
+                handler.wfile.flush()
+            except OSError:
+                return
+            time.sleep(reply.drip_interval)
+
+    def _endless(self, handler: BaseHTTPRequestHandler) -> None:
+        handler.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100000000000\r\n\r\n")
+        chunk = b"x" * 65536
+        while not self._stop.is_set():
+            try:
+                handler.wfile.write(chunk)
+            except OSError:  # the client stopped reading and closed
+                handler.close_connection = True
+                return
+            with self._lock:
+                self.body_bytes_sent += len(chunk)
 
     def close(self) -> None:
         self._stop.set()
