@@ -1,0 +1,218 @@
+"""A test double for host projects: run ticks in your tests with no network and no mail server.
+
+    from notifications.api import schedule
+    from notifications.testing import capture_notifications
+
+    def test_signup_schedules_a_welcome_webhook(db):
+        with capture_notifications() as captured:
+            sign_up("ada@example.com")          # your code calls schedule(...)
+            report = captured.tick()            # one tick, synchronously
+        assert report.counts()["succeeded"] == 1
+        assert captured.webhooks[0].payload == {"event": "signup", "email": "ada@example.com"}
+
+Inside the block every webhook the app sends is answered by the double (200 unless
+`respond()` says otherwise) and recorded, signed exactly as it would go out; every
+email (the app's and your own code's) goes to a local-memory backend and is recorded
+too. The rows, claims, retries and dead letters are the real ones in your test
+database, so a test can follow a notification through its whole life.
+"""
+
+from __future__ import annotations
+
+import hmac
+import io
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from unittest import mock
+
+import requests
+from django.core.mail import EmailMessage
+from django.core.mail.backends import locmem
+from django.test.utils import override_settings
+from requests.adapters import HTTPAdapter
+from urllib3.response import HTTPResponse
+
+from . import signing, transport
+from .conf import app_settings
+from .engine import TickReport, run_tick
+
+__all__ = ["Capture", "CapturedWebhook", "EmailBackend", "capture_notifications"]
+
+
+@dataclass(frozen=True)
+class CapturedWebhook:
+    """One webhook POST as it would have gone out."""
+
+    url: str
+    headers: dict[str, str]  # lower-case names
+    body: bytes
+
+    @property
+    def json(self) -> dict[str, Any]:
+        """The decoded body: `id`, `type`, `notification_id`, `fired_at`, `channels`, `payload`."""
+        return json.loads(self.body)
+
+    @property
+    def payload(self) -> Any:
+        """The row's `payload`, as the receiver gets it."""
+        return self.json["payload"]
+
+    @property
+    def message_id(self) -> str:
+        """The `webhook-id` header: the same for every attempt of one firing."""
+        return self.headers["webhook-id"]
+
+    def verify(self, secret: str | None = None) -> bool:
+        """Whether the Standard Webhooks signature matches `secret` (default: the site's secrets)."""
+        secrets = [secret] if secret else app_settings.webhook_secrets
+        timestamp = int(self.headers["webhook-timestamp"])
+        sent = self.headers["webhook-signature"].split()
+        for candidate in secrets:
+            expected = signing.signature(signing.secret_key(candidate), self.message_id, timestamp, self.body)
+            if any(hmac.compare_digest(expected, s) for s in sent):
+                return True
+        return False
+
+
+@dataclass
+class Reply:
+    """How the double answers a webhook: a status (and body, headers), or an exception."""
+
+    status: int = 200
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
+    exception: BaseException | None = None
+
+
+class Capture:
+    """What was sent inside `capture_notifications()`, and the controls of the double."""
+
+    def __init__(self) -> None:
+        self.webhooks: list[CapturedWebhook] = []
+        self.emails: list[EmailMessage] = []
+        self._default = Reply()
+        self._replies: dict[str, Reply] = {}
+        self._lock = threading.Lock()
+
+    def respond(
+        self,
+        status: int = 200,
+        *,
+        url: str | None = None,
+        body: bytes = b"",
+        headers: dict[str, str] | None = None,
+        exception: BaseException | None = None,
+    ) -> None:
+        """Answer webhooks to `url` (or, without it, every URL) with `status`, or raise `exception`.
+
+        `respond(503)` makes every webhook fail so the row retries; `respond(410)` makes it
+        a permanent failure (dead letter at once); `respond(exception=requests.ConnectTimeout())`
+        looks like an endpoint that never answers.
+        """
+        reply = Reply(status, body, dict(headers or {}), exception)
+        with self._lock:
+            if url is None:
+                self._default = reply
+            else:
+                self._replies[url] = reply
+
+    def tick(self, *, now: datetime | None = None, limit: int | None = None) -> TickReport:
+        """Run one tick now, in this thread, and return its report.
+
+        Pass `now` to tick at another time, e.g. after a retry's backoff has passed.
+        """
+        return run_tick(now=now, limit=limit)
+
+    def clear(self) -> None:
+        """Forget what was captured so far."""
+        with self._lock:
+            self.webhooks.clear()
+            self.emails.clear()
+
+    def _record_webhook(self, request: requests.PreparedRequest) -> Reply:
+        body = request.body or b""
+        captured = CapturedWebhook(
+            url=request.url or "",
+            headers={k.lower(): v for k, v in request.headers.items()},
+            body=body.encode() if isinstance(body, str) else body,
+        )
+        with self._lock:
+            self.webhooks.append(captured)
+            return self._replies.get(captured.url, self._default)
+
+    def _record_email(self, message: EmailMessage) -> None:
+        with self._lock:
+            self.emails.append(message)
+
+
+class CaptureAdapter(HTTPAdapter):
+    """A requests adapter that answers from the capture instead of opening a socket."""
+
+    def __init__(self, capture: Capture) -> None:
+        super().__init__()
+        self.capture = capture
+
+    def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> requests.Response:
+        reply = self.capture._record_webhook(request)
+        if reply.exception is not None:
+            raise reply.exception
+        raw = HTTPResponse(
+            body=io.BytesIO(reply.body),
+            headers={"content-length": str(len(reply.body)), **reply.headers},
+            status=reply.status,
+            preload_content=False,
+            decode_content=False,
+        )
+        return self.build_response(request, raw)
+
+
+_active: list[Capture] = []
+_active_lock = threading.Lock()
+
+
+class EmailBackend(locmem.EmailBackend):
+    """Django's local-memory backend (`mail.outbox`), also recording into every active capture."""
+
+    def send_messages(self, email_messages: Any) -> int:
+        sent = super().send_messages(email_messages)
+        with _active_lock:
+            captures = list(_active)
+        for message in email_messages:
+            for capture in captures:
+                capture._record_email(message)
+        return sent
+
+
+@contextmanager
+def capture_notifications() -> Iterator[Capture]:
+    """Capture every webhook and email sent inside the block; nothing leaves the process.
+
+    Webhooks are answered 200 unless `Capture.respond()` says otherwise; emails go to
+    `Capture.emails` (and Django's `mail.outbox`). `Capture.tick()` runs a tick.
+    """
+    capture = Capture()
+
+    def session() -> requests.Session:
+        fake = requests.Session()
+        fake.trust_env = False
+        adapter = CaptureAdapter(capture)
+        fake.mount("http://", adapter)
+        fake.mount("https://", adapter)
+        return fake
+
+    with _active_lock:
+        _active.append(capture)
+    try:
+        with (
+            override_settings(EMAIL_BACKEND=f"{__name__}.EmailBackend"),
+            mock.patch.object(transport, "new_session", session),
+        ):
+            yield capture
+    finally:
+        with _active_lock:
+            _active.remove(capture)
