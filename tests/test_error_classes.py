@@ -1,0 +1,293 @@
+"""Error classes: whether a retry can help decides between backoff and the dead letters.
+
+Permanent: blocked address, malformed URL, 3xx (never followed), 4xx except 408/429,
+email recipient refused. Transient: timeouts, connection errors, 5xx, 408, 429.
+"""
+
+from __future__ import annotations
+
+import smtplib
+import socket
+from datetime import timedelta
+from email.utils import formatdate
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.mail.backends import locmem
+from django.test import override_settings
+from django.utils import timezone
+
+from notifications import guard
+from notifications.api import schedule
+from notifications.channels import ErrorClass
+from notifications.channels.webhook import classify_status, parse_retry_after
+from notifications.engine import run_tick
+from notifications.models import DeliveryAttempt, Notification
+from tests.servers import Reply
+
+pytestmark = pytest.mark.django_db
+
+REFUSED = "nobody@example.com"
+
+
+class RefusingEmailBackend(locmem.EmailBackend):
+    """locmem, except that REFUSED is refused the way an SMTP server refuses it."""
+
+    def send_messages(self, messages):
+        if any(REFUSED in m.to for m in messages):
+            raise smtplib.SMTPRecipientsRefused({REFUSED: (550, b"5.1.1 no such user")})
+        return super().send_messages(messages)
+
+
+@pytest.fixture
+def now():
+    return timezone.now().replace(microsecond=0)
+
+
+def attempt(row: Notification) -> DeliveryAttempt:
+    return DeliveryAttempt.objects.filter(notification_id=row.pk).latest("attempted_at")
+
+
+# --- the table ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "klass"),
+    [
+        *[(s, ErrorClass.PERMANENT) for s in (301, 302, 303, 307, 308)],
+        *[(s, ErrorClass.PERMANENT) for s in (400, 401, 403, 404, 405, 409, 410, 413, 415, 422)],
+        (408, ErrorClass.TRANSIENT),
+        (429, ErrorClass.TRANSIENT),
+        *[(s, ErrorClass.TRANSIENT) for s in (500, 502, 503, 504, 599)],
+    ],
+)
+def test_status_classes(status, klass):
+    assert classify_status(status) == klass
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        ("120", 120.0),
+        (" 30 ", 30.0),
+        ("0", 0.0),
+        (formatdate(1_000_000_200, usegmt=True), 200.0),  # an HTTP date, 200 s after "now"
+        (formatdate(999_999_000, usegmt=True), 0.0),  # a date in the past: no extra wait
+        ("Sun, 09 Sep 2001 01:50:00 GMT", 200.0),  # the IMF-fixdate form, spelt out
+        (None, None),
+        ("", None),
+        ("soon", None),
+        ("1.5", None),
+        ("-5", None),
+        ("\u0663", None),  # an Arabic-Indic digit: str.isdigit() says yes, HTTP says no
+    ],
+)
+def test_retry_after_parsing(value, seconds):
+    assert parse_retry_after(value, now=1_000_000_000) == seconds
+
+
+# --- end to end, on a real local server ------------------------------------------------------
+
+
+@pytest.mark.parametrize("status", [410, 404, 400, 422, 302])
+def test_permanent_status_dead_letters_a_one_shot_after_one_attempt(webhook_server, now, status):
+    webhook_server.reply = Reply(status=status, headers={"Location": "http://169.254.169.254/"})
+    row = schedule(channels=["webhook"], webhook_url=webhook_server.url(), fire_at=now)
+
+    report = run_tick(now=now)
+
+    row.refresh_from_db()
+    assert report.counts()["dead_lettered"] == 1
+    assert row.last_error.startswith(f"webhook: HTTP {status}")
+    assert (row.dead_lettered_at, row.next_fire_at) == (now, None)
+    assert attempt(row).error_class == "permanent"
+    assert len(webhook_server.received) == 1
+    assert run_tick(now=now + timedelta(days=1)).claimed == 0  # no retry is ever spent
+
+
+def test_permanent_failure_of_a_recurring_row_dead_letters_the_firing_and_skips_forward(webhook_server, now):
+    webhook_server.reply = Reply(status=410)
+    row = schedule(channels=["webhook"], webhook_url=webhook_server.url(), recurrence_rule="0 9 * * *", fire_at=now)
+
+    run_tick(now=now)
+
+    row.refresh_from_db()
+    assert (row.last_error, row.dead_lettered_at, row.error_count) == ("webhook: HTTP 410", now, 0)
+    assert row.next_fire_at > now
+    assert (row.next_fire_at.hour, row.next_fire_at.minute) == (9, 0)
+
+
+@pytest.mark.parametrize("status", [408, 429, 500, 502, 503])
+def test_transient_status_backs_off(webhook_server, now, status):
+    webhook_server.reply = Reply(status=status)
+    row = schedule(channels=["webhook"], webhook_url=webhook_server.url(), fire_at=now)
+
+    run_tick(now=now)
+
+    row.refresh_from_db()
+    assert row.last_error == f"webhook: HTTP {status}"
+    assert (row.error_count, row.dead_lettered_at) == (1, None)
+    assert row.next_fire_at == now + timedelta(seconds=60)  # BACKOFF[0]
+    assert attempt(row).error_class == "transient"
+
+
+@pytest.mark.parametrize(
+    ("status", "retry_after", "delay"),
+    [
+        (429, "120", 120),
+        (503, "300", 300),
+        (429, "86400", 1800),  # capped at the last backoff step
+        (503, "5", 60),  # never sooner than the backoff step
+    ],
+)
+def test_retry_after_in_seconds_pushes_the_next_attempt(webhook_server, now, status, retry_after, delay):
+    webhook_server.reply = Reply(status=status, headers={"Retry-After": retry_after})
+    row = schedule(channels=["webhook"], webhook_url=webhook_server.url(), fire_at=now)
+
+    run_tick(now=now)
+
+    row.refresh_from_db()
+    assert row.next_fire_at == now + timedelta(seconds=delay)
+
+
+def test_retry_after_as_an_http_date(webhook_server, now):
+    webhook_server.reply = Reply(status=429, headers={"Retry-After": formatdate(now.timestamp() + 600, usegmt=True)})
+    row = schedule(channels=["webhook"], webhook_url=webhook_server.url(), fire_at=now)
+
+    run_tick(now=now)
+
+    row.refresh_from_db()
+    # The date is read against the wall clock during the tick: allow for the tick's length.
+    wait = (row.next_fire_at - now).total_seconds()
+    assert 590 <= wait <= 600
+
+
+def test_retry_after_is_ignored_on_other_statuses(webhook_server, now):
+    webhook_server.reply = Reply(status=500, headers={"Retry-After": "900"})
+    row = schedule(channels=["webhook"], webhook_url=webhook_server.url(), fire_at=now)
+
+    run_tick(now=now)
+
+    row.refresh_from_db()
+    assert row.next_fire_at == now + timedelta(seconds=60)
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://exa mple.com/hook", "http://" + "a" * 64 + ".example.com/", "http://example..com/", "ftp://example.com/"],
+)
+def test_a_malformed_url_that_reached_the_table_is_permanent(now, url):
+    # bulk_create skips validation, like raw SQL; the tick must still not spend retries.
+    (row,) = Notification.objects.bulk_create([Notification(channels=["webhook"], webhook_url=url, next_fire_at=now)])
+
+    run_tick(now=now)
+
+    row.refresh_from_db()
+    assert row.dead_lettered_at == now
+    assert row.last_error in ("webhook: malformed URL", "invalid: webhook_url: Webhook URLs must use http or https.")
+
+
+def test_blocked_address_is_permanent(webhook_server, now):
+    row = schedule(channels=["webhook"], webhook_url=webhook_server.url(), fire_at=now)
+
+    with override_settings(NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS=[]):
+        run_tick(now=now)
+
+    row.refresh_from_db()
+    assert (row.last_error, row.dead_lettered_at) == ("webhook: blocked address", now)
+    assert attempt(row).error_class == "permanent"
+
+
+def test_unknown_host_and_refused_connection_are_transient(monkeypatch, now):
+    def nxdomain(*args, **kwargs):
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(guard, "getaddrinfo", nxdomain)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    listener.close()  # nothing listens there now
+    missing = schedule(channels=["webhook"], webhook_url="https://no-such-host.example/hook", fire_at=now)
+    refused = schedule(channels=["webhook"], webhook_url=f"http://127.0.0.1:{port}/hook", fire_at=now)
+
+    run_tick(now=now)
+
+    missing.refresh_from_db()
+    refused.refresh_from_db()
+    assert (missing.last_error, missing.error_count) == ("webhook: host not found", 1)
+    assert (refused.last_error, refused.error_count) == ("webhook: connection refused", 1)
+    assert {attempt(missing).error_class, attempt(refused).error_class} == {"transient"}
+
+
+@override_settings(EMAIL_BACKEND=f"{__name__}.RefusingEmailBackend")
+def test_email_recipient_refused_is_permanent(now):
+    row = schedule(channels=["email"], email_to=REFUSED, subject="s", body="b", fire_at=now)
+
+    run_tick(now=now)
+
+    row.refresh_from_db()
+    assert (row.last_error, row.dead_lettered_at) == ("email: SMTPRecipientsRefused", now)
+    assert attempt(row).error_class == "permanent"
+
+
+@override_settings(EMAIL_BACKEND=f"{__name__}.RefusingEmailBackend")
+@pytest.mark.parametrize(
+    ("email_to", "status", "failed"),
+    [("ada@example.com", 410, "webhook"), (REFUSED, 200, "email")],
+)
+def test_a_partial_success_stays_partial_whatever_the_class(webhook_server, now, email_to, status, failed):
+    webhook_server.reply = Reply(status=status)
+    row = schedule(
+        channels=["email", "webhook"],
+        email_to=email_to,
+        subject="s",
+        body="b",
+        webhook_url=webhook_server.url(),
+        fire_at=now,
+    )
+
+    report = run_tick(now=now)
+
+    row.refresh_from_db()
+    assert report.counts()["partial"] == 1
+    assert row.last_error == f"partial: {failed}"
+    assert row.dead_lettered_at is None
+    assert row.next_fire_at is None  # parked for an operator's requeue, never retried whole
+    classes = dict(DeliveryAttempt.objects.filter(notification_id=row.pk).values_list("channel", "error_class"))
+    assert classes[failed] == "permanent"
+    assert classes[({"email", "webhook"} - {failed}).pop()] == ""  # a success has no class
+
+
+@override_settings(EMAIL_BACKEND=f"{__name__}.RefusingEmailBackend")
+def test_a_permanent_and_a_transient_failure_together_are_retried(webhook_server, now):
+    webhook_server.reply = Reply(status=503)
+    row = schedule(
+        channels=["email", "webhook"],
+        email_to=REFUSED,
+        subject="s",
+        body="b",
+        webhook_url=webhook_server.url(),
+        fire_at=now,
+    )
+
+    run_tick(now=now)
+
+    row.refresh_from_db()
+    assert (row.error_count, row.dead_lettered_at) == (1, None)
+
+
+def test_the_admin_shows_and_filters_by_error_class(client, webhook_server, now):
+    webhook_server.reply = Reply(status=410)
+    gone = schedule(channels=["webhook"], webhook_url=webhook_server.url(), fire_at=now)
+    run_tick(now=now)
+    client.force_login(User.objects.create_superuser("admin", "admin@example.com", "pw"))
+
+    page = client.get("/admin/notifications/deliveryattempt/", {"error_class": "permanent"})
+    assert page.status_code == 200
+    assert page.context["cl"].result_count == 1
+    assert "webhook: HTTP 410" in page.content.decode()
+    assert (
+        client.get("/admin/notifications/deliveryattempt/", {"error_class": "transient"}).context["cl"].result_count
+        == 0
+    )
+    change = client.get(f"/admin/notifications/notification/{gone.pk}/change/")
+    assert "permanent" in change.content.decode()
