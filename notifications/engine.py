@@ -4,6 +4,13 @@ Database work happens only in the calling thread and never inside a transaction 
 waits on the network: a claim is one short transaction, delivery runs in worker
 threads that touch no database, and each batch is written back in one short
 transaction fenced by the batch's claim token.
+
+The tick is a pipeline. Workers take claimed rows from a `Dispatcher` and hand back
+outcomes; meanwhile the calling thread claims the next batch before the workers run
+dry and writes back each batch as soon as its last row is done. The dispatcher keeps
+one queue per target (webhook host, or email) and gives a free worker to the target
+with the fewest rows in flight, so a stuck endpoint cannot hold every worker while
+rows to healthy ones wait.
 """
 
 from __future__ import annotations
@@ -11,17 +18,20 @@ from __future__ import annotations
 import logging
 import math
 import os
+import queue
 import socket
 import threading
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from urllib.parse import urlsplit
 
 from django.db import connection, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from . import services, validation
@@ -41,29 +51,32 @@ DEADLINE_GRACE = 1.0
 
 @dataclass
 class TickReport:
-    """What one tick did, for the summary line and for monitoring."""
+    """What one tick did, for the summary line and for monitoring.
+
+    Only counts are kept, so a tick's memory does not grow with the rows it drains;
+    `run_tick(on_outcome=...)` sees every row's outcome as its batch is written.
+    """
 
     started_at: datetime
     finished_at: datetime | None = None
     batches: int = 0
-    outcomes: list[Outcome] = field(default_factory=list)
+    tally: Counter = field(default_factory=Counter)
 
     def count(self, kind: Kind) -> int:
-        return sum(1 for o in self.outcomes if o.kind == kind)
+        return self.tally[kind]
 
     @property
     def claimed(self) -> int:
-        return len(self.outcomes)
+        return sum(self.tally.values())
 
     def counts(self) -> dict[str, int]:
-        tally = Counter(o.kind for o in self.outcomes)
         return {
             "claimed": self.claimed,
-            "succeeded": tally[Kind.SUCCEEDED],
-            "partial": tally[Kind.PARTIAL],
-            "retried": tally[Kind.RETRIED],
-            "dead_lettered": tally[Kind.DEAD_LETTERED],
-            "released": tally[Kind.RELEASED],
+            "succeeded": self.tally[Kind.SUCCEEDED],
+            "partial": self.tally[Kind.PARTIAL],
+            "retried": self.tally[Kind.RETRIED],
+            "dead_lettered": self.tally[Kind.DEAD_LETTERED],
+            "released": self.tally[Kind.RELEASED],
         }
 
     def summary(self) -> str:
@@ -76,15 +89,21 @@ class TickReport:
         return line
 
 
+def due_query(now: datetime, limit: int) -> QuerySet:
+    """The ids of the next `limit` claimable rows, oldest first (a range scan of the due index)."""
+    return Notification.objects.due(now).order_by("next_fire_at", "id").values("pk")[:limit]
+
+
 def claim(now: datetime, limit: int, lease: float) -> tuple[uuid.UUID, list[Notification]]:
     """Claim up to `limit` due rows, oldest first, for `lease` seconds.
 
     One conditional UPDATE sets a fresh token on the rows; they are then read back by
-    that token. PostgreSQL skips rows another tick is claiming (FOR UPDATE SKIP
-    LOCKED); SQLite runs the single UPDATE under its database write lock.
+    that token (an index holds only claimed rows). PostgreSQL skips rows another tick
+    is claiming (FOR UPDATE SKIP LOCKED); SQLite runs the single UPDATE under its
+    database write lock.
     """
     token = uuid.uuid4()
-    due = Notification.objects.due(now).order_by("next_fire_at", "id").values("pk")[:limit]
+    due = due_query(now, limit)
     if connection.features.has_select_for_update_skip_locked:
         due = due.select_for_update(skip_locked=True)
     with transaction.atomic():
@@ -96,8 +115,124 @@ def claim(now: datetime, limit: int, lease: float) -> tuple[uuid.UUID, list[Noti
     return token, list(Notification.objects.filter(claim_token=token).order_by("next_fire_at", "id"))
 
 
+@dataclass(eq=False)
+class Batch:
+    """One claim: its token fences the write-back, done when every row has an outcome."""
+
+    token: uuid.UUID
+    now: datetime
+    left: int
+    outcomes: list[Outcome] = field(default_factory=list)
+    attempts: list[DeliveryAttempt] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class Job:
+    """One claimed row on its way through a worker."""
+
+    batch: Batch
+    row: Notification
+    target: str
+
+
+def target_of(row: Notification) -> str:
+    """What a row waits on: its webhook's host (one slow host must not hold every worker), or email."""
+    if row.webhook_url:
+        try:
+            return urlsplit(row.webhook_url).netloc.lower()
+        except ValueError:
+            return ""
+    return "email"
+
+
+class Dispatcher:
+    """Claimed rows waiting for a worker, one queue per target; thread-safe.
+
+    A free worker takes the oldest row of the target with the fewest rows in flight.
+    While the tick may still claim rows for other targets, no target holds more than
+    `cap` workers (three quarters of them), so rows behind a stuck endpoint leave
+    workers free and the tick claims further; `uncap()` lifts the limit when it cannot.
+    """
+
+    def __init__(self, workers: int) -> None:
+        self.cap = max(1, workers - max(1, workers // 4))
+        self._cond = threading.Condition()
+        self._queues: dict[str, deque[Job]] = {}
+        self._running: Counter[str] = Counter()
+        self._capped = True
+        self._closed = False
+        self.waiting = 0  # rows queued (read without the lock: a hint)
+        self.idle = 0  # workers waiting for a row
+
+    def put(self, jobs: list[Job]) -> None:
+        with self._cond:
+            for job in jobs:
+                self._queues.setdefault(job.target, deque()).append(job)
+            self.waiting += len(jobs)
+            self._cond.notify(len(jobs))
+
+    def take(self) -> Job | None:
+        """Block until a row may start; None once the dispatcher is closed."""
+        with self._cond:
+            while not self._closed:
+                target = self._pick()
+                if target is not None:
+                    jobs = self._queues[target]
+                    job = jobs.popleft()
+                    if not jobs:
+                        del self._queues[target]
+                    self._running[target] += 1
+                    self.waiting -= 1
+                    return job
+                self.idle += 1
+                self._cond.wait()
+                self.idle -= 1
+            return None
+
+    def done(self, job: Job) -> None:
+        with self._cond:
+            self._running[job.target] -= 1
+            self._cond.notify()  # a capped target may start its next row
+
+    def _pick(self) -> str | None:
+        best, best_running = None, 0
+        for target in self._queues:
+            running = self._running[target]
+            if self._capped and running >= self.cap:
+                continue
+            if best is None or running < best_running:
+                best, best_running = target, running
+                if running == 0:
+                    break
+        return best
+
+    def starved(self) -> bool:
+        """Workers are idle although rows wait: every waiting row's target is at its cap."""
+        with self._cond:
+            return self.idle > 0 and self.waiting > 0 and self._pick() is None
+
+    def set_capped(self, capped: bool) -> None:
+        with self._cond:
+            if capped != self._capped:
+                self._capped = capped
+                self._cond.notify_all()
+
+    def drain(self) -> list[Job]:
+        """Take every waiting row out (the tick is stopping: they are released)."""
+        with self._cond:
+            jobs = [job for jobs in self._queues.values() for job in jobs]
+            self._queues.clear()
+            self.waiting = 0
+            return jobs
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+
 class Tick:
-    """The parts of one tick: settings read once, channels and worker pools."""
+    """The parts of one tick: settings read once, channels and worker threads."""
 
     def __init__(self, *, limit: int | None = None, budget: float | None = None, stop: threading.Event | None = None):
         self.limit = int(limit if limit is not None else app_settings.TICK_LIMIT)
@@ -107,30 +242,66 @@ class Tick:
         self.concurrency = max(1, int(app_settings.CONCURRENCY))
         self.policy = Policy.from_settings()
         self.stop = stop or threading.Event()
+        # Claim the next batch while this many rows still wait, so workers never run dry;
+        # claim up to `high_water` waiting rows when a capped target leaves workers idle.
+        self.low_water = 2 * self.concurrency
+        self.high_water = max(3 * self.limit, 4 * self.concurrency)
 
     def run(self, now: datetime | None = None, on_outcome: Callable[[Outcome], None] | None = None) -> TickReport:
         started = time.monotonic()
         report = TickReport(started_at=timezone.now())
         channels: dict[str, Channel] = {"email": EmailChannel(), "webhook": WebhookChannel()}
-        rows_pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="notifications-row")
         channel_pool = ThreadPoolExecutor(2 * self.concurrency, thread_name_prefix="notifications-send")
+        dispatcher = Dispatcher(self.concurrency)
+        results: queue.SimpleQueue[tuple[Job, Outcome, list[DeliveryAttempt]]] = queue.SimpleQueue()
+        workers = [
+            threading.Thread(
+                target=self.work,
+                args=(dispatcher, results, channels, channel_pool),
+                name=f"notifications-row-{i}",
+                daemon=True,  # a worker stuck past every deadline must not keep the process alive
+            )
+            for i in range(self.concurrency)
+        ]
+        for worker in workers:
+            worker.start()
+        held = 0  # rows claimed and not yet given an outcome
+        exhausted = False  # a claim came back short: nothing more is due
         try:
-            while not self.stop.is_set():
-                batch_now = now or timezone.now()
-                token, rows = claim(batch_now, self.batch_size(time.monotonic() - started), self.lease)
-                if not rows:
+            while True:
+                elapsed = time.monotonic() - started
+                stopping = self.stop.is_set()
+                if stopping:
+                    for job in dispatcher.drain():  # never started: hand the claim back
+                        results.put((job, services.release(job.row, job.batch.now), []))
+                size = 0 if stopping or exhausted or elapsed >= self.budget else self.claim_size(elapsed, held)
+                more = size > 0 and dispatcher.waiting < self.high_water
+                dispatcher.set_capped(more)
+                if more and (dispatcher.waiting < self.low_water or dispatcher.starved()):
+                    batch_now = now or timezone.now()
+                    token, rows = claim(batch_now, size, self.lease)
+                    exhausted = len(rows) < size
+                    if rows:
+                        report.batches += 1
+                        held += len(rows)
+                        batch = Batch(token, batch_now, len(rows))
+                        dispatcher.put([Job(batch, row, target_of(row)) for row in rows])
+                    continue
+                if held == 0 and (stopping or exhausted or elapsed >= self.budget):
                     break
-                report.batches += 1
-                outcomes = self.process(token, rows, batch_now, channels, rows_pool, channel_pool)
-                report.outcomes.extend(outcomes)
-                services.announce(outcomes)
-                for outcome in outcomes:
-                    if on_outcome:
-                        on_outcome(outcome)
-                if len(rows) < self.limit or time.monotonic() - started >= self.budget:
-                    break
+                try:
+                    item = results.get(timeout=0.05 if dispatcher.idle else 0.5)
+                except queue.Empty:
+                    continue
+                while item is not None:
+                    held -= 1
+                    self.collect(item, report, on_outcome)
+                    try:
+                        item = results.get_nowait()
+                    except queue.Empty:
+                        item = None
         finally:
-            rows_pool.shutdown(wait=False, cancel_futures=True)
+            dispatcher.close()
             channel_pool.shutdown(wait=False, cancel_futures=True)
             for channel in channels.values():
                 channel.close()
@@ -140,61 +311,62 @@ class Tick:
         logger.debug("tick %s", report.summary(), extra={"host": socket.gethostname(), "pid": os.getpid()})
         return report
 
-    def batch_size(self, elapsed: float) -> int:
+    def claim_size(self, elapsed: float, held: int) -> int:
         """Claim no more than the workers can finish before the budget runs out.
 
-        With every endpoint stuck, a batch takes ceil(n / concurrency) timeouts; capping
-        n keeps a tick close to its budget whatever the endpoints do.
+        With every endpoint stuck, rows take ceil(n / concurrency) timeouts; capping
+        the rows held keeps a tick close to its budget whatever the endpoints do.
         """
         waves = max(1, math.floor((self.budget - elapsed) / max(self.timeout, 0.001)))
-        return max(1, min(self.limit, self.concurrency * waves))
+        return min(self.limit, self.concurrency * waves - held)
 
-    def process(
+    def collect(
         self,
-        token: uuid.UUID,
-        rows: list[Notification],
-        now: datetime,
+        item: tuple[Job, Outcome, list[DeliveryAttempt]],
+        report: TickReport,
+        on_outcome: Callable[[Outcome], None] | None,
+    ) -> None:
+        """File one row's outcome; write its batch back once the batch is complete."""
+        job, outcome, attempts = item
+        batch = job.batch
+        batch.outcomes.append(outcome)
+        batch.attempts.extend(attempts)
+        batch.left -= 1
+        if batch.left:
+            return
+        services.save_outcomes(batch.token, batch.outcomes, batch.attempts)
+        services.announce(batch.outcomes)
+        report.tally.update(o.kind for o in batch.outcomes)
+        if on_outcome:
+            for each in batch.outcomes:
+                on_outcome(each)
+
+    def work(
+        self,
+        dispatcher: Dispatcher,
+        results: queue.SimpleQueue,
         channels: dict[str, Channel],
-        rows_pool: ThreadPoolExecutor,
-        channel_pool: ThreadPoolExecutor,
-    ) -> list[Outcome]:
-        outcomes: list[Outcome] = []
-        pending: dict[Future[list[ChannelResult]], Firing] = {}
-        for row in rows:
+        pool: ThreadPoolExecutor,
+    ) -> None:
+        """A worker thread: take a row, deliver it, hand back its outcome. No database."""
+        while (job := dispatcher.take()) is not None:
+            attempts: list[DeliveryAttempt] = []
+            row, now = job.row, job.batch.now
             try:
                 errors = validation.field_errors(row)
                 if errors:
-                    outcomes.append(services.record_invalid(row, errors, now, self.policy))
-                    continue
-                firing = Firing(row, str(row.firing_id), timezone.now(), row.owed_channels)
+                    outcome = services.record_invalid(row, errors, now, self.policy)
+                else:
+                    firing = Firing(row, str(row.firing_id), timezone.now(), row.owed_channels)
+                    channel_results = self.deliver(firing, channels, pool)
+                    attempts = attempt_records(firing, channel_results)
+                    outcome = services.record_firing(row, channel_results, now, self.policy)
             except Exception as exc:
                 logger.exception("notification %s: internal error", row.pk)
-                outcomes.append(services.record_internal_error(row, exc, now, self.policy))
-                continue
-            pending[rows_pool.submit(self.deliver, firing, channels, channel_pool)] = firing
-        attempts: list[DeliveryAttempt] = []
-        not_done = set(pending)
-        while not_done:
-            done, not_done = wait(not_done, timeout=0.5)
-            if self.stop.is_set():
-                for future in not_done:
-                    future.cancel()  # unstarted rows are released below
-            for future in done:
-                outcomes.append(self.outcome(future, pending[future], now, attempts))
-        services.save_outcomes(token, outcomes, attempts)
-        return outcomes
-
-    def outcome(self, future: Future, firing: Firing, now: datetime, attempts: list[DeliveryAttempt]) -> Outcome:
-        row = firing.notification
-        if future.cancelled():
-            return services.release(row, now)
-        try:
-            results = future.result()
-            attempts.extend(attempt_records(firing, results))
-            return services.record_firing(row, results, now, self.policy)
-        except Exception as exc:
-            logger.exception("notification %s: internal error", row.pk)
-            return services.record_internal_error(row, exc, now, self.policy)
+                outcome = services.record_internal_error(row, exc, now, self.policy)
+            finally:
+                dispatcher.done(job)
+            results.put((job, outcome, attempts))
 
     def deliver(self, firing: Firing, channels: dict[str, Channel], pool: ThreadPoolExecutor) -> list[ChannelResult]:
         """Runs in a row worker: the row's channels in parallel, each under its deadline."""

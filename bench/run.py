@@ -1,0 +1,545 @@
+"""The benchmark: `python bench/run.py` (SQLite) or `DATABASE_URL=postgres://... python bench/run.py`.
+
+Creates a throwaway database and a local HTTP sink in its own process, runs the
+scenarios of the README's Performance section, prints a Markdown table and writes it
+(with the due query's plan) to bench/results/. Comparisons are run side by side, in
+alternating order, and reported as ratios: absolute figures drift on a shared machine.
+Needs bench/requirements.txt (django-post-office, the peer).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.sink import Sink, ceiling  # noqa: E402
+
+PAYLOAD = {"order": 12345, "status": "shipped", "customer": "Ada Lovelace", "items": [1, 2, 3]}
+
+
+# --- the throwaway database ----------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def throwaway_database(url: str | None):
+    """A fresh database for this run, dropped afterwards: SQLite file or PostgreSQL database."""
+    if not url:
+        folder = tempfile.mkdtemp(prefix="notifications-bench-")
+        config = {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": str(Path(folder) / "bench.sqlite3"),
+            # As the demo project ships them: concurrent ticks on one host.
+            "OPTIONS": {
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 30,
+            },
+        }
+        try:
+            yield config
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        return
+    import environ
+    import psycopg
+
+    config = environ.Env.db_url_config(url)
+    name = f"notifications_bench_{os.getpid()}"
+    admin = dict(host=config.get("HOST") or None, port=config.get("PORT") or None, user=config.get("USER") or None)
+    if config.get("PASSWORD"):
+        admin["password"] = config["PASSWORD"]
+    with psycopg.connect(dbname=config.get("NAME") or "postgres", autocommit=True, **admin) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    config = {**config, "NAME": name}
+    try:
+        yield config
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        with psycopg.connect(dbname="postgres", autocommit=True, **admin) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# --- child processes -----------------------------------------------------------------------
+
+
+def job(name: str, args: dict, settings: dict | None = None) -> dict:
+    """Run one bench.worker job in a fresh process; return its JSON result."""
+    return jobs_together(name, [args], settings)[0]
+
+
+def jobs_together(name: str, args_list: list[dict], settings: dict | None = None) -> list[dict]:
+    """Start one process per args, wait until all are ready, then let them go at once."""
+    from django.db import connections
+
+    connections.close_all()  # SQLite: hold no lock while children write
+    env = dict(os.environ, BENCH_SETTINGS=json.dumps(settings or {}), PYTHONPATH=str(ROOT))
+    procs = []
+    for args in args_list:
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "bench.worker", name, json.dumps({**args, "barrier": True})],
+                cwd=ROOT,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    for proc in procs:
+        line = proc.stdout.readline()
+        if line.strip() != "ready":
+            raise RuntimeError(f"{name} did not start: {line}{proc.stderr.read()}")
+    for proc in procs:
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=1800)
+        if proc.returncode:
+            raise RuntimeError(f"{name} failed ({proc.returncode}): {err[-3000:]}")
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    return results
+
+
+# --- rows ------------------------------------------------------------------------------------
+
+
+def make_rows(n: int, *, webhook_url: str = "", email: bool = False, recurring: bool = False, age: float = 60) -> None:
+    """`n` valid due rows, created in bulk (the tick validates them as it claims them)."""
+    from django.utils import timezone
+
+    from notifications.models import Notification
+
+    due = timezone.now() - timedelta(seconds=age)
+    channels = (["email"] if email else []) + (["webhook"] if webhook_url else [])
+    rows = [
+        Notification(
+            channels=channels,
+            email_to="ada@example.com" if email else "",
+            subject="Your order shipped" if email else "",
+            body="Order 12345 is on its way." if email else "",
+            webhook_url=webhook_url,
+            payload=PAYLOAD,
+            recurrence_rule="*/5 * * * *" if recurring else "",
+            timezone="UTC",
+            next_fire_at=due,
+        )
+        for _ in range(n)
+    ]
+    Notification.objects.bulk_create(rows, batch_size=2000)
+
+
+def clear() -> None:
+    from post_office.models import Email, Log
+
+    from notifications.models import DeliveryAttempt, Notification, TickRun
+
+    for model in (Notification, DeliveryAttempt, TickRun, Log, Email):
+        model.objects.all().delete()
+
+
+def remaining() -> int:
+    from notifications.models import Notification
+
+    return Notification.objects.count()
+
+
+# --- the table -------------------------------------------------------------------------------
+
+
+@dataclass
+class Table:
+    rows: list[tuple[str, str, str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, scenario: str, measured: str, target: str = "", met: bool | None = None) -> None:
+        verdict = "" if met is None else ("yes" if met else "**no**")
+        self.rows.append((scenario, measured, target, verdict))
+        print(f"  {scenario}: {measured}  [{target}] {verdict}", flush=True)
+
+    def markdown(self) -> str:
+        lines = ["| scenario | measured | target | met |", "|---|---|---|---|"]
+        lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in self.rows]
+        return "\n".join(lines)
+
+
+def rate(rows: int, seconds: float) -> float:
+    return rows / seconds if seconds > 0 else float("inf")
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+# --- scenarios -------------------------------------------------------------------------------
+
+
+def drain_pair(sink: Sink, rows: int, concurrency: int, ours_first: bool) -> tuple[dict, dict]:
+    """runtick draining `rows` webhooks, and plain requests posting as many: one of each."""
+    url = sink.url("/drain")
+    settings = {"NOTIFICATIONS_CONCURRENCY": concurrency}
+    results = {}
+    for which in ("ours", "limit") if ours_first else ("limit", "ours"):
+        sink.reset()
+        if which == "ours":
+            make_rows(rows, webhook_url=url)
+            result = job("runtick", {"budget": 3600}, settings)
+            stats = sink.stats()
+            result["lost"] = rows - stats["unique"] + remaining()
+            result["duplicates"] = stats["duplicates"]
+            clear()
+        else:
+            result = job("plain_requests", {"rows": rows, "url": url, "payload": PAYLOAD, "concurrency": concurrency})
+            result["lost"] = rows - result["ok"]
+        result["rate"] = rate(rows, result["seconds"])
+        results[which] = result
+    return results["ours"], results["limit"]
+
+
+def scenario_drain(table: Table, sink: Sink, rows: int, repeats: int, concurrency: int, sweep: list[int]) -> dict:
+    ratios, ours_rates, limit_rates, peaks, lost, dup = [], [], [], [], 0, 0
+    for i in range(repeats):
+        ours, limit = drain_pair(sink, rows, concurrency, ours_first=i % 2 == 0)
+        ratios.append(ours["rate"] / limit["rate"])
+        ours_rates.append(ours["rate"])
+        limit_rates.append(limit["rate"])
+        peaks.append(ours["rss_peak_kb"])
+        lost += ours["lost"]
+        dup += ours["duplicates"]
+    spread = f"{min(ratios):.2f}-{max(ratios):.2f}"
+    table.add(
+        f"1. webhook drain, {rows:,} rows, concurrency {concurrency}",
+        f"runtick {median(ours_rates):,.0f} rows/s vs plain requests {median(limit_rates):,.0f} rows/s: "
+        f"**{median(ratios):.2f}x** (median of {repeats}, range {spread}); lost {lost}, duplicates {dup}",
+        ">= 0.8x",
+        median(ratios) >= 0.8 and lost == 0 and dup == 0,
+    )
+    for c in sweep:
+        ours, limit = drain_pair(sink, max(rows // 2, 1), c, ours_first=True)
+        table.add(
+            f"1b. concurrency {c} ({max(rows // 2, 1):,} rows)",
+            f"runtick {ours['rate']:,.0f} rows/s, plain requests {limit['rate']:,.0f} rows/s "
+            f"({ours['rate'] / limit['rate']:.2f}x)",
+        )
+    return {"peak_kb": max(peaks), "rss_before_kb": ours["rss_before_kb"]}
+
+
+def scenario_statements(table: Table, sink: Sink) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from notifications.engine import run_tick
+
+    kinds = {
+        "one-shot success": ({"email": True}, "succeeded"),
+        "recurring advance": ({"email": True, "recurring": True}, "succeeded"),
+        "retry": ({"webhook_url": sink.url("/status/503")}, "retried"),
+        "partial": ({"email": True, "webhook_url": sink.url("/status/503")}, "partial"),
+    }
+    per_row = []
+    for label, (fields, kind) in kinds.items():
+        clear()
+        make_rows(100, **fields)
+        with CaptureQueriesContext(connection) as queries:
+            report = run_tick(limit=100)
+        assert report.counts()[kind] == 100, report.summary()
+        per_row.append(len(queries) / 100)
+        measured = f"{len(queries)} statements / 100 rows = {len(queries) / 100:.2f}"
+        table.add(f"2. SQL per row, {label} (limit 100)", measured)
+    average = sum(per_row) / len(per_row)
+    table.add("2. SQL per row, average", f"**{average:.2f}** statements per row", "<= 0.5", average <= 0.5)
+    clear()
+
+
+def fill_not_due(n: int, start: int = 0) -> None:
+    """`n` rows that are not due (scheduled later, retrying later, parked, dead), in one SQL statement."""
+    from django.db import connection
+
+    from notifications.models import Notification
+
+    table = connection.ops.quote_name(Notification._meta.db_table)
+    columns = (
+        "channels, email_to, subject, body, webhook_url, webhook_secret, payload, recurrence_rule, timezone, "
+        "next_fire_at, error_count, last_error, dead_lettered_at, firing_id, pending_channels, created_at, updated_at"
+    )
+    if connection.vendor == "postgresql":
+        sql = f"""
+            INSERT INTO {table} ({columns})
+            SELECT '["email"]'::jsonb, 'ada@example.com', 'Later', 'Not yet', '', '', '{{}}'::jsonb, '', 'UTC',
+                   CASE WHEN i % 4 < 2 THEN now() + interval '1 hour' + i * interval '1 second' END,
+                   CASE i % 4 WHEN 1 THEN 1 WHEN 3 THEN 3 ELSE 0 END,
+                   CASE WHEN i % 4 IN (1, 3) THEN 'webhook: HTTP 503' END,
+                   CASE WHEN i % 4 = 3 THEN now() END,
+                   gen_random_uuid(), '', now(), now()
+            FROM generate_series(%s, %s) AS i
+        """
+        params = [start + 1, start + n]
+    else:
+        sql = f"""
+            INSERT INTO {table} ({columns})
+            WITH RECURSIVE seq(i) AS (SELECT %s UNION ALL SELECT i + 1 FROM seq WHERE i < %s)
+            SELECT '["email"]', 'ada@example.com', 'Later', 'Not yet', '', '', '{{}}', '', 'UTC',
+                   CASE WHEN i % 4 < 2
+                        THEN strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '+' || (3600 + i) || ' seconds') END,
+                   CASE i % 4 WHEN 1 THEN 1 WHEN 3 THEN 3 ELSE 0 END,
+                   CASE WHEN i % 4 IN (1, 3) THEN 'webhook: HTTP 503' END,
+                   CASE WHEN i % 4 = 3 THEN strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now') END,
+                   lower(hex(randomblob(16))), '', strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now'),
+                   strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now')
+            FROM seq
+        """
+        params = [start + 1, start + n]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        if connection.vendor == "postgresql":
+            cursor.execute(f"ANALYZE {table}")  # as autovacuum would after a load this size
+
+
+def due_tick_seconds(due: int, repeats: int) -> list[float]:
+    from notifications.engine import run_tick
+
+    times = []
+    for _ in range(repeats):
+        make_rows(due, email=True)
+        started = time.perf_counter()
+        report = run_tick(limit=100)
+        times.append(time.perf_counter() - started)
+        assert report.counts()["succeeded"] == due, report.summary()
+    return times
+
+
+def due_query_plan() -> str:
+    from django.utils import timezone
+
+    from notifications.engine import due_query
+
+    return due_query(timezone.now(), 100).explain()
+
+
+def scenario_backlog(table: Table, small: int, big: int, due: int, repeats: int) -> str:
+    from django.db import connection
+
+    clear()
+    fill_not_due(small)
+    due_tick_seconds(due, 1)  # warm up
+    t_small = due_tick_seconds(due, repeats)
+    fill_not_due(big - small, start=small)
+    t_big = due_tick_seconds(due, repeats)
+    ratio = median(t_big) / median(t_small)
+    table.add(
+        f"3. backlog: tick of {due} due rows, {small:,} vs {big:,} not-due rows ({connection.vendor})",
+        f"{median(t_small) * 1000:.0f} ms vs {median(t_big) * 1000:.0f} ms: **{ratio:.2f}x** (medians of {repeats})",
+        "<= 1.3x",
+        ratio <= 1.3,
+    )
+    plan = due_query_plan()
+    clear()
+    return plan
+
+
+def scenario_peer(table: Table, emails: int, repeats: int, lockfile: str) -> None:
+    from post_office.models import STATUS, Email
+
+    ratios, ours_rates, peer_rates = [], [], []
+    for i in range(repeats):
+        results = {}
+        for which in ("ours", "peer") if i % 2 == 0 else ("peer", "ours"):
+            if which == "peer":
+                Email.objects.bulk_create(
+                    Email(
+                        from_email="bench@example.com",
+                        to=["ada@example.com"],
+                        subject="Your order shipped",
+                        message="Order 12345 is on its way.",
+                        status=STATUS.queued,
+                    )
+                    for _ in range(emails)
+                )
+                result = job("post_office", {"lockfile": lockfile})
+                sent = Email.objects.filter(status=STATUS.sent).count()
+                assert sent == emails, f"post_office sent {sent} of {emails}"
+            else:
+                make_rows(emails, email=True)
+                result = job("runtick", {"budget": 3600})
+                assert remaining() == 0, result
+            results[which] = rate(emails, result["seconds"])
+            clear()
+        ratios.append(results["ours"] / results["peer"])
+        ours_rates.append(results["ours"])
+        peer_rates.append(results["peer"])
+    table.add(
+        f"4. {emails:,} emails, dummy backend: runtick vs django-post-office send_queued_mail",
+        f"{median(ours_rates):,.0f} vs {median(peer_rates):,.0f} emails/s: **{median(ratios):.2f}x** "
+        f"(median of {repeats}, range {min(ratios):.2f}-{max(ratios):.2f})",
+        ">= 2x",
+        median(ratios) >= 2,
+    )
+
+
+def scenario_scale_out(table: Table, sink: Sink, rows: int, vendor: str) -> None:
+    for processes in (1, 2, 4):
+        sink.reset()
+        make_rows(rows, webhook_url=sink.url("/scale"))
+        results = jobs_together("runtick", [{"budget": 3600}] * processes)
+        seconds = max(r["end"] for r in results) - min(r["start"] for r in results)
+        stats = sink.stats()
+        claimed = sum(int(r["summary"].split("claimed=")[1].split()[0]) for r in results)
+        lost = rows - stats["unique"] + remaining()
+        table.add(
+            f"5. scale-out ({vendor}): {processes} runtick process{'es' if processes > 1 else ''}, {rows:,} rows",
+            f"{rate(rows, seconds):,.0f} rows/s; claimed {claimed}, duplicates {stats['duplicates']}, lost {lost}",
+            "0 duplicates, 0 lost",
+            stats["duplicates"] == 0 and lost == 0 and claimed == rows,
+        )
+        clear()
+
+
+def scenario_memory(table: Table, sink: Sink, rows: int, big_peak_kb: int | None) -> None:
+    small = max(rows // 10, 1)
+    peaks = {}
+    for n in (small, rows) if big_peak_kb is None else (small,):
+        make_rows(n, webhook_url=sink.url("/memory"))
+        result = job("runtick", {"budget": 3600})
+        peaks[n] = result["rss_peak_kb"]
+        before = result["rss_before_kb"]
+        clear()
+    if big_peak_kb is not None:
+        peaks[rows] = big_peak_kb
+    growth = (peaks[rows] - peaks[small]) / 1024
+    table.add(
+        f"6. peak RSS of runtick draining {small:,} vs {rows:,} rows",
+        f"{peaks[small] / 1024:.0f} MB vs **{peaks[rows] / 1024:.0f} MB** (growth {growth:+.1f} MB; "
+        f"{before / 1024:.0f} MB before the tick)",
+        "< 150 MB, flat",
+        peaks[rows] < 150 * 1024 and growth < 10,
+    )
+
+
+def scenario_stuck(table: Table, sink: Sink, stuck_rows: int, healthy_rows: int, concurrency: int) -> None:
+    timeout = 2.0
+    stuck = Sink()
+    try:
+        # The stuck rows are older, so they are claimed first: the hard case for the healthy ones.
+        make_rows(stuck_rows, webhook_url=stuck.url("/hang"), age=120)
+        make_rows(healthy_rows, webhook_url=sink.url("/healthy"), age=60)
+        sink.reset()
+        result = job("runtick", {"budget": 50}, {"NOTIFICATIONS_CHANNEL_TIMEOUT": timeout})
+        stats = sink.stats()
+    finally:
+        stuck.close()
+    expected = math.ceil(stuck_rows / concurrency) * timeout
+    healthy = stats["paths"].get("healthy", {"count": 0, "last": float("nan")})
+    waited = healthy["last"] - result["start"]
+    table.add(
+        f"7. stuck endpoint: {stuck_rows} rows never answered (timeout {timeout:g} s, concurrency {concurrency}) "
+        f"+ {healthy_rows} healthy rows",
+        f"tick {result['seconds']:.1f} s vs ceil({stuck_rows}/{concurrency}) x {timeout:g} s = {expected:g} s; "
+        f"last healthy row delivered after **{waited:.2f} s** ({healthy['count']}/{healthy_rows}); "
+        f"{result['summary'].split(' seconds=')[0]}",
+        f"near {expected:g} s; healthy within {timeout:g} s",
+        result["seconds"] <= expected * 1.25 + 2 and waited <= timeout and healthy["count"] == healthy_rows,
+    )
+    clear()
+
+
+# --- main --------------------------------------------------------------------------------------
+
+SCENARIOS = ["ceiling", "drain", "statements", "backlog", "peer", "scale", "memory", "stuck"]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=10_000, help="rows drained (scenarios 1, 5, 6)")
+    parser.add_argument("--emails", type=int, default=5_000, help="emails in the peer comparison")
+    parser.add_argument("--backlog", type=int, default=1_000_000, help="not-due rows in the big table")
+    parser.add_argument("--repeats", type=int, default=3, help="repeats of each side-by-side comparison")
+    parser.add_argument("--sweep", default="4,8,16,32", help="concurrencies to compare ('' for none)")
+    parser.add_argument("--only", default=",".join(SCENARIOS), help="comma-separated scenarios")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the benchmark runs")
+    parser.add_argument("--out", help="results file (default bench/results/<database>-<time>.md)")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.rows, args.emails, args.backlog, args.repeats, args.sweep = 200, 100, 2_000, 1, ""
+    return args
+
+
+def main(argv: list[str] | None = None) -> Path:
+    args = parse_args(argv)
+    only = set(args.only.split(","))
+    os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
+    with throwaway_database(os.environ.get("DATABASE_URL")) as database:
+        os.environ["BENCH_DATABASE"] = json.dumps(database)
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+        from django.db import connection
+
+        from notifications.conf import app_settings
+
+        call_command("migrate", verbosity=0)
+        vendor = connection.vendor
+        concurrency = int(app_settings.CONCURRENCY)
+        table = Table()
+        plan = ""
+        print(f"benchmark on {vendor}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}", flush=True)
+        sink = Sink()
+        lockfile = tempfile.mktemp(prefix="bench-post-office-")
+        try:
+            if "ceiling" in only:
+                table.add("sink ceiling (asyncio client, 16 keep-alive connections)", f"{ceiling(sink):,.0f} req/s")
+            drained = None
+            if "drain" in only:
+                sweep = [int(c) for c in args.sweep.split(",") if c]
+                drained = scenario_drain(table, sink, args.rows, args.repeats, concurrency, sweep)
+            if "statements" in only:
+                scenario_statements(table, sink)
+            if "backlog" in only:
+                plan = scenario_backlog(table, 1_000 if not args.quick else 100, args.backlog, 100, 7)
+            if "peer" in only:
+                scenario_peer(table, args.emails, args.repeats, lockfile)
+            if "scale" in only:
+                scenario_scale_out(table, sink, args.rows, vendor)
+            if "memory" in only:
+                scenario_memory(table, sink, args.rows, drained["peak_kb"] if drained else None)
+            if "stuck" in only:
+                scenario_stuck(table, sink, 200 if not args.quick else 20, 200 if not args.quick else 20, concurrency)
+        finally:
+            sink.close()
+        load = os.getloadavg()
+    header = (
+        f"`{' '.join(['python', 'bench/run.py', *(argv or sys.argv[1:])])}` on {vendor}, "
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} CPUs, "
+        f"NOTIFICATIONS_CONCURRENCY {concurrency}, load average at the end {load[0]:.1f}/{load[1]:.1f}"
+    )
+    text = f"{header}\n\n{table.markdown()}\n"
+    if plan:
+        text += f"\nDue query plan ({vendor}):\n\n```\n{plan}\n```\n"
+    print("\n" + text)
+    out = Path(args.out) if args.out else ROOT / "bench" / "results" / f"{vendor}-{datetime.now():%Y%m%d-%H%M%S}.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    print(f"written to {out}")
+    return out
+
+
+if __name__ == "__main__":
+    main()
