@@ -176,6 +176,10 @@ def _advance(
         row.next_fire_at = next_at
         row.error_count = 0
         row.firing_id = uuid.uuid4()  # the next firing is a new message
+        # A firing went out: an earlier dead-lettered firing no longer makes the row a
+        # dead letter (requeueing it would only fire the schedule early). The delivery
+        # log keeps that history.
+        row.dead_lettered_at = None
     elif kind == Kind.SUCCEEDED:
         return Outcome(row, kind, delete=True, results=results)
     else:

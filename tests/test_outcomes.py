@@ -595,3 +595,17 @@ def test_a_failing_signal_receiver_does_not_stop_the_tick(make_row):
 
     assert report.counts()["succeeded"] == 2
     assert not Notification.objects.filter(pk__in=[r.pk for r in rows]).exists()
+
+
+@pytest.mark.parametrize(("webhook", "kind"), [(200, "succeeded"), (503, "partial")])
+def test_recurring_row_that_delivers_again_is_no_longer_a_dead_letter(row_of, webhook, kind):
+    row = row_of("recurring", email=OK_TO, webhook=webhook)
+    set_state(row, dead_lettered_at=NOW - timedelta(minutes=5), last_error="webhook: HTTP 503")
+
+    report = run_tick(now=NOW)
+
+    row = reload(row)
+    assert report.counts()[kind] == 1
+    assert row.dead_lettered_at is None
+    assert row.state(NOW) == ("scheduled" if kind == "succeeded" else "partial")
+    assert not Notification.objects.dead().exists()
