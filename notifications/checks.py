@@ -306,3 +306,29 @@ def cron_interval() -> float:
         except Exception:  # noqa: BLE001, S112 - a malformed CRONJOBS entry is django-crontab's to report
             continue
     return DEFAULT_TICK_INTERVAL
+
+
+@checks.register(checks.Tags.database)
+def check_ticks_running(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> Messages:
+    """W100: no tick has finished lately, so nothing is delivered. Runs with `check --database`."""
+    from django.db import DatabaseError
+
+    from .health import queue_health
+    from .models import TickRun
+
+    if router.db_for_read(TickRun) not in (databases or ()):
+        return []
+    try:
+        health = queue_health()
+    except DatabaseError:
+        return []  # tables not migrated yet: `migrate` runs database checks first
+    if not health.stale:
+        return []
+    return [
+        checks.Warning(
+            health.warning,
+            hint="Install the cron line (python manage.py crontab add) or run `manage.py runtick --loop 60`; "
+            "`manage.py notifications_status` shows the queue.",
+            id="notifications.W100",
+        )
+    ]

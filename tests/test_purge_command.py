@@ -1,0 +1,117 @@
+"""`manage.py purgenotifications --dead --older-than AGE [--dry-run]`."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import timedelta
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.utils import timezone
+
+from notifications.management.arguments import age
+from notifications.models import DeliveryAttempt, Notification
+from tests.queue_states import make
+
+pytestmark = pytest.mark.django_db
+
+
+def dead_since(days: float, **fields) -> Notification:
+    row = make("dead", **fields)
+    Notification.objects.filter(pk=row.pk).update(dead_lettered_at=timezone.now() - timedelta(days=days))
+    return row
+
+
+@pytest.fixture
+def queue():
+    return {
+        "old": dead_since(45),
+        "older": dead_since(400),
+        "recent": dead_since(3),
+        "partial": make("partial"),
+        "scheduled": make("scheduled"),
+        # A recurring row whose failed firing was dead-lettered long ago but whose schedule runs on.
+        "recurring_alive": dead_since(60, recurrence_rule="0 9 * * *"),
+    }
+
+
+def test_purges_only_dead_letters_older_than_the_age(queue, capsys):
+    Notification.objects.filter(pk=queue["recurring_alive"].pk).update(next_fire_at=timezone.now() + timedelta(hours=3))
+
+    call_command("purgenotifications", "--dead", "--older-than", "30d")
+
+    left = set(Notification.objects.values_list("pk", flat=True))
+    assert left == {queue[k].pk for k in ("recent", "partial", "scheduled", "recurring_alive")}
+    out = capsys.readouterr().out
+    assert out.startswith("purged 2 dead letters older than 30d (dead-lettered before ")
+    assert out.rstrip().endswith("kept 1 recurring still scheduled")
+
+
+def test_a_recurring_dead_letter_with_no_schedule_left_is_purged(queue):
+    Notification.objects.filter(pk=queue["recurring_alive"].pk).update(next_fire_at=None)
+    call_command("purgenotifications", "--dead", "--older-than", "30d")
+    assert not Notification.objects.filter(pk=queue["recurring_alive"].pk).exists()
+
+
+def test_dry_run_changes_nothing(queue, capsys):
+    Notification.objects.filter(pk=queue["recurring_alive"].pk).update(next_fire_at=timezone.now() + timedelta(hours=3))
+    before = Notification.objects.count()
+
+    call_command("purgenotifications", "--dead", "--older-than", "30d", "--dry-run", verbosity=2)
+
+    assert Notification.objects.count() == before
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:2] == [f"would purge #{queue['older'].pk}", f"would purge #{queue['old'].pk}"]
+    assert lines[2].startswith("dry run: would purge 2 dead letters older than 30d")
+
+
+def test_history_of_purged_rows_stays(queue):
+    DeliveryAttempt.objects.create(
+        notification_id=queue["old"].pk,
+        firing_id=queue["old"].firing_id,
+        channel="webhook",
+        outcome="failed",
+        error="webhook: HTTP 410",
+        attempted_at=timezone.now() - timedelta(days=2),
+    )
+    call_command("purgenotifications", "--dead", "--older-than", "30d")
+    assert not Notification.objects.filter(pk=queue["old"].pk).exists()
+    assert DeliveryAttempt.objects.filter(notification_id=queue["old"].pk).count() == 1
+
+
+def test_hours_and_other_units(queue):
+    call_command("purgenotifications", "--dead", "--older-than", "48h")
+    assert not Notification.objects.filter(pk=queue["recent"].pk).exists()
+
+
+def test_needs_a_kind_and_an_age():
+    with pytest.raises(CommandError, match="--dead"):
+        call_command("purgenotifications", "--older-than", "30d")
+    with pytest.raises(CommandError, match="--older-than"):
+        call_command("purgenotifications", "--dead")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("30d", timedelta(days=30)),
+        ("12h", timedelta(hours=12)),
+        ("90m", timedelta(minutes=90)),
+        ("45s", timedelta(seconds=45)),
+        ("2w", timedelta(weeks=2)),
+        ("1.5d", timedelta(hours=36)),
+    ],
+)
+def test_age_argument(text, expected):
+    assert age(text) == expected
+
+
+@pytest.mark.parametrize("text", ["30", "d", "30 days", "-3d", "0d", "thirty"])
+def test_bad_ages_are_refused_clearly(text):
+    with pytest.raises(argparse.ArgumentTypeError):
+        age(text)
+
+
+def test_bad_age_on_the_command_line():
+    with pytest.raises(CommandError, match="is not an age"):
+        call_command("purgenotifications", "--dead", "--older-than", "30 days")
