@@ -271,10 +271,13 @@ class Tick:
             while True:
                 elapsed = time.monotonic() - started
                 stopping = self.stop.is_set()
+                # The budget stops *new* batches: the first one is always claimed, so
+                # `--budget 0` means "one batch".
+                spent = elapsed >= self.budget and report.batches > 0
                 if stopping:
                     for job in dispatcher.drain():  # never started: hand the claim back
                         results.put((job, services.release(job.row, job.batch.now), []))
-                size = 0 if stopping or exhausted or elapsed >= self.budget else self.claim_size(elapsed, held)
+                size = 0 if stopping or exhausted or spent else self.claim_size(elapsed, held)
                 more = size > 0 and dispatcher.waiting < self.high_water
                 dispatcher.set_capped(more)
                 if more and (dispatcher.waiting < self.low_water or dispatcher.starved()):
@@ -287,7 +290,7 @@ class Tick:
                         batch = Batch(token, batch_now, len(rows))
                         dispatcher.put([Job(batch, row, target_of(row)) for row in rows])
                     continue
-                if held == 0 and (stopping or exhausted or elapsed >= self.budget):
+                if held == 0 and (stopping or exhausted or spent):
                     break
                 try:
                     item = results.get(timeout=0.05 if dispatcher.idle else 0.5)
