@@ -173,6 +173,9 @@ class NotificationAdmin(admin.ModelAdmin):
 
     # --- columns ---------------------------------------------------------------------
 
+    class Media:
+        css = {"all": ["notifications/admin.css"]}
+
     @admin.display(description="channels")
     def channel_names(self, obj: Notification) -> str:
         return ", ".join(str(c) for c in obj.channel_list) or "—"

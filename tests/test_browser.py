@@ -1,0 +1,186 @@
+"""The operator's path in a real browser: headless Chromium (Debian's package) driven by Selenium.
+
+Log in, filter to dead letters, requeue one, read the message, purge one through the
+confirmation page. Screenshots of the changelist and the change page land in
+test-artifacts/ (git-ignored). `.ci/run` installs chromium and chromium-driver, so CI
+never skips this test; a machine without them skips it with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from notifications.models import DeliveryAttempt, Notification, State, TickRun
+from tests.queue_states import SECRET, make
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--window-size=1600,1000",
+]
+HOSTILE = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 1">'
+WAIT = 20  # seconds for a page; generous, the machine is shared
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def browser():
+    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
+        if os.environ.get("NOTIFICATIONS_REQUIRE_POSTGRES"):  # set by .ci/run: CI must run this test
+            pytest.fail(f"{CHROMIUM} and {CHROMEDRIVER} are required in CI (.ci/run installs chromium chromium-driver)")
+        pytest.skip(f"{CHROMIUM} or {CHROMEDRIVER} missing: apt-get install chromium chromium-driver to run it")
+    from selenium import webdriver
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for arg in CHROMIUM_ARGS:
+        options.add_argument(arg)
+    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=str(CHROMEDRIVER)))
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+
+def wait_for(driver, css: str):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, WAIT).until(ec.presence_of_element_located((By.CSS_SELECTOR, css)))
+
+
+def click_and_wait(driver, element) -> None:
+    """Click something that loads a new page, and wait until it has."""
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    element.click()
+    WebDriverWait(driver, WAIT).until(ec.staleness_of(element))
+    wait_for(driver, "#content")
+
+
+def run_action(driver, action: str, row: Notification) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    driver.find_element(By.CSS_SELECTOR, f'input[name="_selected_action"][value="{row.pk}"]').click()
+    Select(driver.find_element(By.NAME, "action")).select_by_value(action)
+    click_and_wait(driver, driver.find_element(By.CSS_SELECTOR, 'button[name="index"]'))
+
+
+def listed(driver) -> set[int]:
+    from selenium.webdriver.common.by import By
+
+    boxes = driver.find_elements(By.CSS_SELECTOR, 'input[name="_selected_action"]')
+    return {int(box.get_attribute("value")) for box in boxes}
+
+
+def screenshot(driver, path: Path) -> None:
+    """The whole page, not just the window: grow the window to the document first."""
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(1600, max(1000, min(int(height) + 40, 6000)))
+    driver.save_screenshot(str(path))
+    driver.set_window_size(1600, 1000)
+
+
+def assert_no_script_ran(driver) -> None:
+    assert driver.execute_script("return window.__xss === undefined"), "hostile last_error ran as script"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_operator_requeues_and_purges_dead_letters(browser, live_server, django_user_model):
+    from selenium.webdriver.common.by import By
+
+    django_user_model.objects.create_superuser("operator", "operator@example.com", "correct horse")
+    to_requeue = make("dead", email_to="requeue-me@example.com")
+    to_purge = make("dead", email_to="purge-me@example.com")
+    hostile = make("dead", email_to="hostile@example.com")
+    Notification.objects.filter(pk=hostile.pk).update(last_error=f"webhook: HTTP 500 {HOSTILE}")
+    make("partial")
+    recurring = make("scheduled", recurrence_rule="0 9 * * 1-5", timezone="Europe/Berlin")
+    now = timezone.now()
+    DeliveryAttempt.objects.bulk_create(
+        DeliveryAttempt(
+            notification_id=recurring.pk,
+            firing_id=recurring.firing_id,
+            channel=channel,
+            outcome=outcome,
+            error=error,
+            error_class="transient" if error else "",
+            http_status=status,
+            duration_ms=duration,
+            attempted_at=now - timedelta(minutes=minutes),
+        )
+        for channel, outcome, error, status, duration, minutes in [
+            ("email", "ok", "", None, 41, 30),
+            ("webhook", "failed", "webhook: HTTP 503", 503, 212, 30),
+            ("webhook", "ok", "", 200, 95, 29),
+        ]
+    )
+    TickRun.objects.create(
+        started_at=now - timedelta(seconds=20), finished_at=now - timedelta(seconds=18), host="cron-1", pid=77,
+        claimed=3, succeeded=1, partial=1, dead_lettered=1,
+    )  # fmt: skip
+    ARTIFACTS.mkdir(exist_ok=True)
+    vendor = connection.vendor
+
+    # Log in.
+    browser.get(f"{live_server.url}/admin/")
+    wait_for(browser, "#id_username").send_keys("operator")
+    browser.find_element(By.ID, "id_password").send_keys("correct horse")
+    click_and_wait(browser, browser.find_element(By.CSS_SELECTOR, 'input[type="submit"]'))
+
+    # Two clicks to the dead letters: the model, then the state filter.
+    click_and_wait(browser, browser.find_element(By.LINK_TEXT, "Notifications"))
+    assert "Queue health" in browser.page_source or browser.find_element(By.CSS_SELECTOR, ".nq-health")
+    click_and_wait(browser, browser.find_element(By.CSS_SELECTOR, '#changelist-filter a[href="?state=dead"]'))
+    assert "state=dead" in browser.current_url
+    assert listed(browser) == {to_requeue.pk, to_purge.pk, hostile.pk}
+    assert_no_script_ran(browser)
+    assert "<script>window.__xss" in browser.find_element(By.ID, "result_list").text  # shown as text
+    screenshot(browser, ARTIFACTS / f"admin-changelist-{vendor}.png")
+
+    # Requeue one and read the message.
+    run_action(browser, "requeue", to_requeue)
+    message = wait_for(browser, ".messagelist li").text
+    assert message == "Requeued 1 notification; skipped none."
+    assert Notification.objects.get(pk=to_requeue.pk).state() == State.DUE
+    assert listed(browser) == {to_purge.pk, hostile.pk}  # still filtered to dead letters
+
+    # Purge one through the confirmation page.
+    run_action(browser, "purge", to_purge)
+    assert browser.find_element(By.TAG_NAME, "h1").text == "Purge notifications?"
+    assert "purge-me@example.com" in browser.find_element(By.CSS_SELECTOR, ".nq-purge-list").text
+    assert Notification.objects.filter(pk=to_purge.pk).exists()
+    click_and_wait(browser, browser.find_element(By.CSS_SELECTOR, 'input[type="submit"][value="Yes, I\u2019m sure"]'))
+    message = wait_for(browser, ".messagelist li").text
+    assert message.startswith("Purged 1 notification; skipped none.")
+    assert not Notification.objects.filter(pk=to_purge.pk).exists()
+    assert listed(browser) == {hostile.pk}
+
+    # The change page: schedule preview, delivery history, no secret.
+    browser.get(f"{live_server.url}/admin/notifications/notification/{recurring.pk}/change/")
+    wait_for(browser, ".nq-upcoming")
+    assert len(browser.find_elements(By.CSS_SELECTOR, ".nq-upcoming tbody tr")) == 5
+    assert "webhook: HTTP 503" in browser.find_element(By.ID, "attempts-group").text
+    assert SECRET not in browser.page_source
+    assert browser.find_element(By.ID, "id_webhook_secret").get_attribute("value") == ""
+    screenshot(browser, ARTIFACTS / f"admin-change-page-{vendor}.png")
+
+    for name in ("changelist", "change-page"):
+        assert (ARTIFACTS / f"admin-{name}-{vendor}.png").stat().st_size > 10_000
