@@ -19,7 +19,7 @@ import requests
 import urllib3.exceptions
 from django.core.serializers.json import DjangoJSONEncoder
 
-from .. import guard, signing, transport
+from .. import guard, signing, transport, validation
 from ..conf import app_settings
 from .base import Channel, ChannelResult, ErrorClass, Firing
 
@@ -229,10 +229,16 @@ def _site_keys() -> tuple[list[bytes], str | None]:
     `manage.py check` reports a malformed NOTIFICATIONS_WEBHOOK_SECRET (E009/E010);
     here it must not crash the tick, and the error must not echo the value.
     """
+    malformed = "webhook: NOTIFICATIONS_WEBHOOK_SECRET is malformed"
     try:
-        return [signing.secret_key(s) for s in app_settings.webhook_secrets], None
+        secrets = app_settings.webhook_secrets
+        # The rule validation applies to a row's secret: a lenient decode would turn a
+        # typo into a different, shorter key that no receiver has.
+        if any(validation.secret_errors(s) for s in secrets):
+            return [], malformed
+        return [signing.secret_key(s) for s in secrets], None
     except (binascii.Error, ValueError, TypeError, AttributeError):
-        return [], "webhook: NOTIFICATIONS_WEBHOOK_SECRET is malformed"
+        return [], malformed
 
 
 def _usable_url(url: str) -> bool:

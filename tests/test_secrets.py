@@ -1,0 +1,205 @@
+"""Signing secrets: rotation, the row secret's shape, and that no secret ever leaks."""
+
+from __future__ import annotations
+
+import base64
+import io
+import logging
+import socket
+
+import pytest
+import standardwebhooks
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
+from django.core.management import call_command
+from django.test import override_settings
+from django.utils import timezone
+
+from notifications import checks, guard
+from notifications.api import schedule
+from notifications.engine import run_tick
+from notifications.models import DeliveryAttempt, Notification
+from tests.servers import Reply
+
+pytestmark = pytest.mark.django_db
+
+
+def secret_of(key: bytes) -> str:
+    return "whsec_" + base64.b64encode(key).decode()
+
+
+NEW = secret_of(b"the new site key, 32 bytes long!")
+OLD = secret_of(b"the old site key, 32 bytes long!")
+ROW = secret_of(b"a row's own key, 32 bytes long!!")
+STRANGER = secret_of(b"nobody's key at all, 32 bytes!!!")
+
+
+def verifies(secret: str, received) -> bool:
+    try:
+        standardwebhooks.Webhook(secret).verify(received.body, received.headers)
+    except standardwebhooks.WebhookVerificationError:
+        return False
+    return True
+
+
+# --- rotation -------------------------------------------------------------------------------------
+
+
+@override_settings(NOTIFICATIONS_WEBHOOK_SECRET=[NEW, "", OLD])
+def test_every_listed_site_key_signs_and_each_verifies(webhook_server):
+    schedule(channels=["webhook"], webhook_url=webhook_server.url())
+    run_tick()
+    (received,) = webhook_server.received
+
+    signatures = received.headers["webhook-signature"].split(" ")
+    assert len(signatures) == 2 and all(s.startswith("v1,") for s in signatures)
+    assert verifies(NEW, received)
+    assert verifies(OLD, received)
+    assert not verifies(STRANGER, received)
+
+
+@override_settings(NOTIFICATIONS_WEBHOOK_SECRET=[NEW, OLD])
+def test_a_rows_own_secret_replaces_the_site_keys(webhook_server):
+    schedule(channels=["webhook"], webhook_url=webhook_server.url(), webhook_secret=ROW)
+    run_tick()
+    (received,) = webhook_server.received
+
+    assert len(received.headers["webhook-signature"].split(" ")) == 1
+    assert verifies(ROW, received)
+    assert not verifies(NEW, received)
+    assert not verifies(OLD, received)
+
+
+@override_settings(NOTIFICATIONS_WEBHOOK_SECRET="")
+def test_without_any_key_nothing_unsigned_is_sent(webhook_server):
+    row = schedule(channels=["webhook"], webhook_url=webhook_server.url())
+    run_tick()
+    row.refresh_from_db()
+    assert row.last_error == "webhook: no signing secret configured"
+    assert webhook_server.received == []
+
+
+# --- the row secret's shape ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("secret", "message"),
+    [
+        (secret_of(b"x" * 23), "A webhook secret must hold at least 24 bytes."),
+        (base64.b64encode(b"x" * 32).decode(), "A webhook secret starts with 'whsec_'."),
+        ("whsec_not*base64*at*all", "A webhook secret is 'whsec_' followed by base64."),
+        ("whsec_", "A webhook secret must hold at least 24 bytes."),
+    ],
+)
+def test_a_malformed_row_secret_is_refused_without_echoing_it(secret, message):
+    with pytest.raises(ValidationError) as caught:
+        schedule(channels=["webhook"], webhook_url="https://example.com/hook", webhook_secret=secret)
+    assert caught.value.message_dict["webhook_secret"] == [message]
+    if len(secret) > len("whsec_"):
+        assert secret not in str(caught.value)
+        assert secret.removeprefix("whsec_") not in str(caught.value)
+
+
+def test_a_24_byte_secret_is_accepted():
+    assert schedule(channels=["webhook"], webhook_url="https://example.com/hook", webhook_secret=secret_of(b"y" * 24))
+
+
+# --- never leaked -----------------------------------------------------------------------------------
+
+# Canaries: secrets whose text is easy to spot wherever it might land.
+CANARY_KEY = b"CANARY-ROW-KEY-0123456789-abcdef"
+CANARY = secret_of(CANARY_KEY)
+BROKEN_ROW = "whsec_CANARYBROKENROW*!*"
+BROKEN_SITE = "whsec_CANARYBROKENSITE*!*"
+
+
+def assert_no_secret(text: str, *secrets: str) -> None:
+    for secret in secrets:
+        body = secret.removeprefix("whsec_")
+        assert body not in text, f"secret {body[:8]}... leaked"
+        for key in (CANARY_KEY.decode(), "CANARYBROKEN"):
+            assert key not in text, f"{key[:8]}... leaked"
+
+
+def test_secrets_never_appear_in_errors_logs_rows_records_exceptions_or_admin(
+    webhook_server, caplog, client, monkeypatch
+):
+    caplog.set_level(logging.DEBUG)
+    seen: list[str] = []
+
+    # Every failure path a row with a secret can take.
+    webhook_server.responder = lambda request: Reply(
+        status=int(request.path.rsplit("/", 1)[1]), body=b"error page", headers={"Retry-After": "1"}
+    )
+    monkeypatch.setattr(
+        guard,
+        "getaddrinfo",
+        lambda host, port, *a: [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.1.2.3", port))],
+    )
+    closed = socket.create_server(("127.0.0.1", 0))
+    closed_port = closed.getsockname()[1]
+    closed.close()
+    rows = [
+        schedule(channels=["webhook"], webhook_url=webhook_server.url(f"/hook/{status}"), webhook_secret=CANARY)
+        for status in (500, 410, 429, 302)
+    ]
+    rows.append(schedule(channels=["webhook"], webhook_url="http://intranet.example.test/", webhook_secret=CANARY))
+    rows.append(schedule(channels=["webhook"], webhook_url=f"http://127.0.0.1:{closed_port}/", webhook_secret=CANARY))
+    # A secret that never passed validation (raw SQL): dead-lettered with a reason, no echo.
+    rows += Notification.objects.bulk_create(
+        [
+            Notification(
+                channels=["webhook"],
+                webhook_url=webhook_server.url("/hook/200"),
+                webhook_secret=BROKEN_ROW,
+                next_fire_at=timezone.now(),
+            )
+        ]
+    )
+    out = io.StringIO()
+    call_command("runtick", verbosity=2, stdout=out, stderr=out)
+    seen.append(out.getvalue())
+
+    # A broken site secret: the tick carries on, the error names the setting only.
+    with override_settings(NOTIFICATIONS_WEBHOOK_SECRET=[BROKEN_SITE]):
+        site_row = schedule(channels=["webhook"], webhook_url=webhook_server.url("/hook/200"))
+        report = run_tick()
+        seen.append(report.summary())
+        seen += [str(m) + str(m.hint) for m in checks.check_settings()]
+    rows.append(site_row)
+
+    # Validation errors from every entry point.
+    for bad in (BROKEN_ROW, CANARY[:-1], CANARY.removeprefix("whsec_")):
+        with pytest.raises(ValidationError) as caught:
+            schedule(channels=["webhook"], webhook_url="https://example.com/", webhook_secret=bad)
+        seen += [str(caught.value), repr(caught.value), str(caught.value.message_dict)]
+
+    errors = {}
+    for row in rows:
+        row.refresh_from_db()
+        errors[row.pk] = row.last_error
+        seen.append(f"{row} {row.last_error}")
+    seen += [f"{a} {a.error} {a.error_class}" for a in DeliveryAttempt.objects.all()]
+
+    client.force_login(User.objects.create_superuser("admin", "admin@example.com", "pw"))
+    for url in ("/admin/notifications/notification/", "/admin/notifications/deliveryattempt/"):
+        page = client.get(url)
+        assert page.status_code == 200
+        seen.append(page.content.decode())
+    for state in ("due", "scheduled", "retrying", "partial", "dead"):
+        seen.append(client.get("/admin/notifications/notification/", {"state": state}).content.decode())
+
+    seen.append(caplog.text)
+    seen += [str(record.args) for record in caplog.records]
+
+    # The paths were really taken...
+    assert "webhook: HTTP 500" in errors.values()
+    assert "webhook: blocked address" in errors.values()
+    assert "webhook: connection refused" in errors.values()
+    assert "webhook: NOTIFICATIONS_WEBHOOK_SECRET is malformed" in errors.values()
+    assert any((e or "").startswith("invalid: webhook_secret:") for e in errors.values())
+    assert webhook_server.received  # ...and requests went out signed with the canary
+    # ...and not one of them shows a secret.
+    assert_no_secret("\n".join(seen), CANARY, BROKEN_ROW, BROKEN_SITE)
+    for received in webhook_server.received:
+        assert_no_secret(received.body.decode() + str(received.headers), CANARY)
