@@ -8,7 +8,7 @@ import threading
 import time
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 from django.db import connections
 from django.utils import timezone
 
@@ -26,8 +26,15 @@ def positive_int(value: str) -> int:
 
 def seconds(value: str) -> float:
     number = float(value)
-    if number < 0:
+    if not number >= 0:  # also refuses nan
         raise argparse.ArgumentTypeError("must not be negative")
+    return number
+
+
+def interval(value: str) -> float:
+    number = float(value)
+    if not number > 0:
+        raise argparse.ArgumentTypeError("must be a positive number of seconds")
     return number
 
 
@@ -39,7 +46,7 @@ class Command(BaseCommand):
         parser.add_argument("--budget", type=seconds, help="seconds after which no new batch is claimed")
         parser.add_argument("--dry-run", action="store_true", help="list what is due and change nothing")
         parser.add_argument(
-            "--loop", type=seconds, metavar="SECONDS", help="tick forever, one tick every SECONDS (no cron)"
+            "--loop", type=interval, metavar="SECONDS", help="tick forever, one tick every SECONDS (no cron)"
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -48,16 +55,14 @@ class Command(BaseCommand):
             return
         stop = threading.Event()
         self.install_signal_handlers(stop)
-        interval = options["loop"]
-        if interval is not None and interval <= 0:
-            raise CommandError("--loop needs a positive number of seconds")
+        every = options["loop"]
         while True:
             started = time.monotonic()
             self.tick(options, stop)
-            if interval is None or stop.is_set():
+            if every is None or stop.is_set():
                 break
             connections.close_all()  # nothing is held across ticks
-            stop.wait(max(interval - (time.monotonic() - started), 0))
+            stop.wait(max(every - (time.monotonic() - started), 0))
             if stop.is_set():
                 break
 
