@@ -28,11 +28,18 @@ SUMMARY = re.compile(r"claimed=(\d+) succeeded=(\d+) partial=(\d+) retried=(\d+)
 TABLE = "notifications_notification"
 
 
-def child_env(settings: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a child: this test's database, extra settings, unbuffered output."""
+def child_env(
+    settings: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+    db_options: dict[str, Any] | None = None,
+) -> dict[str, str]:
+    """The environment of a child: this test's database (its OPTIONS updated by
+    `db_options`), extra settings, unbuffered output."""
+    database = dict(connection.settings_dict)
+    database["OPTIONS"] = {**database.get("OPTIONS", {}), **(db_options or {})}
     variables = dict(os.environ)
     variables.pop("DJANGO_SETTINGS_MODULE", None)  # --settings names the child's module
-    variables["NOTIFICATIONS_TEST_DATABASE"] = json.dumps(connection.settings_dict, default=str)
+    variables["NOTIFICATIONS_TEST_DATABASE"] = json.dumps(database, default=str)
     variables["NOTIFICATIONS_TEST_SETTINGS"] = json.dumps(settings or {})
     variables["PYTHONUNBUFFERED"] = "1"
     variables.update(env or {})
@@ -51,13 +58,19 @@ def parse_summary(line: str) -> dict[str, int] | None:
 class Runtick:
     """One `python manage.py runtick ...` child; stdout and stderr are collected as they come."""
 
-    def __init__(self, *args: str, settings: dict[str, Any] | None = None, env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        *args: str,
+        settings: dict[str, Any] | None = None,
+        env: dict[str, str] | None = None,
+        db_options: dict[str, Any] | None = None,
+    ):
         command = [sys.executable, "manage.py", "runtick", "--settings=tests.child_settings", *args]
         self.started = time.monotonic()
         self.proc = subprocess.Popen(
             command,
             cwd=REPO,
-            env=child_env(settings, env),
+            env=child_env(settings, env, db_options),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -141,8 +154,14 @@ class Children:
     def __init__(self) -> None:
         self.started: list[Runtick] = []
 
-    def start(self, *args: str, settings: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> Runtick:
-        child = Runtick(*args, settings=settings, env=env)
+    def start(
+        self,
+        *args: str,
+        settings: dict[str, Any] | None = None,
+        env: dict[str, str] | None = None,
+        db_options: dict[str, Any] | None = None,
+    ) -> Runtick:
+        child = Runtick(*args, settings=settings, env=env, db_options=db_options)
         self.started.append(child)
         return child
 

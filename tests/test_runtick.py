@@ -15,7 +15,7 @@ from django.utils import timezone
 from notifications.conf import app_settings
 from notifications.engine import run_tick
 from notifications.models import DeliveryAttempt, Notification, TickRun
-from tests.processes import Children, parse_summary, run
+from tests.processes import Children, claim_gate, parse_summary, run
 from tests.servers import Reply
 
 OUTCOME_LINE = re.compile(r"^#(\d+) (succeeded|partial|retried|dead_lettered|released)\b")
@@ -213,6 +213,39 @@ def test_loop_ticks_repeatedly_and_stops_cleanly_on_a_signal(make_row, webhook_s
     assert child.wait(15) == 0
     assert [r.headers["webhook-id"] for r in webhook_server.received] == [f"msg_{row.firing_id}"]
     assert not Notification.objects.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_loop_survives_a_failing_tick(make_row, webhook_server, children, on_postgres):
+    row = make_row(channels=["webhook"], webhook_url=webhook_server.url())
+    # The child gives up waiting for a lock after half a second: its claim fails, as it
+    # would while the database restarts.
+    short_wait = {"options": "-c lock_timeout=500"} if on_postgres else {"timeout": 0.5}
+
+    with claim_gate():
+        child = children.start("--loop", "0.5", db_options=short_wait)
+        child.wait_for_output(lambda c: c.stderr.count("tick failed") >= 2)
+    child.wait_for_output(lambda c: any(s["succeeded"] == 1 for s in c.summaries()))
+    child.send(signal.SIGTERM)
+
+    assert child.wait(15) == 0
+    assert [r.headers["webhook-id"] for r in webhook_server.received] == [f"msg_{row.firing_id}"]
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_single_tick_failure_is_a_non_zero_exit(make_row, children, on_postgres):
+    make_row()
+    short_wait = {"options": "-c lock_timeout=500"} if on_postgres else {"timeout": 0.5}
+
+    with claim_gate():
+        child = children.start(db_options=short_wait)
+        code = child.wait(60)
+
+    assert code == 1  # cron reports it; the row is still due for the next tick
+    assert "OperationalError" in child.stderr
+    assert Notification.objects.get().claim_token is None
 
 
 @pytest.mark.slow

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import threading
 import time
@@ -16,6 +17,7 @@ from notifications.engine import run_tick
 from notifications.models import Notification
 from notifications.services import Outcome
 
+logger = logging.getLogger("notifications.tick")
 
 def positive_int(value: str) -> int:
     number = int(value)
@@ -58,8 +60,11 @@ class Command(BaseCommand):
         every = options["loop"]
         while True:
             started = time.monotonic()
-            self.tick(options, stop)
-            if every is None or stop.is_set():
+            if every is None:
+                self.tick(options, stop)  # a failure is cron's to report: non-zero exit
+                break
+            self.tick_in_loop(options, stop)
+            if stop.is_set():
                 break
             connections.close_all()  # nothing is held across ticks
             stop.wait(max(every - (time.monotonic() - started), 0))
@@ -75,6 +80,18 @@ class Command(BaseCommand):
             on_outcome=self.print_outcome if verbose else None,
         )
         self.stdout.write(report.summary())
+
+    def tick_in_loop(self, options: dict[str, Any], stop: threading.Event) -> None:
+        """One tick of `--loop`: a failing tick (database restarting, locked) does not end the loop.
+
+        Cron would simply run the next tick; the loop does the same. Rows the failed
+        tick had claimed come back when their lease expires.
+        """
+        try:
+            self.tick(options, stop)
+        except Exception as exc:
+            logger.exception("tick failed; the loop goes on")
+            self.stderr.write(f"tick failed: {type(exc).__name__}: {str(exc)[:200]}")
 
     def print_outcome(self, outcome: Outcome) -> None:
         line = f"#{outcome.row.pk} {outcome.kind.value}"
