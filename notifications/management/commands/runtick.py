@@ -19,6 +19,7 @@ from notifications.services import Outcome
 
 logger = logging.getLogger("notifications.tick")
 
+
 def positive_int(value: str) -> int:
     number = int(value)
     if number < 1:
