@@ -21,11 +21,11 @@ A bad value is reported here rather than by a crash mid-tick.
 | E013 | RESPONSE_BODY_LIMIT is not a positive integer |
 | E014 | ATTEMPT_RETENTION_DAYS is not a positive number |
 | W001 | BACKOFF has fewer steps than MAX_RETRIES - 1 |
-| W002 | the SMTP backend is in use and EMAIL_TIMEOUT is unset |
+| W002 | the SMTP backend is in use and its timeout (EMAIL_TIMEOUT, or the default mailer's) is unset |
 | W003 | django_crontab is installed but there is no `crontab` binary |
 | W004 | SQLite without WAL while ticks are expected to overlap |
 | W005 | a NOTIFICATIONS_* setting the app does not know (a typo?) |
-| W006 | EMAIL_TIMEOUT is longer than CHANNEL_TIMEOUT |
+| W006 | that timeout is longer than CHANNEL_TIMEOUT |
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from typing import Any, cast
 
 from django.apps import apps
 from django.conf import settings
-from django.core import checks
+from django.core import checks, mail
 from django.db import connections, router
 
 from . import validation
@@ -205,20 +205,35 @@ def _check_unknown_settings() -> Messages:
     return messages
 
 
+def _mail_timeout() -> tuple[bool, Any, str, str]:
+    """(SMTP in use?, its timeout, the setting's name, an example) for the mail the tick sends.
+
+    Django 6.1 moved email configuration into MAILERS (and refuses to read EMAIL_* once
+    MAILERS is defined); the tick sends through the default mailer.
+    """
+    mailers = getattr(settings, "MAILERS", None)
+    if mailers is not None and hasattr(mail, "mailers"):
+        default = mailers.get("default") or {}
+        backend = default.get("BACKEND", SMTP_BACKEND)
+        timeout = (default.get("OPTIONS") or {}).get("timeout")
+        return backend == SMTP_BACKEND, timeout, 'MAILERS["default"]["OPTIONS"]["timeout"]', '"timeout": 10'
+    uses_smtp = settings.EMAIL_BACKEND == SMTP_BACKEND
+    return uses_smtp, getattr(settings, "EMAIL_TIMEOUT", None), "EMAIL_TIMEOUT", "EMAIL_TIMEOUT = 10"
+
+
 @checks.register()
 def check_email(app_configs: Any = None, **kwargs: Any) -> Messages:
     """An SMTP server that never answers must not hold a tick's worker past its deadline."""
-    if settings.EMAIL_BACKEND != SMTP_BACKEND:
+    uses_smtp, email_timeout, name, example = _mail_timeout()
+    if not uses_smtp:
         return []
-    email_timeout = getattr(settings, "EMAIL_TIMEOUT", None)
     channel_timeout = app_settings.CHANNEL_TIMEOUT
     if email_timeout is None:
         return [
             checks.Warning(
-                "EMAIL_TIMEOUT is not set while the SMTP email backend is in use: a stuck mail server holds "
+                f"{name} is not set while the SMTP email backend is in use: a stuck mail server holds "
                 "a tick's worker thread with no limit, after the tick has given up on it.",
-                hint=f"Set EMAIL_TIMEOUT to at most NOTIFICATIONS_CHANNEL_TIMEOUT ({channel_timeout!r}s), "
-                "e.g. EMAIL_TIMEOUT = 10.",
+                hint=f"Set {name} to at most NOTIFICATIONS_CHANNEL_TIMEOUT ({channel_timeout!r}s), e.g. {example}.",
                 id="notifications.W002",
             )
         ]
@@ -229,10 +244,10 @@ def check_email(app_configs: Any = None, **kwargs: Any) -> Messages:
     ):
         return [
             checks.Warning(
-                f"EMAIL_TIMEOUT ({email_timeout:g}s) is longer than NOTIFICATIONS_CHANNEL_TIMEOUT "
+                f"{name} ({email_timeout:g}s) is longer than NOTIFICATIONS_CHANNEL_TIMEOUT "
                 f"({channel_timeout:g}s): a slow mail server may still accept a message after the tick "
                 "recorded a timeout, and the retry sends it twice.",
-                hint="Set EMAIL_TIMEOUT no higher than NOTIFICATIONS_CHANNEL_TIMEOUT.",
+                hint=f"Set {name} no higher than NOTIFICATIONS_CHANNEL_TIMEOUT.",
                 id="notifications.W006",
             )
         ]

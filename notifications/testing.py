@@ -31,6 +31,8 @@ from typing import Any
 from unittest import mock
 
 import requests
+from django.conf import settings
+from django.core import mail
 from django.core.mail import EmailMessage
 from django.core.mail.backends import locmem
 from django.test.utils import override_settings
@@ -188,6 +190,15 @@ class EmailBackend(locmem.EmailBackend):
         return sent
 
 
+def _email_to_capture() -> override_settings:
+    """Route the site's mail to EmailBackend: every mailer on Django 6.1+, else EMAIL_BACKEND."""
+    backend = f"{__name__}.EmailBackend"
+    mailers = getattr(settings, "MAILERS", None)
+    if mailers is not None and hasattr(mail, "mailers"):
+        return override_settings(MAILERS={alias: {"BACKEND": backend} for alias in mailers})
+    return override_settings(EMAIL_BACKEND=backend)
+
+
 @contextmanager
 def capture_notifications() -> Iterator[Capture]:
     """Capture every webhook and email sent inside the block; nothing leaves the process.
@@ -208,10 +219,7 @@ def capture_notifications() -> Iterator[Capture]:
     with _active_lock:
         _active.append(capture)
     try:
-        with (
-            override_settings(EMAIL_BACKEND=f"{__name__}.EmailBackend"),
-            mock.patch.object(transport, "new_session", session),
-        ):
+        with _email_to_capture(), mock.patch.object(transport, "new_session", session):
             yield capture
     finally:
         with _active_lock:

@@ -7,7 +7,7 @@ import stat
 
 import pytest
 from django.conf import settings
-from django.core import checks
+from django.core import checks, mail
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import override_settings
@@ -16,8 +16,10 @@ SMTP = "django.core.mail.backends.smtp.EmailBackend"
 
 
 def notification_messages() -> list[tuple[str, str, str | None]]:
-    """(id, message, hint) of every message the app's checks report right now."""
-    return [(m.id, m.msg, m.hint) for m in checks.run_checks() if m.id and m.id.startswith("notifications.")]
+    """(id, message, hint) of every message the app's registered checks report right now."""
+    ours = [c for c in checks.registry.registry.get_checks() if c.__module__ == "notifications.checks"]
+    assert len(ours) >= 4  # registered by the app's ready()
+    return [(m.id, m.msg, m.hint) for check in ours for m in check(app_configs=None)]
 
 
 def ids() -> list[str]:
@@ -267,6 +269,35 @@ def test_email_timeout_longer_than_the_channel_deadline_warns():
         assert notification_messages() == []
 
 
+needs_mailers = pytest.mark.skipif(not hasattr(mail, "mailers"), reason="MAILERS arrived in Django 6.1")
+
+
+@needs_mailers
+def test_the_default_mailer_on_smtp_without_a_timeout_warns():
+    with override_settings(MAILERS={"default": {"BACKEND": SMTP}}, NOTIFICATIONS_CHANNEL_TIMEOUT=10):
+        assert notification_messages() == [
+            (
+                "notifications.W002",
+                'MAILERS["default"]["OPTIONS"]["timeout"] is not set while the SMTP email backend is in use: a '
+                "stuck mail server holds a tick's worker thread with no limit, after the tick has given up on it.",
+                'Set MAILERS["default"]["OPTIONS"]["timeout"] to at most NOTIFICATIONS_CHANNEL_TIMEOUT (10s), '
+                'e.g. "timeout": 10.',
+            )
+        ]
+    slow = {"default": {"BACKEND": SMTP, "OPTIONS": {"timeout": 30}}}
+    with override_settings(MAILERS=slow, NOTIFICATIONS_CHANNEL_TIMEOUT=10):
+        assert ids() == ["notifications.W006"]
+    fine = {"default": {"BACKEND": SMTP, "OPTIONS": {"timeout": 10}}}
+    with override_settings(MAILERS=fine, NOTIFICATIONS_CHANNEL_TIMEOUT=10):
+        assert notification_messages() == []
+
+
+@needs_mailers
+def test_the_default_mailer_on_another_backend_needs_no_timeout():
+    with override_settings(MAILERS={"default": {"BACKEND": "django.core.mail.backends.console.EmailBackend"}}):
+        assert notification_messages() == []
+
+
 def test_other_email_backends_need_no_email_timeout():
     with override_settings(EMAIL_BACKEND="django.core.mail.backends.console.EmailBackend", EMAIL_TIMEOUT=None):
         assert notification_messages() == []
@@ -358,6 +389,7 @@ def test_sqlite_in_wal_mode_is_clean_however_long_the_tick(on_postgres):
         assert notification_messages() == []
 
 
+@pytest.mark.django_db  # Django 6's model checks ask the database about JSON support
 def test_manage_py_check_fails_on_an_error_and_names_it():
     with override_settings(NOTIFICATIONS_MAX_RETRIES=0), pytest.raises(SystemCheckError) as caught:
         call_command("check")

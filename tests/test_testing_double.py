@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 import requests
 from django.conf import settings
 from django.core import mail
 from django.core.mail import send_mail
+from django.test import override_settings
 from django.utils import timezone
 
 from notifications.models import Notification
@@ -103,6 +105,18 @@ def test_the_host_projects_own_emails_are_captured_too(db):
 
     assert [m.subject for m in captured.emails] == ["Receipt"]
     assert [m.subject for m in mail.outbox] == ["Welcome", "Receipt"]  # Django's outbox still works
+
+
+@pytest.mark.skipif(not hasattr(mail, "mailers"), reason="MAILERS arrived in Django 6.1")
+def test_a_site_on_mailers_has_its_mail_captured(make_row):
+    smtp_nowhere = {"BACKEND": "django.core.mail.backends.smtp.EmailBackend", "OPTIONS": {"port": 9, "timeout": 1}}
+    row = make_row(channels=["email"], email_to="ada@example.com", subject="Via mailers")
+
+    with override_settings(MAILERS={"default": smtp_nowhere}), capture_notifications() as captured:
+        report = captured.tick()
+
+    assert report.counts()["succeeded"] == 1, row
+    assert [m.subject for m in captured.emails] == ["Via mailers"]
 
 
 def test_outside_the_block_webhooks_go_out_for_real_again(make_row, webhook_server):
