@@ -143,6 +143,26 @@ def test_requeued_partial_that_dies_again_still_owes_only_the_failed_channel(adm
     assert not Notification.objects.filter(pk=row.pk).exists()
 
 
+def test_requeued_recurring_partial_resends_the_failed_channel_and_keeps_its_schedule(admin_client, webhook_server):
+    webhook_server.reply.status = 503
+    row = make("due", webhook_url=webhook_server.url(), recurrence_rule="0 9 * * *")
+    Notification.objects.filter(pk=row.pk).update(next_fire_at=timezone.now() - timedelta(seconds=1))
+    run_tick()
+    row.refresh_from_db()
+    scheduled_for = row.next_fire_at
+    assert row.state() == State.PARTIAL and scheduled_for > timezone.now()
+
+    act(admin_client, "requeue", [row])
+    webhook_server.reply.status = 200
+    run_tick()
+
+    row.refresh_from_db()
+    assert len(mail.outbox) == 1 and len(webhook_server.received) == 2
+    assert row.state() == State.SCHEDULED
+    assert row.next_fire_at == scheduled_for  # back on the rule's next occurrence
+    assert row.owed_channels == ["email", "webhook"]  # the next firing owes everything again
+
+
 def test_requeued_recurring_dead_letter_fires_now_then_returns_to_its_schedule(admin_client):
     row = make("due", channels=["email"], webhook_url="", recurrence_rule="0 9 * * *")
     Notification.objects.filter(pk=row.pk).update(
