@@ -123,22 +123,34 @@ def test_hostile_last_error_is_escaped_everywhere(admin_client, webhook_server):
     assert payload in from_tick.last_error  # the raw text is stored as it came
     direct = make("dead")
     Notification.objects.filter(pk=direct.pk).update(last_error="webhook: HTTP 500 <img src=x onerror=alert(1)>")
+    # A webhook receiver answering with a hostile body and reason: whatever of it reaches
+    # the error text and the delivery history must stay text.
+    from tests.servers import Reply
+
+    webhook_server.reply = Reply(status=500, body=payload.encode(), headers={"Content-Type": "text/html"})
+    hooked = make("due", channels=["webhook"], email_to="", webhook_url=webhook_server.url())
+    run_tick()
+    assert DeliveryAttempt.objects.filter(notification_id=hooked.pk).exists()
 
     pages = [
         admin_client.get(CHANGELIST),
         admin_client.get(CHANGELIST, {"state": "dead"}),
         admin_client.get(change_url(from_tick)),
         admin_client.get(change_url(direct)),
+        admin_client.get(change_url(hooked)),
+        admin_client.get(ATTEMPTS),
         admin_client.post(
             CHANGELIST, {"action": "purge", "_selected_action": [from_tick.pk, direct.pk]}
         ),  # the confirmation page
     ]
+    shows_hostile_text = 0
     for page in pages:
         html = page.content.decode()
         assert page.status_code == 200
         assert "<script>alert" not in html
         assert "<img src=x" not in html
-        assert "&lt;script&gt;alert" in html or "&lt;img src=x" in html
+        shows_hostile_text += "&lt;script&gt;alert" in html or "&lt;img src=x" in html
+    assert shows_hostile_text == 5  # every page but the hooked row's and the history: the text, escaped
 
 
 @pytest.mark.parametrize("page_size", [3, 60])
@@ -260,6 +272,7 @@ def form_data(row: Notification, **changes) -> dict:
         ({"payload": "[1, 2]"}, "payload", "The payload must be a JSON object."),
         ({"webhook_secret": "hunter2"}, "webhook_secret", "A webhook secret starts with"),
         ({"email_to": ""}, "email_to", "The email channel needs a recipient."),
+        ({"recurrence_rule": "FREQ=DAILY;UNTIL=20200101T000000"}, "recurrence_rule", "no occurrence left"),
     ],
 )
 def test_change_page_validates_edits_like_schedule(admin_client, changes, field, message):

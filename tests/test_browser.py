@@ -147,7 +147,8 @@ def test_operator_requeues_and_purges_dead_letters(browser, live_server, django_
 
     # Two clicks to the dead letters: the model, then the state filter.
     click_and_wait(browser, browser.find_element(By.LINK_TEXT, "Notifications"))
-    assert "Queue health" in browser.page_source or browser.find_element(By.CSS_SELECTOR, ".nq-health")
+    assert browser.find_element(By.CSS_SELECTOR, '.nq-count[data-state="dead"]').text == "3"
+    assert "claimed=3 succeeded=1 partial=1" in browser.find_element(By.CSS_SELECTOR, ".nq-health").text
     click_and_wait(browser, browser.find_element(By.CSS_SELECTOR, '#changelist-filter a[href="?state=dead"]'))
     assert "state=dead" in browser.current_url
     assert listed(browser) == {to_requeue.pk, to_purge.pk, hostile.pk}
