@@ -445,3 +445,24 @@ def test_lookups_run_off_the_calling_thread(monkeypatch):
     monkeypatch.setattr(guard, "getaddrinfo", resolver)
     guard.checked_addresses("a.example.com", 80, timeout=2, allowed=[])
     assert threads == ["notifications-resolve"]
+
+
+@pytest.mark.django_db
+def test_credentials_in_a_url_are_refused_and_never_sent(hostile, connects):
+    server = hostile("ok")
+    url = f"http://admin:hunter2@127.0.0.1:{server.port}/hook"
+    with pytest.raises(ValidationError) as caught:
+        schedule(channels=["webhook"], webhook_url=url)
+    assert "hunter2" not in str(caught.value)
+    # A row that got in anyway (raw SQL) is dead-lettered without a connection.
+    (row,) = Notification.objects.bulk_create(
+        [Notification(channels=["webhook"], webhook_url=url, next_fire_at=timezone.now())]
+    )
+
+    run_tick()
+
+    row.refresh_from_db()
+    assert row.dead_lettered_at is not None
+    assert "hunter2" not in row.last_error
+    assert server.connections == 0
+    assert not [a for a in connects if a[1] == server.port]
