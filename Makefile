@@ -1,12 +1,14 @@
 # The two commands of the README:
-#   make run    set up .venv, migrate the SQLite database, serve the admin and tick every minute
-#   make test   set up .venv, run the whole suite on SQLite, then on the local PostgreSQL
+#   make run    set up .venv, migrate the SQLite database, serve the admin, start the demo
+#               (a login, sample notifications, a local webhook sink) and tick every 10 s
+#   make test   set up .venv, run the whole suite on SQLite, then on the local PostgreSQL,
+#               then lint, mypy and Django's checks, then Python 3.13 + Django 6.x through tox
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: setup run test test-sqlite test-postgres lint check
+.PHONY: setup run test test-sqlite test-postgres test-matrix lint check
 
 setup: $(VENV)/.installed
 
@@ -17,13 +19,12 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 	touch $@
 
 run: setup
-	$(PY) manage.py migrate --no-input
-	$(PY) manage.py runserver $(PORT) --noreload & server=$$!; \
+	$(PY) manage.py migrate --no-input --skip-checks
+	$(PY) manage.py runserver $(PORT) --noreload --insecure --skip-checks & server=$$!; \
 	trap 'kill $$server 2>/dev/null' EXIT INT TERM; \
-	echo "Admin: http://127.0.0.1:$(PORT)/admin/  (create a login: $(PY) manage.py createsuperuser)"; \
-	$(PY) manage.py runtick --loop 60 -v 2
+	$(PY) manage.py demo --admin-url http://127.0.0.1:$(PORT)/admin/
 
-test: setup test-sqlite test-postgres check
+test: setup test-sqlite test-postgres check test-matrix
 
 test-sqlite: setup
 	$(PY) -m pytest
@@ -31,7 +32,14 @@ test-sqlite: setup
 test-postgres: setup
 	$(PY) -m pytest --ds=tests.settings_postgres
 
+# The version matrix (tox.ini): .venv above is Python 3.11 + Django 5.2 on SQLite and
+# PostgreSQL; here the newest Python 3.13/3.12 found + the newest Django 6.x, on SQLite.
+test-matrix: setup
+	$(PY) -m tox run -e django6 --discover "$$(.ci/find-python 3.13 3.12)"
+
 check: setup
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m mypy
 	$(PY) manage.py check --fail-level WARNING
 	$(PY) manage.py makemigrations --check --dry-run

@@ -32,6 +32,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_crontab",
     "notifications",
+    "notifications_project",  # the demo project's own commands (manage.py demo); not part of the app
 ]
 
 MIDDLEWARE = [

@@ -1,0 +1,170 @@
+"""`manage.py demo`: the first run. A login, sample notifications, a local webhook sink, the tick.
+
+Part of the demo project, not of the app: it never ships in the wheel. Everything it
+loosens (webhooks to loopback, short retry delays) is overridden in this process only;
+the project's settings, and so production defaults, stay as they are.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandParser
+from django.test.utils import override_settings
+from django.utils import timezone
+
+from notifications.api import schedule
+from notifications.conf import app_settings
+from notifications.models import Notification
+from notifications.signals import notification_dead_lettered
+from notifications.testing import CapturedWebhook
+
+LOOPBACK = "127.0.0.0/8"
+DEMO_USER = "demo"
+
+
+class Sink:
+    """A local webhook receiver: /hooks/ok answers 200, /hooks/broken 503. Prints what arrives."""
+
+    def __init__(self, write: Any, port: int = 0) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:  # the sink prints its own lines
+                pass
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("content-length") or 0))
+                hook = CapturedWebhook(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                status = 200 if self.path.startswith("/hooks/ok") else 503
+                signature = "valid" if hook.verify() else "INVALID"
+                write(
+                    f"sink <- POST {self.path} webhook-id={hook.message_id} signature={signature} "
+                    f"payload={json.dumps(hook.payload)} -> {status}"
+                )
+                self.send_response(status)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, name="demo-sink", daemon=True)
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}{path}"
+
+    def __enter__(self) -> Sink:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Command(BaseCommand):
+    help = "First run: migrate, a demo login, sample notifications, a local webhook sink, and the tick looping."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--admin-url", default="http://127.0.0.1:8000/admin/", help="where runserver serves")
+        parser.add_argument("--interval", type=float, default=10.0, help="seconds between ticks (default 10)")
+        parser.add_argument("--sink-port", type=int, default=0, help="port of the local webhook sink (default: any)")
+        parser.add_argument("--password", help="the demo login's password (default: a fresh random one)")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        interval = options["interval"]
+        admin_url = options["admin_url"].rstrip("/") + "/"
+        call_command("migrate", interactive=False, verbosity=0)
+        password = options["password"] or secrets.token_urlsafe(12)
+        self.make_login(password)
+
+        # Demo-only: webhooks may reach the local sink, and the failing sample walks to the
+        # dead letters in a few ticks instead of the default 1 + 5 minutes.
+        demo_settings = {
+            "NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS": [*app_settings.WEBHOOK_ALLOWED_NETWORKS, LOOPBACK],
+            "NOTIFICATIONS_MAX_RETRIES": 3,
+            "NOTIFICATIONS_BACKOFF": [interval, 2 * interval],
+        }
+        with Sink(self.say, options["sink_port"]) as sink, override_settings(**demo_settings):
+            rows = self.schedule_samples(sink)
+            self.print_welcome(admin_url, password, sink, rows, interval)
+
+            def announce_dead_letter(sender: Any, notification: Notification, **kwargs: Any) -> None:
+                self.say(
+                    f"dead letter: #{notification.pk} ({notification.last_error}); "
+                    f"requeue or purge it at {admin_url}notifications/notification/?state=dead"
+                )
+
+            notification_dead_lettered.connect(announce_dead_letter, weak=False)
+            try:
+                call_command("runtick", loop=interval, verbosity=2)  # until Ctrl-C / SIGTERM
+            finally:
+                notification_dead_lettered.disconnect(announce_dead_letter)
+        self.say("demo stopped")
+
+    def say(self, line: str) -> None:
+        self.stdout.write(line)
+        self.stdout.flush()
+
+    def make_login(self, password: str) -> None:
+        user_model = get_user_model()
+        user = user_model.objects.filter(username=DEMO_USER).first() or user_model(username=DEMO_USER)
+        user.is_staff = user.is_superuser = True
+        user.set_password(password)
+        user.save()
+
+    def schedule_samples(self, sink: Sink) -> dict[str, Notification]:
+        """Three rows that show the three ways out: delivered, recurring, dead-lettered."""
+        Notification.objects.filter(payload__has_key="demo").delete()  # the previous run's samples
+        now = timezone.now()
+        return {
+            "email": schedule(
+                channels=["email"],
+                email_to="newcomer@example.com",
+                subject="Welcome to the queue, {{ name }}",
+                body="This email was a row in the database a moment ago; the tick sent it and deleted the row.",
+                payload={"demo": "one-shot email", "name": "newcomer"},
+                fire_at=now,
+            ),
+            "recurring": schedule(
+                channels=["webhook"],
+                webhook_url=sink.url("/hooks/ok"),
+                recurrence_rule="* * * * *",
+                payload={"demo": "recurring webhook", "every": "minute"},
+                fire_at=now,
+            ),
+            "failing": schedule(
+                channels=["webhook"],
+                webhook_url=sink.url("/hooks/broken"),
+                payload={"demo": "failing webhook"},
+                fire_at=now,
+            ),
+        }
+
+    def print_welcome(
+        self, admin_url: str, password: str, sink: Sink, rows: dict[str, Notification], interval: float
+    ) -> None:
+        self.say(
+            "\n".join(
+                [
+                    "",
+                    "Demo ready.",
+                    f"  Admin:   {admin_url}notifications/notification/",
+                    f"  Login:   {DEMO_USER} / {password}",
+                    f"  Sink:    {sink.url('/hooks/')}  (a local webhook receiver; its lines start with 'sink <-')",
+                    "Sample notifications:",
+                    f"  #{rows['email'].pk}  one-shot email to newcomer@example.com (printed below by the console "
+                    "email backend)",
+                    f"  #{rows['recurring'].pk}  recurring webhook, every minute, to {sink.url('/hooks/ok')}",
+                    f"  #{rows['failing'].pk}  webhook to {sink.url('/hooks/broken')}, which answers 503: retried "
+                    f"after {interval:g}s and {2 * interval:g}s, then dead-lettered",
+                    f"Ticking every {interval:g}s; Ctrl-C stops. Demo-only (this process): webhooks may reach "
+                    f"{LOOPBACK}, retries come after {interval:g}s and {2 * interval:g}s.",
+                    "",
+                ]
+            )
+        )

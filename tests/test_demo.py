@@ -1,0 +1,91 @@
+"""`manage.py demo`, the first run `make run` gives a newcomer: a login, samples, a sink, the tick."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from django.conf import settings
+from django.contrib.auth import authenticate
+
+from notifications.models import Notification
+from tests.processes import REPO, child_env
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def demo(transactional_db):
+    """Start the demo against the test database; yields (process, lines read so far)."""
+    extra = {
+        "INSTALLED_APPS": [*settings.INSTALLED_APPS, "notifications_project"],
+        "EMAIL_BACKEND": "django.core.mail.backends.console.EmailBackend",
+        # Like a production site: loopback is closed; the demo must open it for itself.
+        "NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS": [],
+    }
+    command = [sys.executable, "manage.py", "demo", "--settings=tests.child_settings", "--interval", "1"]
+    command += ["--password", "first-run-pw", "--admin-url", "http://127.0.0.1:8123/admin"]
+    proc = subprocess.Popen(
+        command,
+        cwd=REPO,
+        env=child_env(extra),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(line.rstrip("\n") for line in proc.stdout), daemon=True)
+    reader.start()
+    yield proc, lines
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(10)
+
+
+def wait_for_line(proc, lines, pattern: str, timeout: float = 60) -> re.Match:
+    deadline = time.monotonic() + timeout
+    while True:
+        for line in list(lines):
+            if found := re.search(pattern, line):
+                return found
+        assert proc.poll() is None, "demo exited early:\n" + "\n".join(lines)
+        assert time.monotonic() < deadline, f"no line matching {pattern!r} within {timeout}s:\n" + "\n".join(lines)
+        time.sleep(0.05)
+
+
+def test_the_demo_shows_delivery_a_retry_and_a_dead_letter(demo):
+    proc, lines = demo
+
+    wait_for_line(proc, lines, r"^dead letter: #\d+ \(webhook: HTTP 503\); requeue or purge it at ")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
+    output = "\n".join(lines)
+
+    # What the newcomer reads first: where the admin is and how to log in.
+    assert "  Admin:   http://127.0.0.1:8123/admin/notifications/notification/" in output
+    assert "  Login:   demo / first-run-pw" in output
+    assert authenticate(username="demo", password="first-run-pw").is_superuser
+
+    # The one-shot email went out (console backend) and its row is gone.
+    assert "Subject: Welcome to the queue, newcomer" in output
+    assert not Notification.objects.filter(email_to="newcomer@example.com").exists()
+
+    # The recurring webhook reached the local sink, signed, and waits for its next minute.
+    assert re.search(r"sink <- POST /hooks/ok webhook-id=msg_\S+ signature=valid .* -> 200", output)
+    recurring = Notification.objects.get(recurrence_rule="* * * * *")
+    assert recurring.last_error is None
+    assert recurring.last_fired_at is not None
+
+    # The failing one: two retries, then a dead letter, with the admin link to it.
+    assert output.count("retried: retry in") == 2
+    failing = Notification.objects.get(webhook_url__endswith="/hooks/broken")
+    assert failing.dead_lettered_at is not None
+    assert failing.last_error == "webhook: HTTP 503"
+    assert f"dead letter: #{failing.pk} (webhook: HTTP 503)" in output
+    assert "http://127.0.0.1:8123/admin/notifications/notification/?state=dead" in output
+    assert output.rstrip().endswith("demo stopped")
