@@ -8,7 +8,7 @@ only the row itself, and the health header is two aggregate queries.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from django.contrib import admin, messages
@@ -26,7 +26,7 @@ from . import schedule, services
 from .admin_forms import NotificationForm
 from .conf import app_settings
 from .health import queue_health
-from .models import DeliveryAttempt, Notification, State, TickRun
+from .models import DeliveryAttempt, Notification, NotificationQuerySet, State, TickRun
 from .validation import CHANNELS
 
 ATTEMPTS_SHOWN = 20  # delivery attempts on a change page; the rest are one click away
@@ -49,7 +49,7 @@ class StateFilter(admin.SimpleListFilter):
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         value = self.value()
         if value in State.values:
-            return queryset.in_state(value)
+            return cast(NotificationQuerySet, queryset).in_state(value)
         return queryset
 
 
@@ -103,8 +103,17 @@ class AttemptInline(admin.TabularInline):
 
     model = DeliveryAttempt
     verbose_name_plural = f"recent delivery attempts (latest {ATTEMPTS_SHOWN}, newest first)"
-    fields = ["attempted_at", "channel", "outcome", "error", "error_class", "http_status", "duration_ms", "firing_id"]
-    readonly_fields = fields
+    readonly_fields = (
+        "attempted_at",
+        "channel",
+        "outcome",
+        "error",
+        "error_class",
+        "http_status",
+        "duration_ms",
+        "firing_id",
+    )
+    fields = readonly_fields
     extra = 0
     can_delete = False
     show_change_link = True
@@ -316,7 +325,7 @@ class NotificationAdmin(admin.ModelAdmin):
         result = services.requeue(queryset)
         if result.rows:
             LogEntry.objects.log_actions(
-                user_id=request.user.pk,
+                user_id=cast(int, request.user.pk),  # the admin requires a logged-in user
                 queryset=result.rows,
                 action_flag=CHANGE,
                 change_message="Requeued: due now with a clean retry count.",
@@ -333,7 +342,7 @@ class NotificationAdmin(admin.ModelAdmin):
         """Delete after a confirmation page, like Django's `delete_selected`."""
         if request.POST.get("post"):
             selected = list(queryset)
-            self.log_deletions(request, selected)
+            self.log_deletions(request, selected)  # type: ignore[arg-type] # a list works: it is only iterated
             deleted = services.purge(selected)
             message = ngettext("Purged %d notification", "Purged %d notifications", deleted) % deleted
             gone = len(request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)) - deleted
@@ -408,7 +417,7 @@ class DeliveryAttemptAdmin(admin.ModelAdmin):
     search_fields = ["error"]
     date_hierarchy = "attempted_at"
     list_per_page = 100
-    fields = [
+    readonly_fields = (
         "attempted_at",
         "notification_link",
         "firing_id",
@@ -418,8 +427,8 @@ class DeliveryAttemptAdmin(admin.ModelAdmin):
         "error_class",
         "http_status",
         "duration_ms",
-    ]
-    readonly_fields = fields
+    )
+    fields = readonly_fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         # One EXISTS per page, not one query per row, tells a purged row's history apart.

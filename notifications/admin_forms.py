@@ -84,7 +84,7 @@ class NotificationForm(forms.ModelForm):
         return self.instance.webhook_secret if self.has_secret else ""
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        data = super().clean() or self.cleaned_data
         if data.get("clear_webhook_secret") and not self.data.get(self.add_prefix(SECRET_FIELD)):
             data[SECRET_FIELD] = ""
         self._settle_due_time(data)

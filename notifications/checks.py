@@ -341,7 +341,7 @@ def check_ticks_running(app_configs: Any = None, databases: Any = None, **kwargs
         return []
     return [
         checks.Warning(
-            health.warning,
+            health.warning or "No tick has finished lately.",
             hint="Install the cron line (python manage.py crontab add) or run `manage.py runtick --loop 60`; "
             "`manage.py notifications_status` shows the queue.",
             id="notifications.W100",

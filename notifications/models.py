@@ -169,7 +169,7 @@ class Notification(models.Model):
         """Channels a partial failure left undelivered (from `last_error`)."""
         if not (self.last_error or "").startswith(PARTIAL_PREFIX):
             return []
-        named = self.last_error[len(PARTIAL_PREFIX) :].split(",")
+        named = (self.last_error or "")[len(PARTIAL_PREFIX) :].split(",")
         return [c for c in self.channel_list if c in {n.strip() for n in named}]
 
     def state(self, now: datetime | None = None) -> State:

@@ -10,7 +10,7 @@ from functools import lru_cache
 from django.conf import settings
 from django.core.mail import EmailMessage, get_connection
 from django.core.mail.backends.base import BaseEmailBackend
-from django.core.mail.message import DNS_NAME
+from django.core.mail.utils import DNS_NAME
 from django.template import Context, Engine, TemplateSyntaxError
 
 from .base import Channel, ChannelResult, ErrorClass, Firing

@@ -180,7 +180,7 @@ class WebhookChannel(Channel):
             chunk = response.raw.read(8192, decode_content=False)
             if not chunk:
                 response.raw.release_conn()
-                response._content_consumed = True  # close() keeps the pooled connection
+                response._content_consumed = True  # type: ignore[attr-defined] # close() keeps the pooled connection
                 return
             read += len(chunk)
         # Over the cap: stop reading; close() drops the connection.
