@@ -15,6 +15,7 @@ rows to healthy ones wait.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import os
@@ -47,6 +48,10 @@ logger = logging.getLogger("notifications.tick")
 # Extra wait beyond CHANNEL_TIMEOUT before a channel that ignores its deadline (a
 # backend with no timeout of its own) is reported as timed out and left behind.
 DEADLINE_GRACE = 1.0
+# How often the tick looks for sends that overran CHANNEL_TIMEOUT + DEADLINE_GRACE.
+MONITOR_INTERVAL = 0.25
+# How often the tick's own thread collects finished rows and tops up the queue.
+POLL_INTERVAL = 0.005
 
 
 @dataclass
@@ -128,11 +133,20 @@ class Batch:
 
 @dataclass(eq=False)
 class Job:
-    """One claimed row on its way through a worker."""
+    """One claimed row on its way through a worker.
+
+    Whoever first takes `settled` (a non-blocking lock) reports the row's outcome: the
+    worker when the send returns, or the tick's monitor when the send has overrun its
+    deadline; the other side then drops what it has.
+    """
 
     batch: Batch
     row: Notification
     target: str
+    firing: Firing | None = None
+    started: float = 0.0  # monotonic time the worker began the row
+    results: dict[str, ChannelResult] = field(default_factory=dict)  # channels finished so far
+    settled: threading.Lock = field(default_factory=threading.Lock)
 
 
 def target_of(row: Notification) -> str:
@@ -159,6 +173,7 @@ class Dispatcher:
         self._cond = threading.Condition()
         self._queues: dict[str, deque[Job]] = {}
         self._running: Counter[str] = Counter()
+        self._started: set[Job] = set()  # rows a worker is delivering
         self._capped = True
         self._closed = False
         self.waiting = 0  # rows queued (read without the lock: a hint)
@@ -171,9 +186,14 @@ class Dispatcher:
             self.waiting += len(jobs)
             self._cond.notify(len(jobs))
 
-    def take(self) -> Job | None:
-        """Block until a row may start; None once the dispatcher is closed."""
+    def take(self, finished: Job | None = None) -> Job | None:
+        """Block until a row may start; None once the dispatcher is closed.
+
+        A worker passes the row it just finished (one lock round trip instead of two).
+        """
         with self._cond:
+            if finished is not None:
+                self._finish(finished)
             while not self._closed:
                 target = self._pick()
                 if target is not None:
@@ -182,7 +202,9 @@ class Dispatcher:
                     if not jobs:
                         del self._queues[target]
                     self._running[target] += 1
+                    self._started.add(job)
                     self.waiting -= 1
+                    job.started = time.monotonic()
                     return job
                 self.idle += 1
                 self._cond.wait()
@@ -191,7 +213,12 @@ class Dispatcher:
 
     def done(self, job: Job) -> None:
         with self._cond:
-            self._running[job.target] -= 1
+            self._finish(job)
+
+    def _finish(self, job: Job) -> None:
+        self._running[job.target] -= 1
+        self._started.discard(job)
+        if self.idle and self.waiting:
             self._cond.notify()  # a capped target may start its next row
 
     def _pick(self) -> str | None:
@@ -205,6 +232,11 @@ class Dispatcher:
                 if running == 0:
                     break
         return best
+
+    def overdue(self, before: float) -> list[Job]:
+        """Rows whose delivery started before `before` and is still running."""
+        with self._cond:
+            return [job for job in self._started if job.started < before]
 
     def starved(self) -> bool:
         """Workers are idle although rows wait: every waiting row's target is at its cap."""
@@ -254,21 +286,27 @@ class Tick:
         channel_pool = ThreadPoolExecutor(2 * self.concurrency, thread_name_prefix="notifications-send")
         dispatcher = Dispatcher(self.concurrency)
         results: queue.SimpleQueue[tuple[Job, Outcome, list[DeliveryAttempt]]] = queue.SimpleQueue()
-        workers = [
+        workers = itertools.count()
+
+        def start_worker() -> None:
             threading.Thread(
                 target=self.work,
                 args=(dispatcher, results, channels, channel_pool),
-                name=f"notifications-row-{i}",
+                name=f"notifications-row-{next(workers)}",
                 daemon=True,  # a worker stuck past every deadline must not keep the process alive
-            )
-            for i in range(self.concurrency)
-        ]
-        for worker in workers:
-            worker.start()
+            ).start()
+
+        for _ in range(self.concurrency):
+            start_worker()
         held = 0  # rows claimed and not yet given an outcome
         exhausted = False  # a claim came back short: nothing more is due
+        next_check = time.monotonic() + MONITOR_INTERVAL
         try:
             while True:
+                if time.monotonic() >= next_check:
+                    next_check = time.monotonic() + MONITOR_INTERVAL
+                    for _ in self.abandon_overdue(dispatcher, results):
+                        start_worker()  # the stuck one is left behind; keep the concurrency
                 elapsed = time.monotonic() - started
                 stopping = self.stop.is_set()
                 # The budget stops *new* batches: the first one is always claimed, so
@@ -292,8 +330,11 @@ class Tick:
                     continue
                 if held == 0 and (stopping or exhausted or spent):
                     break
+                # Poll rather than block on the queue: one wake-up per interval collects
+                # every row finished meanwhile, instead of one wake-up per row.
+                time.sleep(POLL_INTERVAL)
                 try:
-                    item = results.get(timeout=0.05 if dispatcher.idle else 0.5)
+                    item = results.get_nowait()
                 except queue.Empty:
                     continue
                 while item is not None:
@@ -351,8 +392,14 @@ class Tick:
         channels: dict[str, Channel],
         pool: ThreadPoolExecutor,
     ) -> None:
-        """A worker thread: take a row, deliver it, hand back its outcome. No database."""
-        while (job := dispatcher.take()) is not None:
+        """A worker thread: take a row, deliver it, hand back its outcome. No database.
+
+        Returns (ending the thread) when the dispatcher closes, or when the monitor gave
+        up on its row: a replacement has been started by then.
+        """
+        finished = None
+        while (job := dispatcher.take(finished)) is not None:
+            finished = None
             attempts: list[DeliveryAttempt] = []
             row, now = job.row, job.batch.now
             try:
@@ -360,40 +407,76 @@ class Tick:
                 if errors:
                     outcome = services.record_invalid(row, errors, now, self.policy)
                 else:
-                    firing = Firing(row, str(row.firing_id), timezone.now(), row.owed_channels)
-                    channel_results = self.deliver(firing, channels, pool)
-                    attempts = attempt_records(firing, channel_results)
+                    job.firing = Firing(row, str(row.firing_id), timezone.now(), row.owed_channels)
+                    channel_results = self.deliver(job, channels, pool)
+                    if job.settled.locked():
+                        return  # the monitor already reported this row as timed out
+                    attempts = attempt_records(job.firing, channel_results)
                     outcome = services.record_firing(row, channel_results, now, self.policy)
             except Exception as exc:
                 logger.exception("notification %s: internal error", row.pk)
                 outcome = services.record_internal_error(row, exc, now, self.policy)
-            finally:
-                dispatcher.done(job)
+            if not job.settled.acquire(blocking=False):
+                return
             results.put((job, outcome, attempts))
+            finished = job  # marked done by the next take()
 
-    def deliver(self, firing: Firing, channels: dict[str, Channel], pool: ThreadPoolExecutor) -> list[ChannelResult]:
-        """Runs in a row worker: the row's channels in parallel, each under its deadline."""
-        futures = {pool.submit(channels[name].send, firing): name for name in firing.channels}
-        done, _ = wait(futures, timeout=self.timeout + DEADLINE_GRACE)
-        results = []
-        for future, name in futures.items():
-            if future in done:
-                results.append(future.result())
-            else:
-                future.cancel()
-                results.append(
-                    ChannelResult(
-                        name, f"{name}: timed out after {self.timeout:g}s", ErrorClass.TRANSIENT, duration=self.timeout
-                    )
-                )
-        return results
+    def deliver(self, job: Job, channels: dict[str, Channel], pool: ThreadPoolExecutor) -> list[ChannelResult]:
+        """The row's channels in parallel: the first in this thread, any others in the pool.
+
+        A send that ignores its own deadline (a hanging DNS lookup, an email backend
+        with no timeout) is not waited for: the tick's monitor reports the row as timed
+        out at CHANNEL_TIMEOUT + DEADLINE_GRACE and starts another worker.
+        """
+        firing = job.firing
+        assert firing is not None
+        first, *others = firing.channels
+        futures = {pool.submit(channels[name].send, firing): name for name in others}
+        job.results[first] = channels[first].send(firing)
+        if futures:
+            remaining = job.started + self.timeout + DEADLINE_GRACE - time.monotonic()
+            done, _ = wait(futures, timeout=max(remaining, 0))
+            for future, name in futures.items():
+                if future in done:
+                    job.results[name] = future.result()
+                else:
+                    future.cancel()
+        return [job.results.get(name) or self.timed_out(name) for name in firing.channels]
+
+    def abandon_overdue(self, dispatcher: Dispatcher, results: queue.SimpleQueue) -> list[Job]:
+        """Report rows whose sends overran every deadline as timed out; return them."""
+        abandoned = []
+        for job in dispatcher.overdue(time.monotonic() - self.timeout - DEADLINE_GRACE):
+            if not job.settled.acquire(blocking=False):
+                continue  # its worker is reporting it right now
+            row, now = job.row, job.batch.now
+            attempts: list[DeliveryAttempt] = []
+            try:
+                if job.firing is None:  # stuck before sending (validation): nothing went out
+                    raise TimeoutError(f"not started within {self.timeout:g}s")
+                channel_results = [job.results.get(name) or self.timed_out(name) for name in job.firing.channels]
+                attempts = attempt_records(job.firing, channel_results)
+                outcome = services.record_firing(row, channel_results, now, self.policy)
+            except Exception as exc:
+                logger.exception("notification %s: internal error", row.pk)
+                outcome = services.record_internal_error(row, exc, now, self.policy)
+            logger.warning("notification %s: a send overran its deadline; left behind", row.pk)
+            dispatcher.done(job)
+            results.put((job, outcome, attempts))
+            abandoned.append(job)
+        return abandoned
+
+    def timed_out(self, name: str) -> ChannelResult:
+        return ChannelResult(
+            name, f"{name}: timed out after {self.timeout:g}s", ErrorClass.TRANSIENT, duration=self.timeout
+        )
 
 
 def attempt_records(firing: Firing, results: list[ChannelResult]) -> list[DeliveryAttempt]:
     return [
         DeliveryAttempt(
             notification_id=firing.notification.pk,
-            firing_id=firing.firing_id,
+            firing_id=firing.notification.firing_id,  # the UUID itself: no parsing of its text
             channel=r.channel,
             outcome=DeliveryAttempt.Outcome.OK if r.ok else DeliveryAttempt.Outcome.FAILED,
             error=r.error or "",

@@ -47,7 +47,8 @@ class Watchdog:
     def watch(self, deadline: Deadline, sock: socket.socket) -> None:
         with self._cond:
             heapq.heappush(self._heap, (deadline.expires, next(self._order), deadline, sock))
-            self._cond.notify()
+            if self._heap[0][2] is deadline:  # only an earlier wake-up needs the thread (saves a switch per request)
+                self._cond.notify()
 
     def close(self) -> None:
         with self._cond:
