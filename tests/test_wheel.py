@@ -58,6 +58,13 @@ def test_the_wheel_holds_the_app_alone(wheel):
         "notifications/testing.py",
     ]:
         assert shipped in names
+    # Everything the app's folder holds ships (templates, static files, migrations ...), nothing else.
+    app_files = {
+        path.relative_to(REPO).as_posix()
+        for path in (REPO / "notifications").rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    }
+    assert app_files - names == set()
     tops = {name.split("/")[0] for name in names}
     assert tops == {"notifications", f"django_notification_queue-{notifications.__version__}.dist-info"}
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
