@@ -393,10 +393,10 @@ def requeue(rows: Iterable[Notification], now: datetime | None = None) -> Action
     result = ActionResult()
     pks = _pks(rows)
     with transaction.atomic():
-        fresh = Notification.objects.filter(pk__in=pks).order_by("pk")
+        query = Notification.objects.filter(pk__in=pks).order_by("pk")
         if connection.features.has_select_for_update:
-            fresh = fresh.select_for_update()
-        fresh = list(fresh)
+            query = query.select_for_update()
+        fresh = list(query)
         for row in fresh:
             reason = _requeue_refusal(row, now)
             if reason:
