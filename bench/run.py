@@ -284,10 +284,10 @@ def fill_not_due(n: int, start: int = 0) -> None:
         sql = f"""
             INSERT INTO {table} ({columns})
             SELECT '["email"]'::jsonb, 'ada@example.com', 'Later', 'Not yet', '', '', '{{}}'::jsonb, '', 'UTC',
-                   CASE WHEN i % 4 < 2 THEN now() + interval '1 hour' + i * interval '1 second' END,
-                   CASE i % 4 WHEN 1 THEN 1 WHEN 3 THEN 3 ELSE 0 END,
-                   CASE WHEN i % 4 IN (1, 3) THEN 'webhook: HTTP 503' END,
-                   CASE WHEN i % 4 = 3 THEN now() END,
+                   CASE WHEN i %% 4 < 2 THEN now() + interval '1 hour' + i * interval '1 second' END,
+                   CASE i %% 4 WHEN 1 THEN 1 WHEN 3 THEN 3 ELSE 0 END,
+                   CASE WHEN i %% 4 IN (1, 3) THEN 'webhook: HTTP 503' END,
+                   CASE WHEN i %% 4 = 3 THEN now() END,
                    gen_random_uuid(), '', now(), now()
             FROM generate_series(%s, %s) AS i
         """

@@ -15,6 +15,7 @@ rows to healthy ones wait.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import math
@@ -29,6 +30,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 from urllib.parse import urlsplit
 
 from django.db import connection, transaction
@@ -109,9 +111,11 @@ def claim(now: datetime, limit: int, lease: float) -> tuple[uuid.UUID, list[Noti
     """
     token = uuid.uuid4()
     due = due_query(now, limit)
+    atomic: Any = contextlib.nullcontext()  # one statement is atomic by itself (SQLite: no BEGIN/COMMIT)
     if connection.features.has_select_for_update_skip_locked:
         due = due.select_for_update(skip_locked=True)
-    with transaction.atomic():
+        atomic = transaction.atomic()  # Django wants FOR UPDATE inside a transaction
+    with atomic:
         claimed = Notification.objects.filter(pk__in=due).update(
             claim_token=token, claimed_until=now + timedelta(seconds=lease)
         )
