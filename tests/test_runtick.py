@@ -292,6 +292,7 @@ def test_models_and_migrations_agree(db):
     call_command("makemigrations", "--check", "--dry-run", stdout=StringIO())
 
 
+@pytest.mark.django_db  # Django 6's model checks ask the database about JSON support
 def test_system_checks_are_clean():
     out = StringIO()
     call_command("check", "--fail-level", "WARNING", stdout=out, stderr=StringIO())
