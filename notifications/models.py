@@ -140,13 +140,13 @@ class Notification(models.Model):
     def __str__(self) -> str:
         return f"Notification #{self.pk} ({', '.join(self.channel_list)})"
 
-    def clean(self) -> None:
-        validation.validate(self)
-
     def save(self, *args: Any, **kwargs: Any) -> None:
         """Every save through the ORM validates; only raw SQL and bulk_create bypass it."""
         self.full_clean()
         super().save(*args, **kwargs)
+
+    def clean(self) -> None:
+        validation.validate(self)
 
     @property
     def channel_list(self) -> list[str]:
