@@ -337,6 +337,7 @@ class Tick:
                 # Poll rather than block on the queue: one wake-up per interval collects
                 # every row finished meanwhile, instead of one wake-up per row.
                 time.sleep(POLL_INTERVAL)
+                item: tuple[Job, Outcome, list[DeliveryAttempt]] | None
                 try:
                     item = results.get_nowait()
                 except queue.Empty:
