@@ -300,6 +300,8 @@ def _preparer(field: Field) -> Callable[[Any], Any]:
     """The cheapest correct conversion of one field's Python value for the database."""
     if field.get_internal_type() in _PLAIN_TYPES:
         return lambda value: value
+    if field.is_relation and field.target_field.get_internal_type() in ("AutoField", "BigAutoField"):
+        return lambda value: value if type(value) is int else field.get_db_prep_save(value, connection)
     if isinstance(field, UUIDField) and not connection.features.has_native_uuid_field:
         return lambda value: value.hex if isinstance(value, uuid.UUID) else field.get_db_prep_save(value, connection)
     if isinstance(field, DateTimeField):
