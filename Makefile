@@ -8,7 +8,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: setup run test test-sqlite test-postgres test-matrix lint check
+.PHONY: setup run test test-sqlite test-postgres test-matrix lint check bench
 
 setup: $(VENV)/.installed
 
@@ -43,3 +43,8 @@ check: setup
 	$(PY) -m mypy
 	$(PY) manage.py check --fail-level WARNING
 	$(PY) manage.py makemigrations --check --dry-run
+
+# The benchmark of the README's Performance section (SQLite; DATABASE_URL=postgres://... for PostgreSQL).
+bench: setup
+	$(PY) -m pip install --quiet -r bench/requirements.txt
+	$(PY) bench/run.py
