@@ -21,7 +21,7 @@ class Defaults:
     CHANNEL_TIMEOUT: float = 10  # total deadline of one channel send, in seconds
     TICK_BUDGET: float = 50  # seconds after which a tick stops claiming batches
     LEASE: float | None = None  # claim lifetime; None derives it from budget and timeout
-    CONCURRENCY: int = 16  # rows delivered at once
+    CONCURRENCY: int = 16  # rows delivered at once; measured in the README's Performance section
     WEBHOOK_SECRET: str | list[str] = ""
     WEBHOOK_ALLOWED_NETWORKS: list[str] = []
     RESPONSE_BODY_LIMIT: int = 64 * 1024  # bytes of a webhook response ever read
