@@ -74,7 +74,10 @@ def test_statements_per_row_are_pinned(kind, failing_url):
     assert report.counts()[EXPECTED_KIND[kind]] == ROWS
     statements = [q["sql"] for q in queries.captured_queries]
     assert len(statements) / ROWS <= 0.5  # the target
-    assert len(statements) == PINNED[connection.vendor][kind], "\n".join(s[:120] for s in statements)
+    expected = PINNED[connection.vendor][kind]
+    if connection.vendor == "sqlite" and kind != "succeeded" and connection.features.max_query_params > 999:
+        expected -= 1  # Django 6 reads SQLite's real limit (32766): one UPDATE holds the batch
+    assert len(statements) == expected, "\n".join(s[:120] for s in statements)
 
 
 @pytest.mark.django_db(transaction=True)
