@@ -30,7 +30,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from django.db import connection, transaction
@@ -136,7 +136,7 @@ def _update_returning(queryset: QuerySet, values: dict[str, Any]) -> list[Notifi
     The ORM compiles the UPDATE (so the due filter lives in one place, `due()`); the
     rows come back through a raw queryset, which applies the fields' converters.
     """
-    query = queryset.query.chain(UpdateQuery)
+    query = cast(UpdateQuery, queryset.query.chain(UpdateQuery))
     query.add_update_values(values)
     sql, params = query.get_compiler(connection.alias).as_sql()
     fields = Notification._meta.concrete_fields

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, cast
 
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
@@ -300,7 +300,7 @@ def _preparer(field: Field) -> Callable[[Any], Any]:
     """The cheapest correct conversion of one field's Python value for the database."""
     if field.get_internal_type() in _PLAIN_TYPES:
         return lambda value: value
-    if field.is_relation and field.target_field.get_internal_type() in ("AutoField", "BigAutoField"):
+    if field.is_relation and cast(Any, field).target_field.get_internal_type() in ("AutoField", "BigAutoField"):
         return lambda value: value if type(value) is int else field.get_db_prep_save(value, connection)
     if isinstance(field, UUIDField) and not connection.features.has_native_uuid_field:
         return lambda value: value.hex if isinstance(value, uuid.UUID) else field.get_db_prep_save(value, connection)
