@@ -343,7 +343,7 @@ def due_tick_seconds(due: int, repeats: int) -> tuple[list[float], list[float]]:
 def due_query_plan() -> str:
     from django.utils import timezone
 
-    from notifications.engine import due_query
+    from notifications.claims import due_query
 
     return due_query(timezone.now(), 100).explain()
 

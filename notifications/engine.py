@@ -15,7 +15,6 @@ rows to healthy ones wait.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import logging
 import math
@@ -25,25 +24,22 @@ import socket
 import threading
 import time
 import uuid
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import Any, cast
-from urllib.parse import urlsplit
+from datetime import datetime
 
-from django.db import connection, transaction
-from django.db.models import QuerySet
-from django.db.models.sql import UpdateQuery
 from django.utils import timezone
 
 from . import services, validation
 from .channels import Channel, ChannelResult, ErrorClass, Firing
 from .channels.email import EmailChannel
 from .channels.webhook import WebhookChannel
+from .claims import claim
 from .conf import app_settings
-from .models import DeliveryAttempt, Notification
+from .dispatch import Dispatcher, Job, target_of
+from .models import DeliveryAttempt
 from .services import Kind, Outcome, Policy
 
 logger = logging.getLogger("notifications.tick")
@@ -97,53 +93,6 @@ class TickReport:
         return line
 
 
-def due_query(now: datetime, limit: int) -> QuerySet:
-    """The ids of the next `limit` claimable rows, oldest first (a range scan of the due index)."""
-    return Notification.objects.due(now).order_by("next_fire_at", "id").values("pk")[:limit]
-
-
-def claim(now: datetime, limit: int, lease: float) -> tuple[uuid.UUID, list[Notification]]:
-    """Claim up to `limit` due rows, oldest first, for `lease` seconds.
-
-    One conditional UPDATE sets a fresh token on the rows and returns them (UPDATE ...
-    RETURNING, on PostgreSQL and SQLite 3.35+; elsewhere they are read back by token).
-    PostgreSQL skips rows another tick is claiming (FOR UPDATE SKIP LOCKED); SQLite
-    runs the single UPDATE under its database write lock.
-    """
-    token = uuid.uuid4()
-    due = due_query(now, limit)
-    atomic: Any = contextlib.nullcontext()  # one statement is atomic by itself (SQLite: no BEGIN/COMMIT)
-    if connection.features.has_select_for_update_skip_locked:
-        due = due.select_for_update(skip_locked=True)
-        atomic = transaction.atomic()  # Django wants FOR UPDATE inside a transaction
-    claiming = Notification.objects.filter(pk__in=due)
-    values = {"claim_token": token, "claimed_until": now + timedelta(seconds=lease)}
-    if connection.vendor in ("postgresql", "sqlite") and connection.features.can_return_columns_from_insert:
-        with atomic:
-            rows = _update_returning(claiming, values)
-        rows.sort(key=lambda row: (row.next_fire_at, row.pk))
-        return token, rows
-    with atomic:
-        claimed = claiming.update(**values)
-    if not claimed:
-        return token, []
-    return token, list(Notification.objects.filter(claim_token=token).order_by("next_fire_at", "id"))
-
-
-def _update_returning(queryset: QuerySet, values: dict[str, Any]) -> list[Notification]:
-    """`queryset.update(**values)` that returns the updated rows, as one statement.
-
-    The ORM compiles the UPDATE (so the due filter lives in one place, `due()`); the
-    rows come back through a raw queryset, which applies the fields' converters.
-    """
-    query = cast(UpdateQuery, queryset.query.chain(UpdateQuery))
-    query.add_update_values(values)
-    sql, params = query.get_compiler(connection.alias).as_sql()
-    fields = Notification._meta.concrete_fields
-    returning = ", ".join(connection.ops.quote_name(f.column) for f in fields)
-    return list(Notification.objects.raw(f"{sql} RETURNING {returning}", params))
-
-
 @dataclass(eq=False)
 class Batch:
     """One claim: its token fences the write-back, done when every row has an outcome."""
@@ -153,138 +102,6 @@ class Batch:
     left: int
     outcomes: list[Outcome] = field(default_factory=list)
     attempts: list[DeliveryAttempt] = field(default_factory=list)
-
-
-@dataclass(eq=False)
-class Job:
-    """One claimed row on its way through a worker.
-
-    Whoever first takes `settled` (a non-blocking lock) reports the row's outcome: the
-    worker when the send returns, or the tick's monitor when the send has overrun its
-    deadline; the other side then drops what it has.
-    """
-
-    batch: Batch
-    row: Notification
-    target: str
-    firing: Firing | None = None
-    started: float = 0.0  # monotonic time the worker began the row
-    results: dict[str, ChannelResult] = field(default_factory=dict)  # channels finished so far
-    settled: threading.Lock = field(default_factory=threading.Lock)
-
-
-def target_of(row: Notification) -> str:
-    """What a row waits on: its webhook's host (one slow host must not hold every worker), or email."""
-    if row.webhook_url:
-        try:
-            return urlsplit(row.webhook_url).netloc.lower()
-        except ValueError:
-            return ""
-    return "email"
-
-
-class Dispatcher:
-    """Claimed rows waiting for a worker, one queue per target; thread-safe.
-
-    A free worker takes the oldest row of the target with the fewest rows in flight.
-    While the tick may still claim rows for other targets, no target holds more than
-    `cap` workers (three quarters of them), so rows behind a stuck endpoint leave
-    workers free and the tick claims further; `uncap()` lifts the limit when it cannot.
-    """
-
-    def __init__(self, workers: int) -> None:
-        self.cap = max(1, workers - max(1, workers // 4))
-        self._cond = threading.Condition()
-        self._queues: dict[str, deque[Job]] = {}
-        self._running: Counter[str] = Counter()
-        self._started: set[Job] = set()  # rows a worker is delivering
-        self._capped = True
-        self._closed = False
-        self.waiting = 0  # rows queued (read without the lock: a hint)
-        self.idle = 0  # workers waiting for a row
-
-    def put(self, jobs: list[Job]) -> None:
-        with self._cond:
-            for job in jobs:
-                self._queues.setdefault(job.target, deque()).append(job)
-            self.waiting += len(jobs)
-            self._cond.notify(min(len(jobs), self.idle))
-
-    def take(self, finished: Job | None = None) -> Job | None:
-        """Block until a row may start; None once the dispatcher is closed.
-
-        A worker passes the row it just finished (one lock round trip instead of two).
-        """
-        with self._cond:
-            if finished is not None:
-                self._finish(finished)
-            while not self._closed:
-                target = self._pick()
-                if target is not None:
-                    jobs = self._queues[target]
-                    job = jobs.popleft()
-                    if not jobs:
-                        del self._queues[target]
-                    self._running[target] += 1
-                    self._started.add(job)
-                    self.waiting -= 1
-                    job.started = time.monotonic()
-                    return job
-                self.idle += 1
-                self._cond.wait()
-                self.idle -= 1
-            return None
-
-    def done(self, job: Job) -> None:
-        with self._cond:
-            self._finish(job)
-
-    def _finish(self, job: Job) -> None:
-        self._running[job.target] -= 1
-        self._started.discard(job)
-        if self.idle and self.waiting:
-            self._cond.notify()  # a capped target may start its next row
-
-    def _pick(self) -> str | None:
-        best, best_running = None, 0
-        for target in self._queues:
-            running = self._running[target]
-            if self._capped and running >= self.cap:
-                continue
-            if best is None or running < best_running:
-                best, best_running = target, running
-                if running == 0:
-                    break
-        return best
-
-    def overdue(self, before: float) -> list[Job]:
-        """Rows whose delivery started before `before` and is still running."""
-        with self._cond:
-            return [job for job in self._started if job.started < before]
-
-    def starved(self) -> bool:
-        """Workers are idle although rows wait: every waiting row's target is at its cap."""
-        with self._cond:
-            return self.idle > 0 and self.waiting > 0 and self._pick() is None
-
-    def set_capped(self, capped: bool) -> None:
-        with self._cond:
-            if capped != self._capped:
-                self._capped = capped
-                self._cond.notify_all()
-
-    def drain(self) -> list[Job]:
-        """Take every waiting row out (the tick is stopping: they are released)."""
-        with self._cond:
-            jobs = [job for jobs in self._queues.values() for job in jobs]
-            self._queues.clear()
-            self.waiting = 0
-            return jobs
-
-    def close(self) -> None:
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
 
 
 class Tick:

@@ -191,7 +191,8 @@ def _advance(
     row.last_fired_at = now
     row.pending_channels = ""
     _release_claim(row, now)
-    return Outcome(row, kind, detail=last_error or "", results=results)
+    failed = ",".join(r.channel for r in results if not r.ok)
+    return Outcome(row, kind, detail=f"failed: {failed}" if failed else "", results=results)
 
 
 def _fail(

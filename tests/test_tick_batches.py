@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.core import mail
 
+from notifications.claims import claim
 from notifications.conf import app_settings
-from notifications.engine import claim, run_tick
+from notifications.engine import run_tick
 from notifications.models import Notification
 
 pytestmark = pytest.mark.django_db

@@ -1,0 +1,153 @@
+"""Claimed rows waiting for a worker: one queue per target, fair between targets.
+
+A stuck endpoint must not hold every worker while rows to healthy ones wait, so rows
+queue per target (webhook host, or email) and a free worker takes the target with the
+fewest rows in flight.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from .channels import ChannelResult, Firing
+from .models import Notification
+
+if TYPE_CHECKING:
+    from .engine import Batch
+
+
+@dataclass(eq=False)
+class Job:
+    """One claimed row on its way through a worker.
+
+    Whoever first takes `settled` (a non-blocking lock) reports the row's outcome: the
+    worker when the send returns, or the tick's monitor when the send has overrun its
+    deadline; the other side then drops what it has.
+    """
+
+    batch: Batch
+    row: Notification
+    target: str
+    firing: Firing | None = None
+    started: float = 0.0  # monotonic time the worker began the row
+    results: dict[str, ChannelResult] = field(default_factory=dict)  # channels finished so far
+    settled: threading.Lock = field(default_factory=threading.Lock)
+
+
+def target_of(row: Notification) -> str:
+    """What a row waits on: its webhook's host (one slow host must not hold every worker), or email."""
+    if row.webhook_url:
+        try:
+            return urlsplit(row.webhook_url).netloc.lower()
+        except ValueError:
+            return ""
+    return "email"
+
+
+class Dispatcher:
+    """Claimed rows waiting for a worker, one queue per target; thread-safe.
+
+    A free worker takes the oldest row of the target with the fewest rows in flight.
+    While the tick may still claim rows for other targets, no target holds more than
+    `cap` workers (three quarters of them), so rows behind a stuck endpoint leave
+    workers free and the tick claims further; `uncap()` lifts the limit when it cannot.
+    """
+
+    def __init__(self, workers: int) -> None:
+        self.cap = max(1, workers - max(1, workers // 4))
+        self._cond = threading.Condition()
+        self._queues: dict[str, deque[Job]] = {}
+        self._running: Counter[str] = Counter()
+        self._started: set[Job] = set()  # rows a worker is delivering
+        self._capped = True
+        self._closed = False
+        self.waiting = 0  # rows queued (read without the lock: a hint)
+        self.idle = 0  # workers waiting for a row
+
+    def put(self, jobs: list[Job]) -> None:
+        with self._cond:
+            for job in jobs:
+                self._queues.setdefault(job.target, deque()).append(job)
+            self.waiting += len(jobs)
+            self._cond.notify(min(len(jobs), self.idle))
+
+    def take(self, finished: Job | None = None) -> Job | None:
+        """Block until a row may start; None once the dispatcher is closed.
+
+        A worker passes the row it just finished (one lock round trip instead of two).
+        """
+        with self._cond:
+            if finished is not None:
+                self._finish(finished)
+            while not self._closed:
+                target = self._pick()
+                if target is not None:
+                    jobs = self._queues[target]
+                    job = jobs.popleft()
+                    if not jobs:
+                        del self._queues[target]
+                    self._running[target] += 1
+                    self._started.add(job)
+                    self.waiting -= 1
+                    job.started = time.monotonic()
+                    return job
+                self.idle += 1
+                self._cond.wait()
+                self.idle -= 1
+            return None
+
+    def done(self, job: Job) -> None:
+        with self._cond:
+            self._finish(job)
+
+    def _finish(self, job: Job) -> None:
+        self._running[job.target] -= 1
+        self._started.discard(job)
+        if self.idle and self.waiting:
+            self._cond.notify()  # a capped target may start its next row
+
+    def _pick(self) -> str | None:
+        best, best_running = None, 0
+        for target in self._queues:
+            running = self._running[target]
+            if self._capped and running >= self.cap:
+                continue
+            if best is None or running < best_running:
+                best, best_running = target, running
+                if running == 0:
+                    break
+        return best
+
+    def overdue(self, before: float) -> list[Job]:
+        """Rows whose delivery started before `before` and is still running."""
+        with self._cond:
+            return [job for job in self._started if job.started < before]
+
+    def starved(self) -> bool:
+        """Workers are idle although rows wait: every waiting row's target is at its cap."""
+        with self._cond:
+            return self.idle > 0 and self.waiting > 0 and self._pick() is None
+
+    def set_capped(self, capped: bool) -> None:
+        with self._cond:
+            if capped != self._capped:
+                self._capped = capped
+                self._cond.notify_all()
+
+    def drain(self) -> list[Job]:
+        """Take every waiting row out (the tick is stopping: they are released)."""
+        with self._cond:
+            jobs = [job for jobs in self._queues.values() for job in jobs]
+            self._queues.clear()
+            self.waiting = 0
+            return jobs
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
