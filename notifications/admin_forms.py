@@ -8,7 +8,7 @@ from django import forms
 from django.utils import timezone
 
 from . import schedule
-from .models import Notification
+from .models import USER_FIELDS, Notification
 from .validation import CHANNELS
 
 SECRET_FIELD = "webhook_secret"  # noqa: S105 - a field name, not a secret
@@ -43,18 +43,7 @@ class NotificationForm(forms.ModelForm):
 
     class Meta:
         model = Notification
-        fields = [
-            "channels",
-            "email_to",
-            "subject",
-            "body",
-            "webhook_url",
-            "webhook_secret",
-            "payload",
-            "recurrence_rule",
-            "timezone",
-            "next_fire_at",
-        ]
+        fields = [*USER_FIELDS, "next_fire_at"]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -36,6 +36,19 @@ class State(models.TextChoices):
 
 PARTIAL_PREFIX = "partial: "
 
+# The fields host code sets (schedule(), the admin form); the rest is the queue's own.
+USER_FIELDS = (
+    "channels",
+    "email_to",
+    "subject",
+    "body",
+    "webhook_url",
+    "webhook_secret",
+    "payload",
+    "recurrence_rule",
+    "timezone",
+)
+
 
 class NotificationQuerySet(models.QuerySet):
     """Row states as filters. `now` is passed in so callers and tests control time."""

@@ -26,7 +26,7 @@ from django.utils import timezone
 from . import retry, schedule, validation
 from .channels import ChannelResult, ErrorClass
 from .conf import app_settings
-from .models import PARTIAL_PREFIX, DeliveryAttempt, Notification, State, TickRun
+from .models import PARTIAL_PREFIX, USER_FIELDS, DeliveryAttempt, Notification, State, TickRun
 
 
 class Kind(StrEnum):
@@ -115,17 +115,7 @@ def schedule_notification(*, fire_at: datetime | None = None, **fields: Any) -> 
     return row
 
 
-_SCHEDULE_FIELDS = {
-    "channels",
-    "email_to",
-    "subject",
-    "body",
-    "webhook_url",
-    "webhook_secret",
-    "payload",
-    "recurrence_rule",
-    "timezone",
-}
+_SCHEDULE_FIELDS = set(USER_FIELDS)
 
 
 # --- one firing, in memory -----------------------------------------------------------

@@ -70,3 +70,30 @@ def make_row(db):
         return schedule(**fields)
 
     return make
+
+
+@pytest.fixture
+def children(transactional_db):
+    """Starts `manage.py runtick` child processes against the test database; stops them after."""
+    from tests.processes import Children
+
+    started = Children()
+    yield started
+    started.close()
+
+
+@pytest.fixture
+def hostile():
+    """Makes misbehaving local servers (tests/hostile_servers.py); closes them after."""
+    from tests.hostile_servers import HostileServer
+
+    servers: list[HostileServer] = []
+
+    def make(behaviour: str = "ok", **options) -> HostileServer:
+        server = HostileServer(behaviour, **options)
+        servers.append(server)
+        return server
+
+    yield make
+    for server in servers:
+        server.close()

@@ -10,7 +10,7 @@ from django.db import connection
 from django.utils import timezone
 
 from notifications.models import Notification
-from tests.processes import Children, claim_gate
+from tests.processes import claim_gate
 from tests.servers import Reply
 
 ROWS = 300
@@ -21,13 +21,6 @@ CHILD_SETTINGS = {
     # Room for a loaded machine: a timeout here would be a retry, not the race under test.
     "NOTIFICATIONS_CHANNEL_TIMEOUT": 10,
 }
-
-
-@pytest.fixture
-def children(transactional_db):
-    started = Children()
-    yield started
-    started.close()
 
 
 def due_webhook_rows(count: int, url: str) -> list[Notification]:

@@ -10,7 +10,6 @@ from django.utils import timezone
 
 from notifications.engine import run_tick
 from notifications.models import Notification
-from tests.processes import Children
 from tests.servers import Reply
 
 ROWS = 5
@@ -22,13 +21,6 @@ CHILD_SETTINGS = {
     "NOTIFICATIONS_TICK_BUDGET": 1,
     "NOTIFICATIONS_CHANNEL_TIMEOUT": 6,
 }
-
-
-@pytest.fixture
-def children(transactional_db):
-    started = Children()
-    yield started
-    started.close()
 
 
 @pytest.mark.slow

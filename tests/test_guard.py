@@ -20,7 +20,6 @@ from notifications import guard, transport
 from notifications.api import schedule
 from notifications.engine import run_tick
 from notifications.models import DeliveryAttempt, Notification
-from tests.hostile_servers import HostileServer
 
 CLOSED = override_settings(NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS=[])
 
@@ -257,20 +256,6 @@ def test_validation_honours_the_allowed_networks_setting():
 
 
 # --- the transport connects only where the guard agreed ---------------------------------
-
-
-@pytest.fixture
-def hostile():
-    servers: list[HostileServer] = []
-
-    def make(behaviour: str = "ok", **options) -> HostileServer:
-        server = HostileServer(behaviour, **options)
-        servers.append(server)
-        return server
-
-    yield make
-    for server in servers:
-        server.close()
 
 
 @pytest.fixture

@@ -15,25 +15,11 @@ from notifications.channels import ErrorClass, Firing
 from notifications.channels.webhook import WebhookChannel
 from notifications.engine import run_tick
 from notifications.models import DeliveryAttempt, Notification
-from tests.hostile_servers import FIFTY_MB, HostileServer
+from tests.hostile_servers import FIFTY_MB
 
 TIMEOUT = 2  # tests/settings.py: NOTIFICATIONS_CHANNEL_TIMEOUT
 SLACK = 3  # generous: the machine is shared; the bound proves "inside the deadline", not speed
 MB = 1024 * 1024
-
-
-@pytest.fixture
-def hostile():
-    servers: list[HostileServer] = []
-
-    def make(behaviour: str, **options) -> HostileServer:
-        server = HostileServer(behaviour, **options)
-        servers.append(server)
-        return server
-
-    yield make
-    for server in servers:
-        server.close()
 
 
 @pytest.fixture

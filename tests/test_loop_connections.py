@@ -16,16 +16,9 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from tests.processes import Children, Runtick
+from tests.processes import Runtick
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def children(transactional_db):
-    started = Children()
-    yield started
-    started.close()
 
 
 def open_connections(child: Runtick) -> int:

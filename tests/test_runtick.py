@@ -15,17 +15,10 @@ from django.utils import timezone
 from notifications.conf import app_settings
 from notifications.engine import run_tick
 from notifications.models import DeliveryAttempt, Notification, TickRun
-from tests.processes import Children, claim_gate, parse_summary, run
+from tests.processes import claim_gate, parse_summary, run
 from tests.servers import Reply
 
 OUTCOME_LINE = re.compile(r"^#(\d+) (succeeded|partial|retried|dead_lettered|released)\b")
-
-
-@pytest.fixture
-def children(transactional_db):
-    started = Children()
-    yield started
-    started.close()
 
 
 def runtick(*args: str) -> str:
