@@ -104,3 +104,4 @@ class NotificationForm(forms.ModelForm):
             self.add_error("recurrence_rule", "The rule has no occurrence left after now.")
             return
         data["next_fire_at"] = next_at
+        self.instance.starts_at = now  # the new rule counts from now

@@ -130,6 +130,9 @@ class Notification(models.Model):
     claim_token = models.UUIDField(null=True, blank=True, editable=False)
     claimed_until = models.DateTimeField(null=True, blank=True, editable=False)
 
+    # An RRULE leaves its time of day, phase and COUNT to its start (DTSTART): the first
+    # due time the row was given, so FREQ=DAILY from 09:00 stays at 09:00.
+    starts_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -168,6 +171,11 @@ class Notification(models.Model):
     @property
     def is_recurring(self) -> bool:
         return bool(self.recurrence_rule)
+
+    @property
+    def recurrence_anchor(self) -> datetime | None:
+        """Where the recurrence starts: an RRULE without DTSTART counts from here."""
+        return self.starts_at or self.created_at
 
     @property
     def owed_channels(self) -> list[str]:

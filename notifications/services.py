@@ -105,9 +105,9 @@ def schedule_notification(*, fire_at: datetime | None = None, **fields: Any) -> 
     if fire_at is not None and timezone.is_naive(fire_at):
         raise ValueError("fire_at must be an aware datetime (USE_TZ is on)")
     row.full_clean(exclude=["next_fire_at"])
+    row.starts_at = fire_at or timezone.now()
     if fire_at is None:
-        now = timezone.now()
-        fire_at = _next_occurrence(row, now, anchor=now) if row.is_recurring else now
+        fire_at = _next_occurrence(row, row.starts_at) if row.is_recurring else row.starts_at
         if fire_at is None:  # COUNT or UNTIL already spent: the row would never fire
             raise ValidationError({"recurrence_rule": ["The rule has no occurrence left after now."]})
     row.next_fire_at = fire_at
@@ -121,8 +121,8 @@ _SCHEDULE_FIELDS = set(USER_FIELDS)
 # --- one firing, in memory -----------------------------------------------------------
 
 
-def _next_occurrence(row: Notification, now: datetime, anchor: datetime | None = None) -> datetime | None:
-    return schedule.next_occurrence(row.recurrence_rule, row.timezone, now, anchor=anchor or row.created_at or now)
+def _next_occurrence(row: Notification, now: datetime) -> datetime | None:
+    return schedule.next_occurrence(row.recurrence_rule, row.timezone, now, anchor=row.recurrence_anchor or now)
 
 
 def _release_claim(row: Notification, now: datetime) -> None:

@@ -9,7 +9,7 @@ import time_machine
 from django.core.exceptions import ValidationError
 from django.test import override_settings
 
-from notifications.api import schedule
+from notifications.api import run_tick, schedule
 from notifications.models import Notification
 
 pytestmark = pytest.mark.django_db
@@ -92,3 +92,27 @@ def test_rule_with_nothing_left_is_refused():
         schedule(**EMAIL, recurrence_rule="FREQ=DAILY;UNTIL=20240101T000000Z")
     assert "recurrence_rule" in info.value.error_dict
     assert not Notification.objects.exists()
+
+
+@pytest.mark.parametrize("rule", ["FREQ=DAILY", "FREQ=DAILY;COUNT=3"])
+def test_an_rrule_keeps_the_time_of_day_of_its_first_due_time(rule):
+    """FREQ=DAILY leaves the time of day open: it comes from fire_at, not from when the row was saved."""
+    first = datetime(2025, 1, 16, 9, 0, tzinfo=UTC)
+    with time_machine.travel(NOW.replace(hour=14, minute=37), tick=False):
+        row = schedule(**EMAIL, recurrence_rule=rule, timezone="Europe/Berlin", fire_at=first)
+
+    run_tick(now=first + timedelta(seconds=1))
+
+    row.refresh_from_db()
+    assert row.last_fired_at == first + timedelta(seconds=1)
+    assert row.next_fire_at == datetime(2025, 1, 17, 9, 0, tzinfo=UTC)
+
+
+def test_an_rrule_count_runs_from_the_first_due_time():
+    first = datetime(2025, 1, 16, 9, 0, tzinfo=UTC)
+    row = schedule(**EMAIL, recurrence_rule="FREQ=DAILY;COUNT=2", timezone="UTC", fire_at=first)
+
+    run_tick(now=first)
+    run_tick(now=first + timedelta(days=1))
+
+    assert not Notification.objects.filter(pk=row.pk).exists()  # two firings, then the schedule is done
