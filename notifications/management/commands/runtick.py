@@ -41,6 +41,10 @@ def interval(value: str) -> float:
     return number
 
 
+# How often a sleeping `--loop` looks for a stop request.
+SLEEP_STEP = 0.1
+
+
 class Command(BaseCommand):
     help = "Deliver due notifications: claim, send, write back. Cron runs it every minute."
 
@@ -65,7 +69,7 @@ class Command(BaseCommand):
             self.dry_run(options["limit"])
             return
         stop = threading.Event()
-        self.install_signal_handlers(stop)
+        received = self.install_signal_handlers(stop)
         every = options["loop"]
         while True:
             started = time.monotonic()
@@ -76,9 +80,21 @@ class Command(BaseCommand):
             if stop.is_set():
                 break
             connections.close_all()  # nothing is held across ticks
-            stop.wait(max(every - (time.monotonic() - started), 0))
+            self.sleep_until(started + every, stop)
             if stop.is_set():
                 break
+        if received:
+            self.stderr.write(f"received signal {received[0]}: finished the rows in flight, released the rest")
+
+    @staticmethod
+    def sleep_until(deadline: float, stop: threading.Event) -> None:
+        """Sleep until `deadline` (monotonic) or a stop request, whichever comes first.
+
+        Polls instead of `stop.wait()`: the signal handler sets `stop`, and a handler that
+        runs while this thread holds the event's lock inside `wait()` would deadlock.
+        """
+        while not stop.is_set() and (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(left, SLEEP_STEP))
 
     def tick(self, options: dict[str, Any], stop: threading.Event) -> None:
         verbose = options["verbosity"] >= 2
@@ -119,16 +135,23 @@ class Command(BaseCommand):
             )
         self.stdout.write(f"dry run: due={total} claimed=0 succeeded=0 partial=0 retried=0 dead_lettered=0")
 
-    def install_signal_handlers(self, stop: threading.Event) -> None:
-        """SIGTERM/SIGINT: stop claiming, finish or release what is held, then exit."""
+    def install_signal_handlers(self, stop: threading.Event) -> list[int]:
+        """SIGTERM/SIGINT: stop claiming, finish or release what is held, then exit.
+
+        Returns the list the handler appends received signals to. The handler only sets
+        `stop` (whose lock nothing else takes) and writes nothing: a handler that writes
+        while the main thread is mid-write to the same stream would fail.
+        """
+        received: list[int] = []
         if threading.current_thread() is not threading.main_thread():
-            return  # signals can only be handled on the main thread (call_command in tests)
+            return received  # signals can only be handled on the main thread (call_command in tests)
 
         def request_stop(signum: int, frame: Any) -> None:
             if stop.is_set():
                 raise KeyboardInterrupt  # a second signal: give up at once
+            received.append(signum)
             stop.set()
-            self.stderr.write(f"received signal {signum}: finishing the current batch")
 
         signal.signal(signal.SIGTERM, request_stop)
         signal.signal(signal.SIGINT, request_stop)
+        return received
