@@ -242,7 +242,9 @@ class NotificationAdmin(admin.ModelAdmin):
             return "one-shot: fires once, at the due time"
         now = timezone.now()
         try:
-            times = schedule.upcoming(obj.recurrence_rule, obj.timezone, now, UPCOMING_SHOWN, anchor=obj.recurrence_anchor)
+            times = schedule.upcoming(
+                obj.recurrence_rule, obj.timezone, now, UPCOMING_SHOWN, anchor=obj.recurrence_anchor
+            )
         except schedule.InvalidRule as exc:
             return f"cannot compute: {exc}"
         if not times:
