@@ -17,13 +17,8 @@ from notifications import receiving, signing
 from notifications.api import schedule
 from notifications.engine import run_tick
 from notifications.receiving import InvalidWebhook, verify
+from tests.vectors import BODY, MSG_ID, SECRET, SIGNATURE, TIMESTAMP
 
-# The test vector of the Standard Webhooks specification.
-SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-MSG_ID = "msg_p5jXN8AQM9LWM0D4loKWxJek"
-TIMESTAMP = 1614265330
-BODY = b'{"test": 2432232314}'
-SIGNATURE = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
 OTHER = "whsec_" + base64.b64encode(b"another key, 32 bytes long......").decode()
 
 

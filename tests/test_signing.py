@@ -18,45 +18,40 @@ from standardwebhooks.webhooks import WebhookVerificationError
 from notifications import signing
 from notifications.engine import run_tick
 from notifications.models import Notification
-
-VECTOR_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-VECTOR_MSG_ID = "msg_p5jXN8AQM9LWM0D4loKWxJek"
-VECTOR_TIMESTAMP = 1614265330
-VECTOR_BODY = b'{"test": 2432232314}'
-VECTOR_SIGNATURE = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+from tests import vectors
 
 ROW_SECRET = "whsec_" + base64.b64encode(b"a row's own key, 32 bytes long!!").decode()
 
 
 def test_signature_matches_the_standard_webhooks_known_answer():
-    key = signing.secret_key(VECTOR_SECRET)
+    key = signing.secret_key(vectors.SECRET)
 
-    assert signing.signature(key, VECTOR_MSG_ID, VECTOR_TIMESTAMP, VECTOR_BODY) == VECTOR_SIGNATURE
+    assert signing.signature(key, vectors.MSG_ID, vectors.TIMESTAMP, vectors.BODY) == vectors.SIGNATURE
 
 
 def test_secret_without_prefix_gives_the_same_key():
-    assert signing.secret_key(VECTOR_SECRET.removeprefix("whsec_")) == signing.secret_key(VECTOR_SECRET)
+    assert signing.secret_key(vectors.SECRET.removeprefix("whsec_")) == signing.secret_key(vectors.SECRET)
 
 
 def test_headers_carry_id_timestamp_and_the_signature():
-    headers = signing.headers([signing.secret_key(VECTOR_SECRET)], VECTOR_MSG_ID, VECTOR_TIMESTAMP, VECTOR_BODY)
+    headers = signing.headers([signing.secret_key(vectors.SECRET)], vectors.MSG_ID, vectors.TIMESTAMP, vectors.BODY)
 
     assert headers == {
-        "webhook-id": VECTOR_MSG_ID,
-        "webhook-timestamp": str(VECTOR_TIMESTAMP),
-        "webhook-signature": VECTOR_SIGNATURE,
+        "webhook-id": vectors.MSG_ID,
+        "webhook-timestamp": str(vectors.TIMESTAMP),
+        "webhook-signature": vectors.SIGNATURE,
     }
 
 
 def test_rotation_signs_with_every_key_and_either_verifies():
-    old = signing.secret_key(VECTOR_SECRET)
+    old = signing.secret_key(vectors.SECRET)
     new = signing.secret_key(ROW_SECRET)
 
-    header = signing.signature_header([new, old], VECTOR_MSG_ID, VECTOR_TIMESTAMP, VECTOR_BODY)
+    header = signing.signature_header([new, old], vectors.MSG_ID, vectors.TIMESTAMP, vectors.BODY)
 
     assert header.split(" ") == [
-        signing.signature(new, VECTOR_MSG_ID, VECTOR_TIMESTAMP, VECTOR_BODY),
-        VECTOR_SIGNATURE,
+        signing.signature(new, vectors.MSG_ID, vectors.TIMESTAMP, vectors.BODY),
+        vectors.SIGNATURE,
     ]
 
 
@@ -102,13 +97,13 @@ def test_tampered_body_does_not_verify(make_row, webhook_server, settings):
 
 
 def test_site_key_rotation_delivery_verifies_with_old_and_new_key(make_row, webhook_server):
-    with override_settings(NOTIFICATIONS_WEBHOOK_SECRET=[ROW_SECRET, VECTOR_SECRET]):
+    with override_settings(NOTIFICATIONS_WEBHOOK_SECRET=[ROW_SECRET, vectors.SECRET]):
         make_row(channels=["webhook"], webhook_url=webhook_server.url())
         run_tick()
 
     (received,) = webhook_server.received
     assert len(received.headers["webhook-signature"].split(" ")) == 2
-    for secret in (ROW_SECRET, VECTOR_SECRET):
+    for secret in (ROW_SECRET, vectors.SECRET):
         assert _verify(secret, received)["type"] == "notification.fired"
     assert Notification.objects.count() == 0
 
