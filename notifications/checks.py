@@ -20,20 +20,25 @@ A bad value is reported here rather than by a crash mid-tick.
 | E012 | WEBHOOK_ALLOWED_NETWORKS holds something that is not a CIDR |
 | E013 | RESPONSE_BODY_LIMIT is not a positive integer |
 | E014 | ATTEMPT_RETENTION_DAYS is not a positive number |
+| E015 | MAX_CLOCK_OFFSET is not a positive number |
 | W001 | BACKOFF has fewer steps than MAX_RETRIES - 1 |
 | W002 | the SMTP backend is in use and its timeout (EMAIL_TIMEOUT, or the default mailer's) is unset |
 | W003 | django_crontab is installed but there is no `crontab` binary |
 | W004 | SQLite without WAL while ticks are expected to overlap |
 | W005 | a NOTIFICATIONS_* setting the app does not know (a typo?) |
 | W006 | that timeout is longer than CHANNEL_TIMEOUT |
+| W100 | no tick has finished lately (database check) |
+| W101 | a host's clock is further than MAX_CLOCK_OFFSET from the database's (database check) |
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import ipaddress
 import re
 import shutil
+import socket
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -89,6 +94,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> Messages:
     errors += _number(
         "ATTEMPT_RETENTION_DAYS", app_settings.ATTEMPT_RETENTION_DAYS, integer=False, id="notifications.E014"
     )
+    errors += _number("MAX_CLOCK_OFFSET", app_settings.MAX_CLOCK_OFFSET, integer=False, id="notifications.E015")
     errors += _check_unknown_settings()
     return errors
 
@@ -346,4 +352,46 @@ def check_ticks_running(app_configs: Any = None, databases: Any = None, **kwargs
             "`manage.py notifications_status` shows the queue.",
             id="notifications.W100",
         )
+    ]
+
+
+CLOCK_HINT = (
+    "Leases and due times are read on each host's own clock: a host ahead re-claims rows another tick is "
+    "still sending, one behind sends late. Keep every host (and the database server) synchronised with NTP "
+    "(chrony, systemd-timesyncd); `manage.py notifications_status` shows each host's offset."
+)
+
+
+@checks.register(checks.Tags.database)
+def check_clock_skew(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> Messages:
+    """W101: this host's clock, measured now, or a ticking host's, as its last tick measured it, is off.
+
+    Runs with `check --database`. Reports only: ticks run whatever the clocks say.
+    """
+    from django.db import DatabaseError
+
+    from .clock import measure_offset
+    from .health import clock_threshold, describe_offset, recorded_clock_offsets
+    from .models import TickRun
+
+    alias = router.db_for_read(TickRun) or "default"
+    if alias not in (databases or ()):
+        return []
+    limit = clock_threshold()
+    offsets: dict[str, tuple[float, str]] = {}
+    with contextlib.suppress(DatabaseError):  # tables not migrated yet: `migrate` runs database checks first
+        offsets.update((host, (offset, "by its last tick")) for host, offset in recorded_clock_offsets(alias).items())
+    here = socket.gethostname()[:255]
+    measured = measure_offset(alias)
+    if measured is not None:
+        offsets[here] = (measured, "now")  # a live reading replaces this host's record
+    return [
+        checks.Warning(
+            f"The clock of {host}{' (this host)' if host == here else ''} is {describe_offset(offset)} the "
+            f"database's clock (measured {when}), more than NOTIFICATIONS_MAX_CLOCK_OFFSET ({limit:g}s).",
+            hint=CLOCK_HINT,
+            id="notifications.W101",
+        )
+        for host, (offset, when) in offsets.items()
+        if abs(offset) > limit
     ]

@@ -1,25 +1,31 @@
 """Queue health: the facts the admin header, `notifications_status` and the system check share.
 
 Two queries whatever the size of the queue: one aggregate over the notifications
-(rows per state, the oldest due row, rows in flight) and one for the latest tick record.
+(rows per state, the oldest due row, rows in flight) and one for the latest tick records
+(the last tick, and each recent host's clock offset as its last tick measured it).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Count, Min, Q
 from django.utils import timezone
 
-from .conf import app_settings
+from .conf import Defaults, app_settings
 from .models import PARTIAL_PREFIX, Notification, State, TickRun
 
 # Cron runs a tick every minute; three minutes without one finishing means it stopped.
 STALE_AFTER = timedelta(minutes=3)
 
 TICK_COUNTS = ("claimed", "succeeded", "partial", "retried", "dead_lettered")
+
+# Tick records read for the clock report, newest first by insertion (the one order no
+# host's clock can skew): each host's latest among them gives its offset.
+RECENT_TICKS = 50
 
 
 def state_conditions(now: datetime) -> dict[State, Q]:
@@ -47,6 +53,10 @@ class QueueHealth:
     oldest_due_at: datetime | None  # earliest next_fire_at a tick would claim now
     last_tick: TickRun | None
     stale_after: timedelta = STALE_AFTER
+    # host -> seconds its clock was ahead of the database's (negative: behind), as
+    # measured by its latest recent tick; hosts whose tick could not measure are left out
+    clock_offsets: dict[str, float] = field(default_factory=dict)
+    max_clock_offset: float = Defaults.MAX_CLOCK_OFFSET
 
     @property
     def total(self) -> int:
@@ -83,6 +93,24 @@ class QueueHealth:
             f"(the last one {humanize(self.last_tick_age)} ago): the cron line (manage.py runtick) is not running."
         )
 
+    @property
+    def skewed_hosts(self) -> dict[str, float]:
+        """The hosts whose clock is further than `max_clock_offset` from the database's."""
+        return {host: offset for host, offset in self.clock_offsets.items() if abs(offset) > self.max_clock_offset}
+
+    @property
+    def clock_warning(self) -> str | None:
+        """What an operator must hear when a ticking host's clock is off; None while all agree."""
+        skewed = self.skewed_hosts
+        if not skewed:
+            return None
+        hosts = ", ".join(f"{host} is {describe_offset(offset)}" for host, offset in skewed.items())
+        return (
+            f"Clock skew: {hosts} the database's clock (more than {self.max_clock_offset:g}s): leases and due "
+            "times are read on each host's own clock, so rows can be sent twice or late. Synchronise the hosts' "
+            "clocks with NTP."
+        )
+
     def last_tick_counts(self) -> dict[str, int]:
         if self.last_tick is None:
             return {}
@@ -105,16 +133,25 @@ class QueueHealth:
                 "age_seconds": _seconds(self.last_tick_age),
                 "host": tick.host,
                 "pid": tick.pid,
+                "clock_offset": tick.clock_offset,
                 **self.last_tick_counts(),
             },
             "stale": self.stale,
             "stale_after_seconds": self.stale_after.total_seconds(),
             "warning": self.warning,
+            "clock_offsets": {host: round(offset, 3) for host, offset in self.clock_offsets.items()},
+            "max_clock_offset_seconds": self.max_clock_offset,
+            "clock_warning": self.clock_warning,
         }
 
 
-def queue_health(now: datetime | None = None, stale_after: timedelta = STALE_AFTER) -> QueueHealth:
-    """Read the queue's health now (two queries)."""
+def queue_health(
+    now: datetime | None = None, stale_after: timedelta = STALE_AFTER, max_clock_offset: float | None = None
+) -> QueueHealth:
+    """Read the queue's health now (two queries).
+
+    `max_clock_offset` (seconds) defaults to `NOTIFICATIONS_MAX_CLOCK_OFFSET`.
+    """
     now = now or timezone.now()
     conditions = state_conditions(now)
     claimable = Q(next_fire_at__lte=now, error_count__lt=app_settings.MAX_RETRIES)
@@ -124,7 +161,8 @@ def queue_health(now: datetime | None = None, stale_after: timedelta = STALE_AFT
         oldest_due_at=Min("next_fire_at", filter=claimable),
     )
     counts = {state.value: facts[f"state_{state.value}"] for state in conditions}
-    last_tick = TickRun.objects.order_by("-finished_at", "-pk").first()
+    ticks = list(TickRun.objects.order_by("-pk")[:RECENT_TICKS])
+    last_tick = max(ticks, key=lambda tick: (tick.finished_at, tick.pk), default=None)
     return QueueHealth(
         now=now,
         counts=counts,
@@ -132,7 +170,47 @@ def queue_health(now: datetime | None = None, stale_after: timedelta = STALE_AFT
         oldest_due_at=facts["oldest_due_at"],
         last_tick=last_tick,
         stale_after=stale_after,
+        clock_offsets=latest_clock_offsets(ticks),
+        max_clock_offset=clock_threshold() if max_clock_offset is None else max_clock_offset,
     )
+
+
+def latest_clock_offsets(ticks: Iterable[TickRun]) -> dict[str, float]:
+    """Each host's clock offset from its latest tick among `ticks` (given newest first).
+
+    A host whose latest tick could not measure is left out rather than judged by an
+    older reading.
+    """
+    offsets: dict[str, float] = {}
+    seen: set[str] = set()
+    for tick in ticks:
+        if tick.host in seen:
+            continue
+        seen.add(tick.host)
+        if tick.clock_offset is not None:
+            offsets[tick.host] = tick.clock_offset
+    return offsets
+
+
+def recorded_clock_offsets(using: str | None = None) -> dict[str, float]:
+    """Each recently ticking host's clock offset, as its latest tick measured it (one query)."""
+    return latest_clock_offsets(TickRun.objects.using(using).order_by("-pk")[:RECENT_TICKS])
+
+
+def clock_threshold() -> float:
+    """`NOTIFICATIONS_MAX_CLOCK_OFFSET`, or its default while the setting is invalid (E015 says so)."""
+    value = app_settings.MAX_CLOCK_OFFSET
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        return float(Defaults.MAX_CLOCK_OFFSET)
+    return float(value)
+
+
+def describe_offset(offset: float) -> str:
+    """`200.3s ahead of`, `12.0s behind`, `86400.0s (1d) ahead of`: the direction in words."""
+    amount = f"{abs(offset):.1f}s"
+    if abs(offset) >= 60:
+        amount += f" ({humanize(timedelta(seconds=round(abs(offset))))})"
+    return f"{amount} ahead of" if offset >= 0 else f"{amount} behind"
 
 
 def humanize(delta: timedelta | None) -> str:

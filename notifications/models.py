@@ -250,6 +250,12 @@ class TickRun(models.Model):
     retried = models.PositiveIntegerField(default=0)
     dead_lettered = models.PositiveIntegerField(default=0)
     released = models.PositiveIntegerField(default=0)
+    clock_offset = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="Seconds this host's clock was ahead of the database's when the tick began "
+        "(negative: behind); empty when it could not be measured.",
+    )
 
     class Meta:
         ordering = ["-finished_at"]

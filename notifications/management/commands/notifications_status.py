@@ -1,4 +1,8 @@
-"""`manage.py notifications_status`: the queue's health for monitoring; exit 1 when ticks stopped."""
+"""`manage.py notifications_status`: the queue's health for monitoring.
+
+Exits 1 when ticks stopped, or when a ticking host's clock is further from the
+database's than the threshold.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +12,15 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from notifications.health import STALE_AFTER, QueueHealth, humanize, queue_health
+from notifications.health import STALE_AFTER, QueueHealth, describe_offset, humanize, queue_health
 from notifications.management.arguments import age
 
 
 class Command(BaseCommand):
     help = (
         "Print rows per state, the oldest due row and the last tick. Exits with status 1 "
-        "when no tick has finished recently (the cron line is not running)."
+        "when no tick has finished recently (the cron line is not running) or when a ticking host's "
+        "clock is too far from the database's."
     )
     # Monitoring reads this output: keep it to the facts (`manage.py check` reports settings).
     requires_system_checks: list[str] = []
@@ -28,18 +33,37 @@ class Command(BaseCommand):
             metavar="AGE",
             help="how long without a finished tick counts as stopped (default 3m)",
         )
+        parser.add_argument(
+            "--max-clock-offset",
+            type=seconds,
+            default=None,
+            metavar="SECONDS",
+            help="how far a host's clock may be from the database's (default NOTIFICATIONS_MAX_CLOCK_OFFSET, 5)",
+        )
         parser.add_argument("--json", action="store_true", help="print the facts as one JSON object")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        health = queue_health(stale_after=options["stale_after"])
+        health = queue_health(stale_after=options["stale_after"], max_clock_offset=options["max_clock_offset"])
         if options["json"]:
             self.stdout.write(json.dumps(health.as_dict(), sort_keys=True))
         else:
             for line in describe(health):
                 self.stdout.write(line)
-        if health.stale:
+        problems = [warning for warning in (health.warning, health.clock_warning) if warning]
+        if problems:
             # Non-zero exit status so cron wrappers and monitoring notice.
-            raise CommandError(health.warning)
+            raise CommandError(" ".join(problems))
+
+
+def seconds(value: str) -> float:
+    """A positive number of seconds (argparse `type=`)."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
+    if not number > 0 or number == float("inf"):
+        raise argparse.ArgumentTypeError("the offset must be a positive number of seconds")
+    return number
 
 
 def describe(health: QueueHealth) -> list[str]:
@@ -55,9 +79,16 @@ def describe(health: QueueHealth) -> list[str]:
         lines.append("last tick: never")
     else:
         tally = " ".join(f"{name}={value}" for name, value in health.last_tick_counts().items())
+        clock = "" if tick.clock_offset is None else f" (clock {tick.clock_offset:+.1f}s)"
         lines.append(
             f"last tick: {tick.finished_at:%Y-%m-%d %H:%M:%S%z} ({humanize(health.last_tick_age)} ago) "
-            f"on {tick.host} pid {tick.pid}: {tally}"
+            f"on {tick.host} pid {tick.pid}{clock}: {tally}"
         )
-    lines.append("status: STALE" if health.stale else "status: OK")
+    for host, offset in health.skewed_hosts.items():
+        lines.append(
+            f"clock skew: {host} is {describe_offset(offset)} the database's clock "
+            f"(limit {health.max_clock_offset:g}s): synchronise it with NTP"
+        )
+    status = [word for word, bad in (("STALE", health.stale), ("CLOCK SKEW", bool(health.skewed_hosts))) if bad]
+    lines.append(f"status: {', '.join(status)}" if status else "status: OK")
     return lines
