@@ -37,6 +37,7 @@ from .channels import Channel, ChannelResult, ErrorClass, Firing
 from .channels.email import EmailChannel
 from .channels.webhook import WebhookChannel
 from .claims import claim
+from .clock import measure_offset
 from .conf import app_settings
 from .dispatch import Dispatcher, Job, target_of
 from .models import DeliveryAttempt
@@ -51,6 +52,13 @@ DEADLINE_GRACE = 1.0
 MONITOR_INTERVAL = 0.25
 # How often the tick's own thread collects finished rows and tops up the queue.
 POLL_INTERVAL = 0.005
+# Claims and write-backs take the database's write lock, which on SQLite is the host
+# site's too: a draining tick writes finished batches back at most this often (seconds)...
+WRITE_INTERVAL = 0.25
+# ...refills its queue with claims of at least this many waves of rows (x CONCURRENCY)...
+MIN_CLAIM_WAVES = 1
+# ...and claims only because a capped target leaves workers idle at most this often.
+STARVED_CLAIM_INTERVAL = 0.5
 
 
 @dataclass
@@ -121,81 +129,117 @@ class Tick:
         self.high_water = max(3 * self.limit, 4 * self.concurrency)
 
     def run(self, now: datetime | None = None, on_outcome: Callable[[Outcome], None] | None = None) -> TickReport:
-        started = time.monotonic()
-        report = TickReport(started_at=timezone.now())
-        channels: dict[str, Channel] = {"email": EmailChannel(), "webhook": WebhookChannel()}
-        channel_pool = ThreadPoolExecutor(2 * self.concurrency, thread_name_prefix="notifications-send")
-        dispatcher = Dispatcher(self.concurrency)
-        results: queue.SimpleQueue[tuple[Job, Outcome, list[DeliveryAttempt]]] = queue.SimpleQueue()
-        workers = itertools.count()
-
-        def start_worker() -> None:
-            threading.Thread(
-                target=self.work,
-                args=(dispatcher, results, channels, channel_pool),
-                name=f"notifications-row-{next(workers)}",
-                daemon=True,  # a worker stuck past every deadline must not keep the process alive
-            ).start()
-
+        self.fixed_now = now
+        self.on_outcome = on_outcome
+        self.report = TickReport(started_at=timezone.now())
+        clock_offset = measure_offset()  # kept on the tick record and reported; never refuses a tick
+        self.started = time.monotonic()
+        self.channels: dict[str, Channel] = {"email": EmailChannel(), "webhook": WebhookChannel()}
+        self.channel_pool = ThreadPoolExecutor(2 * self.concurrency, thread_name_prefix="notifications-send")
+        self.dispatcher = Dispatcher(self.concurrency)
+        self.results: queue.SimpleQueue[tuple[Job, Outcome, list[DeliveryAttempt]]] = queue.SimpleQueue()
+        self.workers = itertools.count()
+        self.held = 0  # rows claimed and not yet given an outcome
+        self.exhausted = False  # a claim came back short: nothing more is due
+        self.finished: list[Batch] = []  # batches with every outcome, not yet written back
+        self.next_write = self.next_starved_claim = self.next_check = time.monotonic()
         for _ in range(self.concurrency):
-            start_worker()
-        held = 0  # rows claimed and not yet given an outcome
-        exhausted = False  # a claim came back short: nothing more is due
-        next_check = time.monotonic() + MONITOR_INTERVAL
+            self.start_worker()
         try:
             while True:
-                if time.monotonic() >= next_check:
-                    next_check = time.monotonic() + MONITOR_INTERVAL
-                    for _ in self.abandon_overdue(dispatcher, results):
-                        start_worker()  # the stuck one is left behind; keep the concurrency
-                elapsed = time.monotonic() - started
-                stopping = self.stop.is_set()
-                # The budget stops *new* batches: the first one is always claimed, so
-                # `--budget 0` means "one batch".
-                spent = elapsed >= self.budget and report.batches > 0
-                if stopping:
-                    for job in dispatcher.drain():  # never started: hand the claim back
-                        results.put((job, services.release(job.row, job.batch.now), []))
-                size = 0 if stopping or exhausted or spent else self.claim_size(elapsed, held)
-                more = size > 0 and dispatcher.waiting < self.high_water
-                dispatcher.set_capped(more)
-                if more and (dispatcher.waiting < self.low_water or dispatcher.starved()):
-                    batch_now = now or timezone.now()
-                    token, rows = claim(batch_now, size, self.lease)
-                    exhausted = len(rows) < size
-                    if rows:
-                        report.batches += 1
-                        held += len(rows)
-                        batch = Batch(token, batch_now, len(rows))
-                        dispatcher.put([Job(batch, row, target_of(row)) for row in rows])
+                self.reap_overdue()
+                if self.stop.is_set():
+                    self.release_waiting()
+                if self.claim_if_needed():
                     continue
-                if held == 0 and (stopping or exhausted or spent):
+                if self.held == 0 and self.done_claiming():
                     break
                 # Poll rather than block on the queue: one wake-up per interval collects
                 # every row finished meanwhile, instead of one wake-up per row.
                 time.sleep(POLL_INTERVAL)
-                item: tuple[Job, Outcome, list[DeliveryAttempt]] | None
-                try:
-                    item = results.get_nowait()
-                except queue.Empty:
-                    continue
-                while item is not None:
-                    held -= 1
-                    self.collect(item, report, on_outcome)
-                    try:
-                        item = results.get_nowait()
-                    except queue.Empty:
-                        item = None
+                self.collect_finished()
+                self.write_back(force=self.held == 0)
+            self.write_back(force=True)
         finally:
-            dispatcher.close()
-            channel_pool.shutdown(wait=False, cancel_futures=True)
-            for channel in channels.values():
+            self.dispatcher.close()
+            self.channel_pool.shutdown(wait=False, cancel_futures=True)
+            for channel in self.channels.values():
                 channel.close()
+        report = self.report
         report.finished_at = timezone.now()
         services.prune_history(report.finished_at, float(app_settings.ATTEMPT_RETENTION_DAYS))
-        services.record_tick(report.started_at, report.finished_at, report.batches, report.counts())
+        services.record_tick(
+            report.started_at, report.finished_at, report.batches, report.counts(), clock_offset=clock_offset
+        )
         logger.debug("tick %s", report.summary(), extra={"host": socket.gethostname(), "pid": os.getpid()})
         return report
+
+    # --- the loop's steps, in the order it takes them ---------------------------------------
+
+    def start_worker(self) -> None:
+        threading.Thread(
+            target=self.work,
+            args=(self.dispatcher, self.results, self.channels, self.channel_pool),
+            name=f"notifications-row-{next(self.workers)}",
+            daemon=True,  # a worker stuck past every deadline must not keep the process alive
+        ).start()
+
+    def reap_overdue(self) -> None:
+        """Every MONITOR_INTERVAL: report sends that overran every deadline, replace their workers."""
+        if time.monotonic() < self.next_check:
+            return
+        self.next_check = time.monotonic() + MONITOR_INTERVAL
+        for _ in self.abandon_overdue(self.dispatcher, self.results):
+            self.start_worker()  # the stuck one is left behind; keep the concurrency
+
+    def release_waiting(self) -> None:
+        """Stopping: rows no worker has started are handed back, due again at once."""
+        for job in self.dispatcher.drain():
+            self.results.put((job, services.release(job.row, job.batch.now), []))
+
+    def done_claiming(self) -> bool:
+        """No more batches: stopping, nothing more due, or the budget is spent.
+
+        The budget stops *new* batches: the first one is always claimed, so `--budget 0`
+        means "one batch".
+        """
+        spent = time.monotonic() - self.started >= self.budget and self.report.batches > 0
+        return self.stop.is_set() or self.exhausted or spent
+
+    def claim_if_needed(self) -> bool:
+        """Claim the next batch when the workers need it; True if a claim was made."""
+        size = 0 if self.done_claiming() else self.claim_size(time.monotonic() - self.started, self.held)
+        more = size > 0 and self.dispatcher.waiting < self.high_water
+        self.dispatcher.set_capped(more)
+        if not more or not self.claim_wanted(size):
+            return False
+        batch_now = self.fixed_now or timezone.now()
+        claimed = claim(batch_now, size, self.lease)
+        self.exhausted = claimed.size < size
+        if claimed.size:
+            self.report.batches += 1
+        if claimed.unloadable:
+            dead = services.dead_letter_unloadable(claimed.token, claimed.unloadable, batch_now, self.policy)
+            self.report.tally[Kind.DEAD_LETTERED] += dead
+        if claimed.rows:
+            self.held += len(claimed.rows)
+            batch = Batch(claimed.token, batch_now, len(claimed.rows))
+            self.dispatcher.put([Job(batch, row, target_of(row)) for row in claimed.rows])
+        return True
+
+    def claim_wanted(self, size: int) -> bool:
+        """Whether to claim now. Claims take the database's write lock (all of it, on
+        SQLite), so they come in chunks rather than a few rows at a time."""
+        waiting = self.dispatcher.waiting
+        if waiting == 0:
+            return True  # workers are about to run dry
+        if waiting < self.low_water:
+            return size >= min(self.limit, self.concurrency * MIN_CLAIM_WAVES)
+        if self.dispatcher.starved() and time.monotonic() >= self.next_starved_claim:
+            # A capped target leaves workers idle: look for rows to other targets, now and then.
+            self.next_starved_claim = time.monotonic() + STARVED_CLAIM_INTERVAL
+            return True
+        return False
 
     def claim_size(self, elapsed: float, held: int) -> int:
         """Claim no more than the workers can finish before the budget runs out.
@@ -206,26 +250,39 @@ class Tick:
         waves = max(1, math.floor((self.budget - elapsed) / max(self.timeout, 0.001)))
         return min(self.limit, self.concurrency * waves - held)
 
-    def collect(
-        self,
-        item: tuple[Job, Outcome, list[DeliveryAttempt]],
-        report: TickReport,
-        on_outcome: Callable[[Outcome], None] | None,
-    ) -> None:
-        """File one row's outcome; write its batch back once the batch is complete."""
-        job, outcome, attempts = item
-        batch = job.batch
-        batch.outcomes.append(outcome)
-        batch.attempts.extend(attempts)
-        batch.left -= 1
-        if batch.left:
+    def collect_finished(self) -> None:
+        """File every outcome the workers handed back since the last look."""
+        while True:
+            try:
+                job, outcome, attempts = self.results.get_nowait()
+            except queue.Empty:
+                return
+            self.held -= 1
+            batch = job.batch
+            batch.outcomes.append(outcome)
+            batch.attempts.extend(attempts)
+            batch.left -= 1
+            if not batch.left:
+                self.finished.append(batch)
+
+    def write_back(self, *, force: bool) -> None:
+        """Write finished batches back in one transaction, at most every WRITE_INTERVAL.
+
+        Each write takes the database's write lock; on SQLite the host site's own writes
+        wait for it, so a draining tick writes a few times a second, not once per batch.
+        `force` writes at once (nothing in flight, or the tick is ending).
+        """
+        if not self.finished or (not force and time.monotonic() < self.next_write):
             return
-        services.save_outcomes(batch.token, batch.outcomes, batch.attempts)
-        services.announce(batch.outcomes)
-        report.tally.update(o.kind for o in batch.outcomes)
-        if on_outcome:
-            for each in batch.outcomes:
-                on_outcome(each)
+        batches, self.finished = self.finished, []
+        services.save_outcomes([(b.token, b.outcomes) for b in batches], [a for b in batches for a in b.attempts])
+        self.next_write = time.monotonic() + WRITE_INTERVAL
+        for batch in batches:
+            services.announce(batch.outcomes)
+            self.report.tally.update(o.kind for o in batch.outcomes)
+            if self.on_outcome:
+                for each in batch.outcomes:
+                    self.on_outcome(each)
 
     def work(
         self,

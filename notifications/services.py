@@ -235,6 +235,28 @@ def _dead_letter(
     return Outcome(row, Kind.DEAD_LETTERED, detail=error, results=results or [])
 
 
+def dead_letter_unloadable(token: uuid.UUID, unloadable: dict[Any, str], now: datetime, policy: Policy) -> int:
+    """Dead-letter claimed rows the ORM could not load, by id, without reading them.
+
+    Such a row reached the table some other way (raw SQL) holding a value no code can
+    convert; it is parked (`next_fire_at` NULL, so a recurring one stops too) for an
+    operator, with the conversion error in `last_error`. Fenced by the claim token.
+    """
+    dead = 0
+    for pk, error in unloadable.items():
+        logger.error("notification %s: cannot be loaded (%s); dead-lettered", pk, error)
+        dead += Notification.objects.filter(pk=pk, claim_token=token).update(
+            dead_lettered_at=now,
+            next_fire_at=None,
+            error_count=policy.max_retries,
+            last_error=f"invalid: cannot load the row: {error}",
+            claim_token=None,
+            claimed_until=None,
+            updated_at=now,
+        )
+    return dead
+
+
 def release(row: Notification, now: datetime) -> Outcome:
     """Hand an unattempted row back: due again at once for the next tick."""
     _release_claim(row, now)
@@ -244,25 +266,33 @@ def release(row: Notification, now: datetime) -> Outcome:
 # --- persisting a batch ---------------------------------------------------------------
 
 
-def save_outcomes(token: uuid.UUID, outcomes: Iterable[Outcome], attempts: list[DeliveryAttempt]) -> None:
-    """Write a batch back: one DELETE, one bulk UPDATE, one INSERT of the delivery log.
+def save_outcomes(
+    batches: Iterable[tuple[uuid.UUID, Iterable[Outcome]]], attempts: Sequence[DeliveryAttempt]
+) -> None:
+    """Write batches back in one transaction: per batch one DELETE and one bulk UPDATE,
+    then one INSERT of the delivery log.
 
-    Fenced by `token`: rows whose claim expired and passed to another tick are left alone.
+    Each batch is fenced by its claim token: rows whose claim expired and passed to
+    another tick are left alone.
     """
-    outcomes = list(outcomes)
+    with transaction.atomic():
+        for token, outcomes in batches:
+            _save_batch(token, list(outcomes))
+        if attempts:
+            insert_many(DeliveryAttempt, attempts)
+
+
+def _save_batch(token: uuid.UUID, outcomes: list[Outcome]) -> None:
     doomed = [o.row.pk for o in outcomes if o.delete]
     released = [o.row.pk for o in outcomes if o.kind == Kind.RELEASED]
     kept = [o.row for o in outcomes if not o.delete and o.kind != Kind.RELEASED]
     claimed = Notification.objects.filter(claim_token=token)
-    with transaction.atomic():
-        if doomed:
-            claimed.filter(pk__in=doomed).delete()
-        if kept:
-            claimed.bulk_update(kept, WRITE_BACK_FIELDS)
-        if released:
-            claimed.filter(pk__in=released).update(claim_token=None, claimed_until=None)
-        if attempts:
-            insert_many(DeliveryAttempt, attempts)
+    if doomed:
+        claimed.filter(pk__in=doomed).delete()
+    if kept:
+        claimed.bulk_update(kept, WRITE_BACK_FIELDS)
+    if released:
+        claimed.filter(pk__in=released).update(claim_token=None, claimed_until=None)
 
 
 def insert_many(model: type[Model], objs: Sequence[Model]) -> None:
@@ -347,13 +377,20 @@ def prune_history(now: datetime, retention_days: float, batch: int = PRUNE_BATCH
     return deleted
 
 
-def record_tick(started_at: datetime, finished_at: datetime, batches: int, counts: dict[str, int]) -> TickRun:
+def record_tick(
+    started_at: datetime,
+    finished_at: datetime,
+    batches: int,
+    counts: dict[str, int],
+    clock_offset: float | None = None,
+) -> TickRun:
     return TickRun.objects.create(
         started_at=started_at,
         finished_at=finished_at,
         host=socket.gethostname()[:255],
         pid=os.getpid(),
         batches=batches,
+        clock_offset=clock_offset,
         **counts,
     )
 

@@ -31,7 +31,8 @@ def remaining(rows) -> list[int]:
 
 
 def test_claim_takes_the_oldest_first_up_to_the_limit(due_rows):
-    token, claimed = claim(NOW, 2, lease=120)
+    batch = claim(NOW, 2, lease=120)
+    token, claimed = batch.token, batch.rows
 
     assert [r.pk for r in claimed] == [r.pk for r in due_rows[:2]]
     assert all(r.claim_token == token and r.claimed_until == NOW + timedelta(seconds=120) for r in claimed)
@@ -41,7 +42,7 @@ def test_claim_takes_the_oldest_first_up_to_the_limit(due_rows):
 
 def test_ties_on_due_time_are_broken_by_id(make_row):
     rows = [make_row(fire_at=NOW - timedelta(minutes=1)) for _ in range(4)]
-    _, claimed = claim(NOW, 3, lease=60)
+    claimed = claim(NOW, 3, lease=60).rows
     assert [r.pk for r in claimed] == sorted(r.pk for r in rows)[:3]
 
 
@@ -61,7 +62,7 @@ def test_rows_with_a_live_claim_are_skipped_and_expired_claims_are_taken(due_row
         claim_token=uuid.uuid4(), claimed_until=NOW - timedelta(seconds=1)
     )
 
-    _, claimed = claim(NOW, 2, lease=60)
+    claimed = claim(NOW, 2, lease=60).rows
 
     assert [r.pk for r in claimed] == [expired.pk, due_rows[2].pk]
 
@@ -86,7 +87,7 @@ def test_rows_that_are_not_due_are_never_claimed(make_row):
 
 def test_a_row_due_exactly_now_is_claimed(make_row):
     row = make_row(fire_at=NOW)
-    assert [r.pk for r in claim(NOW, 10, lease=60)[1]] == [row.pk]
+    assert [r.pk for r in claim(NOW, 10, lease=60).rows] == [row.pk]
 
 
 def test_budget_zero_claims_exactly_one_batch(due_rows):

@@ -13,6 +13,7 @@ from django.core.management.base import BaseCommand
 from django.db import connections
 from django.utils import timezone
 
+from notifications.claims import load_defensively
 from notifications.engine import run_tick
 from notifications.models import Notification
 from notifications.services import Outcome
@@ -128,11 +129,15 @@ class Command(BaseCommand):
         now = timezone.now()
         due = Notification.objects.due(now).order_by("next_fire_at", "id")
         total = due.count()
-        for row in due[: limit or 1000]:
+        ids = list(due.values_list("pk", flat=True)[: limit or 1000])
+        rows, unloadable = load_defensively(Notification.objects.filter(pk__in=ids).order_by("next_fire_at", "id"), ids)
+        for row in rows:
             self.stdout.write(
                 f"#{row.pk} due since {row.next_fire_at:%Y-%m-%d %H:%M:%S%z} "
                 f"channels={','.join(row.owed_channels)} attempts={row.error_count}"
             )
+        for pk, error in unloadable.items():
+            self.stdout.write(f"#{pk} cannot be loaded ({error}): the tick will dead-letter it")
         self.stdout.write(f"dry run: due={total} claimed=0 succeeded=0 partial=0 retried=0 dead_lettered=0")
 
     def install_signal_handlers(self, stop: threading.Event) -> list[int]:
