@@ -14,6 +14,8 @@ from urllib.parse import urlsplit
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.models import CHANGE, LogEntry
+from django.contrib.admin.views.main import ChangeList
+from django.core.exceptions import ValidationError
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -22,8 +24,8 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import ngettext
 
-from . import schedule, services
-from .admin_forms import NotificationForm
+from . import schedule, services, validation
+from .admin_forms import SECRET_FIELD, NotificationForm
 from .conf import app_settings
 from .health import queue_health
 from .models import DeliveryAttempt, Notification, NotificationQuerySet, State, TickRun
@@ -32,6 +34,22 @@ from .validation import CHANNELS
 ATTEMPTS_SHOWN = 20  # delivery attempts on a change page; the rest are one click away
 UPCOMING_SHOWN = 5
 ERROR_SHOWN = 80  # characters of last_error in the list
+
+# The columns the changelist (and its actions' confirmation pages) read: the payload and
+# the body, which can be large, are never loaded for a list.
+LIST_COLUMNS = (
+    "id",
+    "channels",
+    "email_to",
+    "webhook_url",
+    "recurrence_rule",
+    "timezone",
+    "next_fire_at",
+    "last_fired_at",
+    "error_count",
+    "last_error",
+    "dead_lettered_at",
+)
 
 # The filter's values, in the order an operator triages them.
 FILTER_STATES = [State.DUE, State.SCHEDULED, State.RETRYING, State.PARTIAL, State.DEAD, State.PARKED]
@@ -128,6 +146,13 @@ class AttemptInline(admin.TabularInline):
         return False
 
 
+class NotificationChangeList(ChangeList):
+    """The changelist, reading only `LIST_COLUMNS` (so are the rows its actions get)."""
+
+    def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet:
+        return super().get_queryset(request, exclude_parameters).only(*LIST_COLUMNS)
+
+
 @admin.register(Notification)
 class NotificationAdmin(admin.ModelAdmin):
     form = NotificationForm
@@ -164,6 +189,7 @@ class NotificationAdmin(admin.ModelAdmin):
         "history",
         "created_at",
         "updated_at",
+        "secret_status",
     ]
     fieldsets = [
         (
@@ -172,7 +198,7 @@ class NotificationAdmin(admin.ModelAdmin):
         ),
         ("Schedule", {"fields": ["recurrence_rule", "timezone", "next_fire_at", "upcoming"]}),
         ("Email", {"fields": ["email_to", "subject", "body"]}),
-        ("Webhook", {"fields": ["webhook_url", "webhook_secret", "clear_webhook_secret"]}),
+        ("Webhook", {"fields": ["webhook_url", "secret_status", "webhook_secret", "clear_webhook_secret"]}),
         ("Delivery", {"fields": ["channels", "payload", "firing_id", "claim", "history", "created_at", "updated_at"]}),
     ]
     add_fieldsets = [
@@ -258,6 +284,11 @@ class NotificationAdmin(admin.ModelAdmin):
             rows,
         )
 
+    @admin.display(description="webhook secret")
+    def secret_status(self, obj: Notification) -> str:
+        """Whether the row signs with a secret of its own; the value itself is never shown."""
+        return "set" if obj.webhook_secret else "not set"
+
     @admin.display(description="delivery history")
     def history(self, obj: Notification) -> str:
         if obj.pk is None:
@@ -269,14 +300,51 @@ class NotificationAdmin(admin.ModelAdmin):
     def get_fieldsets(self, request: HttpRequest, obj: Notification | None = None) -> list:
         if obj is None:
             return self.add_fieldsets
-        fieldsets = self.fieldsets
+        hidden: set[str] = set()
+        if not self.has_change_permission(request, obj):
+            # Without the change permission Django renders every listed field read-only,
+            # as its stored value: the secret's inputs must not be listed at all.
+            # `secret_status` tells everyone whether one is set.
+            hidden |= {SECRET_FIELD, "clear_webhook_secret"}
         if not obj.webhook_secret:
             # The "remove" box exists only while the row has a secret of its own.
-            fieldsets = [
-                (name, {**opts, "fields": [f for f in opts["fields"] if f != "clear_webhook_secret"]})
-                for name, opts in fieldsets
-            ]
-        return fieldsets
+            hidden.add("clear_webhook_secret")
+        return [
+            (name, {**opts, "fields": [f for f in opts["fields"] if f not in hidden]}) for name, opts in self.fieldsets
+        ]
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Notification | None:
+        """The row; one whose payload cannot be decoded or shown opens with the payload blanked.
+
+        Rows written by raw SQL can hold JSON nested past the decoder's recursion limit (or
+        past what the page can render): the page then shows `null` for the payload, with a
+        warning, so the operator can enter a new one or purge the row instead of getting a 500.
+        """
+        try:
+            obj = super().get_object(request, object_id, from_field)
+        except RecursionError:
+            obj = None
+        if obj is not None and not validation.payload_too_deep(obj.payload):
+            return obj
+        queryset = self.get_queryset(request).defer("payload")
+        field = queryset.model._meta.pk if from_field is None else queryset.model._meta.get_field(from_field)
+        try:
+            obj = queryset.get(**{field.name: field.to_python(object_id)})
+        except (Notification.DoesNotExist, ValidationError, ValueError):
+            return None
+        obj.payload = None
+        if request.method == "GET":
+            self.message_user(
+                request,
+                "This row's stored payload cannot be shown: it is nested deeper than "
+                f"{validation.MAX_PAYLOAD_DEPTH} levels or is not JSON the app can read, so the tick "
+                "dead-letters it. It appears as null below: enter a new payload to repair the row, or purge it.",
+                messages.WARNING,
+            )
+        return obj
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return NotificationChangeList
 
     def get_readonly_fields(self, request: HttpRequest, obj: Notification | None = None) -> list[str]:
         return self.readonly_fields if obj is not None else []

@@ -5,13 +5,45 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from . import schedule
 from .models import USER_FIELDS, Notification
-from .validation import CHANNELS
+from .validation import CHANNELS, MAX_PAYLOAD_DEPTH, payload_too_deep
 
 SECRET_FIELD = "webhook_secret"  # noqa: S105 - a field name, not a secret
+
+
+class PayloadField(forms.JSONField):
+    """The payload as JSON text; nesting past MAX_PAYLOAD_DEPTH is refused before anything recurses.
+
+    Django's JSON decoding and the model field's own check are recursive: posted JSON
+    nested a few hundred levels deep would end in RecursionError (a 500) instead of an
+    error on the field.
+    """
+
+    def to_python(self, value: Any) -> Any:
+        try:
+            converted = super().to_python(value)
+            too_deep = payload_too_deep(converted)
+        except RecursionError:
+            too_deep = True
+        if too_deep:
+            raise ValidationError(f"The payload is nested deeper than {MAX_PAYLOAD_DEPTH} levels.", code="invalid")
+        return converted
+
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        """What an error re-render shows: too deep to encode again, it is shown back as typed."""
+        value = data
+        try:
+            value = super().bound_data(data, initial)
+            too_deep = payload_too_deep(value)
+        except RecursionError:
+            too_deep = True
+        if too_deep and isinstance(data, str):
+            return forms.fields.InvalidJSONInput(data)
+        return value
 
 
 class NotificationForm(forms.ModelForm):
@@ -44,6 +76,7 @@ class NotificationForm(forms.ModelForm):
     class Meta:
         model = Notification
         fields = [*USER_FIELDS, "next_fire_at"]
+        field_classes = {"payload": PayloadField}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -51,6 +84,8 @@ class NotificationForm(forms.ModelForm):
         self.initial.pop(SECRET_FIELD, None)
         self.has_secret = bool(self.instance.pk and self.instance.webhook_secret)
         secret = self.fields[SECRET_FIELD]
+        if self.instance.pk:
+            secret.label = "new webhook secret"  # the change page shows "set" / "not set" above it
         if self.has_secret:
             secret.help_text = (
                 "A secret is set and is never shown. Leave blank to keep it; enter a new one to rotate it."

@@ -21,6 +21,7 @@ A bad value is reported here rather than by a crash mid-tick.
 | E013 | RESPONSE_BODY_LIMIT is not a positive integer |
 | E014 | ATTEMPT_RETENTION_DAYS is not a positive number |
 | E015 | MAX_CLOCK_OFFSET is not a positive number |
+| E016 | MAX_PAYLOAD_BYTES is not a positive integer |
 | W001 | BACKOFF has fewer steps than MAX_RETRIES - 1 |
 | W002 | the SMTP backend is in use and its timeout (EMAIL_TIMEOUT, or the default mailer's) is unset |
 | W003 | django_crontab is installed but there is no `crontab` binary |
@@ -95,6 +96,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> Messages:
         "ATTEMPT_RETENTION_DAYS", app_settings.ATTEMPT_RETENTION_DAYS, integer=False, id="notifications.E014"
     )
     errors += _number("MAX_CLOCK_OFFSET", app_settings.MAX_CLOCK_OFFSET, integer=False, id="notifications.E015")
+    errors += _number("MAX_PAYLOAD_BYTES", app_settings.MAX_PAYLOAD_BYTES, integer=True, id="notifications.E016")
     errors += _check_unknown_settings()
     return errors
 

@@ -26,6 +26,9 @@ class Defaults:
     WEBHOOK_ALLOWED_NETWORKS: list[str] = []
     RESPONSE_BODY_LIMIT: int = 64 * 1024  # bytes of a webhook response ever read
     ATTEMPT_RETENTION_DAYS: int = 30
+    # Bytes of a payload's compact JSON (as the webhook sends it): each claimed row is held
+    # in memory by the tick and the change page, so one oversized row costs every tick.
+    MAX_PAYLOAD_BYTES: int = 64 * 1024
     # Seconds a host's clock may differ from the database's before it is reported:
     # leases and due times are read on each host's own clock (see notifications.clock).
     MAX_CLOCK_OFFSET: float = 5

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
+import sys
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -18,6 +20,7 @@ from django.core.validators import validate_email
 
 from . import guard, schedule
 from .channels.email import template_errors
+from .conf import Defaults, app_settings
 
 if TYPE_CHECKING:
     from .models import Notification
@@ -25,6 +28,14 @@ if TYPE_CHECKING:
 CHANNELS = ("email", "webhook")
 SECRET_PREFIX = "whsec_"  # noqa: S105 - a prefix, not a secret
 MIN_SECRET_BYTES = 24
+# Levels of nested objects and lists a payload may have. Real payloads need a handful;
+# recursive JSON encoders and decoders (Python's among them) fail near 1,000, so a deeper
+# row could be saved but neither sent nor shown.
+MAX_PAYLOAD_DEPTH = 32
+# UTF-8 bytes of the email body (a template). TextField has no limit of its own, and a
+# body is loaded, parsed and rendered for every firing like the payload; 64 KiB of
+# plain text is far more than any reminder needs. The subject is bounded by its column.
+MAX_BODY_BYTES = 64 * 1024
 
 
 def channel_errors(channels: Any) -> list[str]:
@@ -87,6 +98,80 @@ def secret_errors(secret: str) -> list[str]:
     return []
 
 
+PAYLOAD_SETTING = "NOTIFICATIONS_MAX_PAYLOAD_BYTES"
+
+
+def max_payload_bytes() -> int:
+    """NOTIFICATIONS_MAX_PAYLOAD_BYTES, or its default while it is misconfigured (check E016 says so)."""
+    limit = app_settings.MAX_PAYLOAD_BYTES
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
+        return Defaults.MAX_PAYLOAD_BYTES
+    return limit
+
+
+def _measure(value: Any, stop_above: int) -> tuple[bool, int]:
+    """(nested deeper than MAX_PAYLOAD_DEPTH?, a lower bound of its compact JSON size).
+
+    Iterative, so no depth raises RecursionError; it stops as soon as the value is too
+    deep or the bound passes `stop_above`, so a 10 MB payload costs no more than a big one.
+    """
+    size = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > MAX_PAYLOAD_DEPTH:
+                return True, size
+            size += 2 + max(len(item) - 1, 0)  # brackets and commas
+            if isinstance(item, dict):
+                size += sum(len(key) + 3 if isinstance(key, str) else 1 for key in item)  # "key":
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+        elif isinstance(item, str):
+            size += len(item) + 2
+        else:
+            size += 1
+        if size > stop_above:
+            break
+    return False, size
+
+
+def payload_too_deep(payload: Any) -> bool:
+    """Whether `payload` nests objects or lists deeper than MAX_PAYLOAD_DEPTH levels."""
+    too_deep, _ = _measure(payload, stop_above=sys.maxsize)
+    return too_deep
+
+
+def payload_errors(payload: Any) -> list[str]:
+    """A payload is a JSON object, at most MAX_PAYLOAD_DEPTH deep and MAX_PAYLOAD_BYTES as compact JSON.
+
+    The size is that of `json.dumps(payload, separators=(",", ":"))`, the encoding the
+    webhook sends.
+    """
+    if not isinstance(payload, dict):
+        return ["The payload must be a JSON object."]
+    limit = max_payload_bytes()
+    too_deep, at_least = _measure(payload, stop_above=limit)
+    if too_deep:
+        return [f"The payload is nested deeper than {MAX_PAYLOAD_DEPTH} levels."]
+    too_large = [f"The payload is larger than {limit:,} bytes of compact JSON ({PAYLOAD_SETTING})."]
+    if at_least > limit:
+        return too_large  # known without encoding it
+    try:
+        size = len(json.dumps(payload, separators=(",", ":"), allow_nan=False))  # ASCII: characters are bytes
+    except (TypeError, ValueError) as exc:  # a date, a set, NaN, an integer of 4,300+ digits
+        return [f"The payload must hold only JSON values: {exc}."]
+    return too_large if size > limit else []
+
+
+def body_errors(body: str) -> list[str]:
+    """The email body is at most MAX_BODY_BYTES of UTF-8."""
+    # Characters never outnumber UTF-8 bytes: a long body is refused without encoding it.
+    if len(body) > MAX_BODY_BYTES or len(body.encode()) > MAX_BODY_BYTES:
+        return [f"The body is larger than {MAX_BODY_BYTES:,} bytes."]
+    return []
+
+
 def field_errors(row: Notification) -> dict[str, list[str]]:
     """Every problem of `row`, by field name; empty when the row can be delivered."""
     errors: dict[str, list[str]] = {}
@@ -111,12 +196,13 @@ def field_errors(row: Notification) -> dict[str, list[str]]:
         add("webhook_url", url_errors(row.webhook_url))
     if row.webhook_secret:
         add("webhook_secret", secret_errors(row.webhook_secret))
-    if not isinstance(row.payload, dict):
-        add("payload", ["The payload must be a JSON object."])
+    add("payload", payload_errors(row.payload))
+    add("body", body_errors(row.body or ""))
     if "email" in channels:
         # Subject and body are Django templates rendered with the payload at send time.
         add("subject", template_errors(row.subject or ""))
-        add("body", template_errors(row.body or ""))
+        if "body" not in errors:  # an oversized body is not worth parsing
+            add("body", template_errors(row.body or ""))
     try:
         schedule.get_zone(row.timezone)
     except schedule.InvalidRule as exc:

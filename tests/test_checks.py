@@ -110,6 +110,20 @@ def test_the_test_settings_are_clean():
             "NOTIFICATIONS_ATTEMPT_RETENTION_DAYS must be a positive number, not None.",
             "Remove NOTIFICATIONS_ATTEMPT_RETENTION_DAYS to use the default (30).",
         ),
+        (
+            "MAX_PAYLOAD_BYTES",
+            0,
+            "notifications.E016",
+            "NOTIFICATIONS_MAX_PAYLOAD_BYTES must be a positive integer, not 0.",
+            "Remove NOTIFICATIONS_MAX_PAYLOAD_BYTES to use the default (65536).",
+        ),
+        (
+            "MAX_PAYLOAD_BYTES",
+            "64k",
+            "notifications.E016",
+            "NOTIFICATIONS_MAX_PAYLOAD_BYTES must be a positive integer, not '64k'.",
+            "Remove NOTIFICATIONS_MAX_PAYLOAD_BYTES to use the default (65536).",
+        ),
     ],
 )
 def test_numbers_must_be_positive_and_of_the_right_type(name, value, message_id, message, hint):

@@ -9,10 +9,11 @@ import socket
 
 import pytest
 import standardwebhooks
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
 from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.test import override_settings
+from django.urls import reverse
 from django.utils import timezone
 
 from notifications import checks, guard
@@ -203,3 +204,116 @@ def test_secrets_never_appear_in_errors_logs_rows_records_exceptions_or_admin(
     assert_no_secret("\n".join(seen), CANARY, BROKEN_ROW, BROKEN_SITE)
     for received in webhook_server.received:
         assert_no_secret(received.body.decode() + str(received.headers), CANARY)
+
+
+# --- the admin, for every permission ------------------------------------------------------------
+
+CHANGELIST = "/admin/notifications/notification/"
+
+
+def staff(username: str, *codenames: str) -> User:
+    user = User.objects.create_user(username, f"{username}@example.com", "pw", is_staff=True)
+    user.user_permissions.set(
+        Permission.objects.filter(content_type__app_label="notifications", codename__in=codenames)
+    )
+    return user
+
+
+def admin_pages(client, rows: list[Notification], *, can_change: bool) -> dict[str, object]:
+    """Every admin page a row's secret could reach, for the logged-in user."""
+    pages: dict[str, object] = {
+        "list": client.get(CHANGELIST),
+        "search whsec_": client.get(CHANGELIST, {"q": "whsec_"}),
+        "search key": client.get(CHANGELIST, {"q": CANARY.removeprefix("whsec_")[:12]}),
+    }
+    for row in rows:
+        pages[f"change {row.pk}"] = client.get(reverse("admin:notifications_notification_change", args=[row.pk]))
+        pages[f"history {row.pk}"] = client.get(reverse("admin:notifications_notification_history", args=[row.pk]))
+    if can_change:
+        pages["add"] = client.get(reverse("admin:notifications_notification_add"))
+        secret_row = rows[0]
+        # Error re-renders of the form: an invalid edit, and an invalid rotation.
+        url = reverse("admin:notifications_notification_change", args=[secret_row.pk])
+        for name, changes in {
+            "bad edit": {"channels": []},
+            "bad rotation": {"webhook_secret": "whsec_c2hvcnQ="},
+        }.items():
+            response = client.post(url, change_form(secret_row, **changes))
+            assert response.status_code == 200, name  # the form again, with the error
+            assert "webhook_secret" not in response.context["adminform"].form.initial
+            pages[name] = response
+        assert "webhook_secret" not in pages[f"change {secret_row.pk}"].context["adminform"].form.initial
+    return pages
+
+
+def change_form(row: Notification, **changes) -> dict:
+    data = {
+        "channels": row.channel_list,
+        "email_to": row.email_to,
+        "subject": row.subject,
+        "body": row.body,
+        "webhook_url": row.webhook_url,
+        "webhook_secret": "",
+        "payload": "{}",
+        "recurrence_rule": row.recurrence_rule,
+        "timezone": row.timezone,
+        "next_fire_at_0": "",
+        "next_fire_at_1": "",
+        "attempts-TOTAL_FORMS": "0",
+        "attempts-INITIAL_FORMS": "0",
+        "attempts-MIN_NUM_FORMS": "0",
+        "attempts-MAX_NUM_FORMS": "0",
+    }
+    data.update(changes)
+    return data
+
+
+@pytest.mark.parametrize("who", ["view-only", "change", "superuser"])
+def test_no_admin_page_shows_a_rows_secret_whatever_the_permission(client, who):
+    with_secret = schedule(channels=["webhook"], webhook_url="https://example.com/hook", webhook_secret=CANARY)
+    without = schedule(channels=["webhook"], webhook_url="https://example.com/other")
+    # A history entry for each row, as an earlier edit by someone else leaves it.
+    editor = User.objects.create_superuser("editor", "editor@example.com", "pw")
+    client.force_login(editor)
+    for row in (with_secret, without):
+        url = reverse("admin:notifications_notification_change", args=[row.pk])
+        assert client.post(url, change_form(row, subject="edited")).status_code == 302
+    with_secret.refresh_from_db()
+    assert with_secret.webhook_secret == CANARY  # the edit kept it
+
+    user = {
+        "view-only": lambda: staff("viewer", "view_notification"),
+        "change": lambda: staff("changer", "view_notification", "change_notification", "add_notification"),
+        "superuser": lambda: User.objects.create_superuser("root", "root@example.com", "pw"),
+    }[who]()
+    client.force_login(user)
+    pages = admin_pages(client, [with_secret, without], can_change=who != "view-only")
+
+    for name, page in pages.items():
+        assert page.status_code == 200, name
+        html = page.content.decode()
+        assert_no_secret(html, CANARY)
+        assert CANARY not in html, name
+    # Everyone sees whether a row has a secret of its own, and nothing more.
+    assert '<div class="readonly">set</div>' in pages[f"change {with_secret.pk}"].content.decode()
+    assert '<div class="readonly">not set</div>' in pages[f"change {without.pk}"].content.decode()
+    change_page = pages[f"change {with_secret.pk}"].content.decode()
+    if who == "view-only":
+        assert 'type="password"' not in change_page
+        assert "clear_webhook_secret" not in change_page
+    else:
+        # Write-only input to set or rotate, and the box to remove it.
+        assert 'type="password"' in change_page
+        assert 'name="clear_webhook_secret"' in change_page
+        assert 'name="clear_webhook_secret"' not in pages[f"change {without.pk}"].content.decode()
+
+
+def test_a_view_only_user_cannot_change_or_read_the_secret_by_posting(client):
+    row = schedule(channels=["webhook"], webhook_url="https://example.com/hook", webhook_secret=CANARY)
+    client.force_login(staff("viewer", "view_notification"))
+    url = reverse("admin:notifications_notification_change", args=[row.pk])
+    response = client.post(url, change_form(row, webhook_secret=ROW, clear_webhook_secret="on"))
+    assert response.status_code == 403
+    assert_no_secret(response.content.decode(), CANARY)
+    row.refresh_from_db()
+    assert row.webhook_secret == CANARY
