@@ -161,6 +161,14 @@ class Notification(models.Model):
         self.full_clean()
         super().save(*args, **kwargs)
 
+    def clean_fields(self, exclude: Any = None) -> None:
+        # Django's JSONField.validate() encodes the payload recursively: a payload nested
+        # thousands deep would raise RecursionError there. Leave it to clean(), which
+        # refuses it with a message.
+        if validation.payload_too_deep(self.payload):
+            exclude = {*(exclude or ()), "payload"}
+        super().clean_fields(exclude)
+
     def clean(self) -> None:
         validation.validate(self)
 
