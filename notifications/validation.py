@@ -19,8 +19,8 @@ from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 
 from . import guard, schedule
-from .channels.email import template_errors
 from .conf import Defaults, app_settings
+from .templating import template_errors
 
 if TYPE_CHECKING:
     from .models import Notification

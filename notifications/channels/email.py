@@ -5,38 +5,14 @@ from __future__ import annotations
 import contextlib
 import smtplib
 import threading
-from functools import lru_cache
 
 from django.conf import settings
 from django.core.mail import EmailMessage, get_connection
 from django.core.mail.backends.base import BaseEmailBackend
 from django.core.mail.utils import DNS_NAME
-from django.template import Context, Engine, TemplateSyntaxError
 
+from ..templating import TemplateRenderError, render
 from .base import Channel, ChannelResult, ErrorClass, Firing
-
-
-@lru_cache(maxsize=1)
-def _engine() -> Engine:
-    # Plain-text mail: no HTML escaping of payload values.
-    return Engine(autoescape=False)
-
-
-def template_errors(text: str) -> list[str]:
-    """Subject and body are Django templates rendered with the payload."""
-    if "{" not in text:
-        return []  # no tag, variable or comment: nothing to parse (the tick checks every row)
-    try:
-        _engine().from_string(text)
-    except TemplateSyntaxError as exc:
-        return [f"Template error: {exc}"]
-    return []
-
-
-def render(text: str, payload: dict) -> str:
-    if "{" not in text:
-        return text
-    return _engine().from_string(text).render(Context(payload))
 
 
 def message_id(firing: Firing) -> str:
@@ -68,9 +44,16 @@ class EmailChannel(Channel):
         row = firing.notification
         payload = row.payload if isinstance(row.payload, dict) else {}
         try:
+            subject = render(row.subject, payload).replace("\n", " ")
+            body = render(row.body, payload)
+        except TemplateRenderError as exc:
+            # The same template fails the same way next time: no retry can help. The
+            # message names the rule broken, never the payload.
+            return ChannelResult(self.name, f"email: template error: {exc}", ErrorClass.PERMANENT)
+        try:
             message = EmailMessage(
-                subject=render(row.subject, payload).replace("\n", " "),
-                body=render(row.body, payload),
+                subject=subject,
+                body=body,
                 from_email=settings.DEFAULT_FROM_EMAIL,
                 to=[row.email_to],
                 headers={"Message-ID": message_id(firing)},
