@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from . import retry, schedule, validation
 from .channels import ChannelResult, ErrorClass
+from .claims import load_defensively
 from .conf import app_settings
 from .models import PARTIAL_PREFIX, USER_FIELDS, DeliveryAttempt, Notification, State, TickRun
 
@@ -426,7 +427,9 @@ def requeue(rows: Iterable[Notification], now: datetime | None = None) -> Action
         query = Notification.objects.filter(pk__in=pks).order_by("pk")
         if connection.features.has_select_for_update:
             query = query.select_for_update()
-        fresh = list(query)
+        fresh, unloadable = load_defensively(query, sorted(set(pks)))
+        for _ in unloadable:
+            result.skip("cannot be loaded (a value the ORM cannot read): fix it in the database or purge it")
         for row in fresh:
             reason = _requeue_refusal(row, now)
             if reason:
@@ -448,7 +451,7 @@ def requeue(rows: Iterable[Notification], now: datetime | None = None) -> Action
             result.changed = Notification.objects.filter(pk__in=[r.pk for r in result.rows]).bulk_update(
                 result.rows, REQUEUE_FIELDS
             )
-    for _ in range(len(set(pks)) - len(fresh)):
+    for _ in range(len(set(pks)) - len(fresh) - len(unloadable)):
         result.skip("no longer exists")
     return result
 

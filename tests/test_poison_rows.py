@@ -121,3 +121,17 @@ def test_dry_run_lists_poisoned_rows_instead_of_crashing(capsys):
         assert f"#{pk} cannot be loaded (" in out
     assert out.count(" due since ") == 20 - len(poison)
     assert Notification.objects.filter(pk__in=poison, claim_token__isnull=False).count() == 0  # changes nothing
+
+
+@pytest.mark.django_db
+def test_requeue_skips_a_row_it_cannot_load_and_says_why():
+    from notifications.api import requeue
+
+    poison = make_poisoned_queue()
+    run_tick()
+
+    result = requeue(Notification.objects.filter(pk__in=poison))
+
+    unloadable = sum(count for reason, count in result.skipped.items() if reason.startswith("cannot be loaded"))
+    assert result.changed + unloadable == len(poison)
+    assert unloadable >= 1  # the huge JSON integer cannot be read on either database
