@@ -5,6 +5,10 @@ scenarios of the README's Performance section, prints a Markdown table and write
 (with the due query's plan) to bench/results/. Comparisons are run side by side, in
 alternating order, and reported as ratios: absolute figures drift on a shared machine.
 Needs bench/requirements.txt (django-post-office, the peer).
+
+One scenario alone: `--scenario host-writes` (a comma-separated list; `--only` is the same):
+the host site's own `schedule()` writes, alone and beside a tick draining a backlog, about
+80 s with the defaults (`--host-seconds 8 --repeats 3`).
 """
 
 from __future__ import annotations
@@ -86,12 +90,17 @@ def job(name: str, args: dict, settings: dict | None = None) -> dict:
 
 def jobs_together(name: str, args_list: list[dict], settings: dict | None = None) -> list[dict]:
     """Start one process per args, wait until all are ready, then let them go at once."""
+    return run_together([(name, args, settings) for args in args_list])
+
+
+def run_together(specs: list[tuple[str, dict, dict | None]]) -> list[dict]:
+    """Start one bench.worker process per (job, args, settings); all ready, then all go at once."""
     from django.db import connections
 
     connections.close_all()  # SQLite: hold no lock while children write
-    env = dict(os.environ, BENCH_SETTINGS=json.dumps(settings or {}), PYTHONPATH=str(ROOT))
     procs = []
-    for args in args_list:
+    for name, args, settings in specs:
+        env = dict(os.environ, BENCH_SETTINGS=json.dumps(settings or {}), PYTHONPATH=str(ROOT))
         procs.append(
             subprocess.Popen(
                 [sys.executable, "-m", "bench.worker", name, json.dumps({**args, "barrier": True})],
@@ -103,7 +112,7 @@ def jobs_together(name: str, args_list: list[dict], settings: dict | None = None
                 text=True,
             )
         )
-    for proc in procs:
+    for (name, _, _), proc in zip(specs, procs, strict=True):
         line = proc.stdout.readline()
         if line.strip() != "ready":
             raise RuntimeError(f"{name} did not start: {line}{proc.stderr.read()}")
@@ -111,7 +120,7 @@ def jobs_together(name: str, args_list: list[dict], settings: dict | None = None
         proc.stdin.write("go\n")
         proc.stdin.flush()
     results = []
-    for proc in procs:
+    for (name, _, _), proc in zip(specs, procs, strict=True):
         out, err = proc.communicate(timeout=1800)
         if proc.returncode:
             raise RuntimeError(f"{name} failed ({proc.returncode}): {err[-3000:]}")
@@ -476,9 +485,169 @@ def scenario_stuck(table: Table, sink: Sink, stuck_rows: int, healthy_rows: int,
     clear()
 
 
+# --- 8. the host site's writes while a tick drains ------------------------------------------------
+
+# The tick as cron runs it: the product's defaults (budget 50 s, deadline 10 s), not the
+# bench's long budget. The claim size depends on both: at most concurrency x (budget
+# left / deadline) rows held, so `--tick-budget 10` shows the small claims of a short budget.
+CRON_TICK = {"NOTIFICATIONS_TICK_BUDGET": 50, "NOTIFICATIONS_CHANNEL_TIMEOUT": 10}
+HOST_VARIANTS = ("alone", "same", "apart")
+
+
+def percentile(ordered: list[float], p: float) -> float:
+    """Nearest-rank percentile of an ascending list."""
+    if not ordered:
+        return float("nan")
+    return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
+
+
+def latency_figures(latencies: list[float], seconds: float) -> dict:
+    ordered = sorted(latencies)
+    return {
+        "n": len(ordered),
+        "seconds": seconds,
+        "ops": rate(len(ordered), seconds),
+        **{f"p{p}": percentile(ordered, p) * 1000 for p in (50, 95, 99)},
+        "max": (ordered[-1] if ordered else float("nan")) * 1000,
+    }
+
+
+def tick_only_database(config: dict) -> dict:
+    """A copy of the (empty, migrated) bench database in a file of its own, for the tick alone."""
+    import sqlite3
+
+    path = Path(config["NAME"]).with_name("tick-only.sqlite3")
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    with contextlib.closing(sqlite3.connect(config["NAME"])) as src, contextlib.closing(sqlite3.connect(path)) as dst:
+        src.backup(dst)
+    return {**config, "NAME": str(path)}
+
+
+def host_writes_run(sink: Sink, variant: str, rows: int, seconds: float, tick_budget: float) -> dict:
+    """The host site's closed loop of schedule() calls: alone, or beside a tick draining `rows`
+    on the same database ("same") or on a database file of its own ("apart")."""
+    host = ("host_writes", {"seconds": seconds}, None)
+    if variant == "alone":
+        [calls] = run_together([host])
+        latencies = [lat for _, lat in calls["calls"]]
+        seconds = calls["end"] - calls["start"]
+        result = {"host": latency_figures(latencies, seconds), "latencies": latencies, "errors": calls["errors"]}
+        clear()
+        return result
+    settings = {**CRON_TICK, "NOTIFICATIONS_TICK_BUDGET": tick_budget}
+    if variant == "apart":
+        settings["DATABASES"] = {"default": tick_only_database(json.loads(os.environ["BENCH_DATABASE"]))}
+    sink.reset()
+    tick_args = {"rows": rows, "url": sink.url("/host-writes"), "stop_after": seconds}
+    calls, tick = run_together([host, ("tick_writes", tick_args, settings)])
+    stats = sink.stats()
+    # Only the calls made while the tick ran count: the tick may drain early or finish late.
+    low, high = max(calls["start"], tick["start"]), min(calls["end"], tick["end"])
+    latencies = [lat for at, lat in calls["calls"] if low <= at < high]
+    clear()
+    if variant == "apart":
+        Path(settings["DATABASES"]["default"]["NAME"]).unlink(missing_ok=True)
+    return {
+        "host": latency_figures(latencies, max(high - low, 0.0)),
+        "latencies": latencies,
+        "errors": calls["errors"],
+        "covered": max(high - low, 0.0) / (calls["end"] - calls["start"]),
+        "tick": tick,
+        "duplicates": stats["duplicates"],
+        "delivered": stats["unique"],
+    }
+
+
+def host_cell(runs: list[dict]) -> str:
+    """Pooled percentiles over the runs, with each run's p99."""
+    n = sum(r["host"]["n"] for r in runs)
+    seconds = sum(r["host"]["seconds"] for r in runs)
+    pooled = latency_figures([lat for r in runs for lat in r["latencies"]], seconds)
+    per_run = "/".join(f"{r['host']['p99']:.1f}" for r in runs)
+    errors = sum(r["errors"] for r in runs)
+    return (
+        f"p50 {pooled['p50']:.2f} ms, p95 {pooled['p95']:.1f} ms, **p99 {pooled['p99']:.1f} ms**, "
+        f"max {pooled['max']:.0f} ms; {rate(n, seconds):,.0f} ops/s ({n:,} calls; p99 per run {per_run} ms"
+        f"{f'; {errors} locked errors' if errors else ''})"
+    )
+
+
+def tick_cell(runs: list[dict]) -> str:
+    """The tick beside the host: rows/s, claims, write transactions per second and the lock time."""
+    seconds = sum(r["tick"]["end"] - r["tick"]["start"] for r in runs)
+    succeeded = sum(r["tick"]["succeeded"] for r in runs)
+    claimed = sum(r["tick"]["claimed"] for r in runs)
+    batches = sum(r["tick"]["batches"] for r in runs)
+    kinds: dict[str, dict[str, float]] = {}
+    for r in runs:
+        for kind, entry in r["tick"]["writes"].items():
+            total = kinds.setdefault(kind, {"count": 0, "held": 0.0, "max": 0.0, "wait": 0.0})
+            total["count"] += entry["count"]
+            total["held"] += entry["held"]
+            total["wait"] += entry["wait"]
+            total["max"] = max(total["max"], entry["max"])
+    transactions = sum(k["count"] for k in kinds.values())
+    held = sum(k["held"] for k in kinds.values())
+    parts = []
+    ranked = sorted(kinds.items(), key=lambda item: -item[1]["held"])
+    for kind, k in ranked[:3]:
+        waited = f", {k['wait'] / k['count'] * 1000:.1f} ms waiting for BEGIN" if k["wait"] >= 5e-5 * k["count"] else ""
+        parts.append(
+            f"{kind} {k['count'] / seconds:,.1f}/s held {k['held'] / k['count'] * 1000:.2f} ms each "
+            f"(max {k['max'] * 1000:.0f} ms{waited})"
+        )
+    if rest := ranked[3:]:
+        parts.append(f"{len(rest)} other kinds {sum(k['count'] for _, k in rest) / seconds:,.1f}/s")
+    per_claim = f"{claimed / batches:.1f}" if batches else "?"
+    return (
+        f"tick {rate(succeeded, seconds):,.0f} rows/s, {batches / seconds:,.1f} claims/s of {per_claim} rows; "
+        f"**{transactions / seconds:,.0f} write transactions/s**, lock held {held / seconds:.0%} of the tick: "
+        + "; ".join(parts)
+        + f"; duplicates {sum(r['duplicates'] for r in runs)}"
+    )
+
+
+def scenario_host_writes(
+    table: Table, sink: Sink, rows: int, seconds: float, repeats: int, vendor: str, tick_budget: float
+) -> None:
+    variants = HOST_VARIANTS if vendor == "sqlite" else HOST_VARIANTS[:2]  # "apart" is a second SQLite file
+    clear()
+    runs: dict[str, list[dict]] = {v: [] for v in variants}
+    for i in range(repeats):
+        order = variants[i % len(variants) :] + variants[: i % len(variants)]  # rotated: side by side
+        for variant in order:
+            run = host_writes_run(sink, variant, rows, seconds, tick_budget)
+            runs[variant].append(run)
+    label = f"8. host writes ({vendor}): schedule() in a closed loop, {seconds:g} s"
+    table.add(f"{label}, alone", host_cell(runs["alone"]))
+    budget = "" if tick_budget == CRON_TICK["NOTIFICATIONS_TICK_BUDGET"] else f", tick budget {tick_budget:g} s"
+    table.add(f"{label}, while runtick drains {rows:,} rows (same database{budget})", host_cell(runs["same"]))
+    table.add("8. the tick beside the host writes (same database)", tick_cell(runs["same"]))
+    if "apart" in runs:
+        table.add(f"{label}, while runtick drains on a separate database file{budget}", host_cell(runs["apart"]))
+        table.add("8. the tick beside the host writes (separate file)", tick_cell(runs["apart"]))
+    ratios = [s["host"]["p99"] / a["host"]["p99"] for s, a in zip(runs["same"], runs["alone"], strict=True)]
+    ops = [s["host"]["ops"] / a["host"]["ops"] for s, a in zip(runs["same"], runs["alone"], strict=True)]
+    covered = min(r["covered"] for r in runs["same"])
+    table.add(
+        "8. host-write p99 with a draining tick vs alone",
+        f"**{median(ratios):.2f}x** (median of {repeats}, range {min(ratios):.2f}-{max(ratios):.2f}); "
+        f"ops/s {median(ops):.2f}x; the tick ran through {covered:.0%} of the host's loop or more",
+        "<= 2x",
+        median(ratios) <= 2,
+    )
+    if "apart" in runs:  # the part of the slowdown the shared write lock causes; the rest is CPU
+        control = [s["host"]["p99"] / c["host"]["p99"] for s, c in zip(runs["same"], runs["apart"], strict=True)]
+        table.add(
+            "8. host-write p99, tick on the same database vs on a separate file",
+            f"{median(control):.2f}x (median of {repeats}, range {min(control):.2f}-{max(control):.2f})",
+        )
+
+
 # --- main --------------------------------------------------------------------------------------
 
-SCENARIOS = ["ceiling", "drain", "statements", "backlog", "peer", "scale", "memory", "stuck"]
+SCENARIOS = ["ceiling", "drain", "statements", "backlog", "peer", "scale", "memory", "stuck", "host-writes"]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -488,12 +657,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--backlog", type=int, default=1_000_000, help="not-due rows in the big table")
     parser.add_argument("--repeats", type=int, default=3, help="repeats of each side-by-side comparison")
     parser.add_argument("--sweep", default="4,8,16,32", help="concurrencies to compare ('' for none)")
-    parser.add_argument("--only", default=",".join(SCENARIOS), help="comma-separated scenarios")
+    parser.add_argument("--only", "--scenario", default=",".join(SCENARIOS), help="comma-separated scenarios")
+    parser.add_argument("--host-seconds", type=float, default=8, help="length of each host-writes loop (scenario 8)")
+    parser.add_argument(
+        "--tick-budget",
+        type=float,
+        default=CRON_TICK["NOTIFICATIONS_TICK_BUDGET"],
+        help="the tick's budget in scenario 8 (default: the product's, 50 s)",
+    )
     parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the benchmark runs")
     parser.add_argument("--out", help="results file (default bench/results/<database>-<time>.md)")
     args = parser.parse_args(argv)
     if args.quick:
         args.rows, args.emails, args.backlog, args.repeats, args.sweep = 200, 100, 2_000, 1, ""
+        args.host_seconds = 1
     return args
 
 
@@ -539,6 +716,8 @@ def main(argv: list[str] | None = None) -> Path:
                 scenario_memory(table, sink, args.rows, drained["peak_kb"] if drained else None)
             if "stuck" in only:
                 scenario_stuck(table, sink, 200 if not args.quick else 20, 200 if not args.quick else 20, concurrency)
+            if "host-writes" in only:
+                scenario_host_writes(table, sink, args.rows, args.host_seconds, args.repeats, vendor, args.tick_budget)
         finally:
             sink.close()
         load = os.getloadavg()

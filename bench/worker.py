@@ -9,8 +9,10 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import resource
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -89,7 +91,161 @@ def plain_requests(args: dict) -> dict:
     return {"start": start, "end": end, "ok": sum(1 for s in statuses if s == 200), "rss_before_kb": before}
 
 
-JOBS = {"runtick": runtick, "post_office": post_office, "plain_requests": plain_requests}
+# --- the host site's writes, and a tick that counts its own ------------------------------------
+
+
+def _host_write() -> None:
+    """What a site's request does: schedule one reminder for later (never due in the run)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from notifications.api import schedule
+
+    schedule(
+        channels=["email"],
+        email_to="ada@example.com",
+        subject="Your invoice is due",
+        body="Invoice 7 is due tomorrow.",
+        fire_at=timezone.now() + timedelta(days=1),
+    )
+
+
+def prepare_host_writes(args: dict) -> None:
+    for _ in range(args.get("warmup", 20)):  # connection, imports, statement cache: before the clock
+        _host_write()
+
+
+def host_writes(args: dict) -> dict:
+    """A host site's closed loop of `schedule()` calls for `seconds`; each call's start and latency."""
+    from django.db import OperationalError
+
+    calls: list[tuple[float, float]] = []
+    errors = 0
+    start = time.time()
+    deadline = time.monotonic() + args["seconds"]
+    while time.monotonic() < deadline:
+        at = time.time()
+        began = time.perf_counter()
+        try:
+            _host_write()
+        except OperationalError:  # "database is locked" after the busy timeout
+            errors += 1
+            continue
+        calls.append((round(at, 6), round(time.perf_counter() - began, 7)))
+    end = time.time()
+    return {"start": start, "end": end, "calls": calls, "errors": errors}
+
+
+WRITE = re.compile(r'^\s*(UPDATE|DELETE\s+FROM|INSERT\s+INTO|REPLACE\s+INTO)\s+"?(\w+)"?', re.IGNORECASE)
+
+
+class WriteMeter:
+    """The write transactions one connection makes, and how long each holds the write lock.
+
+    A transaction is either a write statement in autocommit (its time includes any wait
+    for the lock) or BEGIN ... COMMIT (held from BEGIN's return to COMMIT's: with
+    IMMEDIATE transactions, as the demo and the bench ship, BEGIN takes the lock).
+    Grouped by what they wrote, e.g. `UPDATE notification` or `BEGIN: DELETE
+    notification, INSERT deliveryattempt`.
+    """
+
+    def __init__(self, alias: str = "default") -> None:
+        from django.db import connections
+
+        self.connection = connections[alias]
+        self.open: dict | None = None
+        self.kinds: dict[str, dict[str, float]] = {}
+
+    def __enter__(self) -> WriteMeter:
+        self.wrapper = self.connection.execute_wrapper(self.execute)
+        self.wrapper.__enter__()
+        commit, rollback = self.connection._commit, self.connection._rollback
+        self.connection._commit = lambda: self.end(commit)
+        self.connection._rollback = lambda: self.end(rollback)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wrapper.__exit__(*exc)
+        del self.connection._commit, self.connection._rollback  # back to the class's methods
+
+    def execute(self, execute, sql, params, many, context):
+        began = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            took = time.perf_counter() - began
+            if sql.lstrip()[:5].upper() == "BEGIN":
+                self.open = {"parts": [], "since": time.perf_counter(), "wait": took}
+            elif match := WRITE.match(sql):
+                part = f"{match.group(1).split()[0].upper()} {match.group(2).removeprefix('notifications_')}"
+                if self.open is not None:
+                    if part not in self.open["parts"]:
+                        self.open["parts"].append(part)
+                elif not self.connection.in_atomic_block:
+                    self.record(part, took, 0.0)
+
+    def end(self, finish):
+        try:
+            return finish()
+        finally:
+            if self.open is not None:
+                held = time.perf_counter() - self.open["since"]
+                self.record(f"BEGIN: {', '.join(self.open['parts']) or 'no writes'}", held, self.open["wait"])
+                self.open = None
+
+    def record(self, kind: str, held: float, wait: float) -> None:
+        entry = self.kinds.setdefault(kind, {"count": 0, "held": 0.0, "max": 0.0, "wait": 0.0})
+        entry["count"] += 1
+        entry["held"] += held
+        entry["max"] = max(entry["max"], held)
+        entry["wait"] += wait
+
+
+def prepare_tick_writes(args: dict) -> None:
+    from bench.run import make_rows
+
+    make_rows(args["rows"], webhook_url=args["url"])
+
+
+def tick_writes(args: dict) -> dict:
+    """One tick (`run_tick`, as `runtick` runs it) draining the backlog, stopped after `stop_after` s.
+
+    The stop is runtick's SIGTERM path: no new claims, the rows in flight finish.
+    Counts the tick's write transactions (WriteMeter).
+    """
+    from notifications.api import run_tick
+
+    stop = threading.Event()
+    timer = threading.Timer(args["stop_after"], stop.set)
+    timer.daemon = True
+    with WriteMeter() as meter:
+        start = time.time()
+        timer.start()
+        report = run_tick(stop=stop)
+        end = time.time()
+    timer.cancel()
+    counts = report.counts()
+    return {
+        "start": start,
+        "end": end,
+        "summary": report.summary(),
+        "claimed": counts["claimed"],
+        "succeeded": counts["succeeded"],
+        "batches": getattr(report, "batches", 0),
+        "writes": meter.kinds,
+    }
+
+
+JOBS = {
+    "runtick": runtick,
+    "post_office": post_office,
+    "plain_requests": plain_requests,
+    "host_writes": host_writes,
+    "tick_writes": tick_writes,
+}
+# Run before the "ready" line, off the clock: the jobs started together begin at once.
+PREPARE = {"host_writes": prepare_host_writes, "tick_writes": prepare_tick_writes}
 
 
 def main() -> None:
@@ -98,6 +254,8 @@ def main() -> None:
     job, args = sys.argv[1], json.loads(sys.argv[2] if len(sys.argv) > 2 else "{}")
     barrier = args.pop("barrier", False)
     django.setup()
+    if job in PREPARE:
+        PREPARE[job](args)
     if barrier:  # several jobs start together: say ready, wait for the go line
         print("ready", flush=True)
         sys.stdin.readline()

@@ -30,6 +30,9 @@ SCENARIOS = [
     "5. scale-out",
     "6. peak RSS",
     "7. stuck endpoint",
+    "8. host writes",
+    "8. the tick beside the host writes (same database)",
+    "8. host-write p99 with a draining tick vs alone",
 ]
 
 
@@ -64,3 +67,8 @@ def test_benchmark_runs_every_scenario_on_tiny_sizes(tmp_path, on_postgres):
     stuck = next(line for line in table.splitlines() if line.startswith("| 7. stuck endpoint"))
     assert "(20/20)" in stuck and "retried=20" in stuck  # every healthy row delivered, every stuck one retried
     assert "notification_due_idx" in table  # the plan shows the due query on its index
+    host = [line for line in table.splitlines() if line.startswith("| 8. host writes")]
+    assert len(host) == (2 if on_postgres else 3)  # alone, beside the tick, (SQLite) beside a tick on another file
+    assert all("ops/s" in line and "p99" in line and "locked errors" not in line for line in host)
+    ticks = [line for line in table.splitlines() if line.startswith("| 8. the tick beside")]
+    assert all("write transactions/s" in line and "duplicates 0" in line for line in ticks)
