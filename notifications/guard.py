@@ -4,20 +4,26 @@ A queue that POSTs to URLs people type in must not become a probe of the private
 network (SSRF). The policy here refuses loopback, private, link-local, shared (CGNAT),
 multicast, broadcast, unspecified, reserved, documentation and benchmarking addresses,
 and IPv6 forms that carry an IPv4 address inside (v4-mapped, NAT64, 6to4, Teredo) when
-what they carry is refused. `NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS` opens chosen
-ranges (development, tests, a known internal receiver).
+what they carry is refused. It also refuses the clouds' well-known metadata and
+host-service endpoints (`CLOUD_METADATA`), including Azure's public 168.63.129.16.
+`NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS` opens chosen ranges (development, tests, a
+known internal receiver); a metadata endpoint opens only when the allowed range lies
+within its own entry (list "169.254.169.254/32" itself: 169.254.0.0/16 is not enough).
 
 The transport resolves a host once with `checked_addresses`, refuses it when *any*
 address is refused, and then connects to those validated addresses only, so a name
 cannot resolve to a public address for the check and a private one for the connect
-(DNS rebinding).
+(DNS rebinding). Lookups are bounded by the caller's deadline and shared per name, so
+a name whose resolver hangs costs nothing to rows for other names (see `resolve`).
 """
 
 from __future__ import annotations
 
+import copy
 import ipaddress
 import socket
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -75,6 +81,33 @@ IPV6_REFUSED = _nets(
     ("fe80::/10", "a link-local address"),
     ("fec0::/10", "a deprecated site-local address"),
     ("ff00::/8", "a multicast address"),
+)
+
+# Cloud instance-metadata and host-service endpoints: they hand out credentials, user
+# data or a channel to the host agent. Most sit in ranges refused above anyway; this
+# table names them, refuses the ones that do not (Azure's 168.63.129.16 is a public
+# address), and holds them shut against broad allowed ranges (see `refusal`).
+CLOUD_METADATA = _nets(
+    *(
+        (cidr, "a cloud metadata address")
+        for cidr in (
+            "169.254.169.254/32",  # AWS, GCP, Azure, Oracle, DigitalOcean, Hetzner, OpenStack, Linode, ...
+            "169.254.170.2/32",  # AWS ECS task metadata and credentials
+            "169.254.170.23/32",  # AWS EKS Pod Identity credentials
+            "169.254.0.23/32",  # Tencent Cloud (metadata.tencentyun.com)
+            "169.254.42.42/32",  # Scaleway
+            "100.100.100.200/32",  # Alibaba Cloud
+            "168.63.129.16/32",  # Azure host agent (WireServer): a public address
+            "192.0.0.192/32",  # Oracle Cloud Classic
+            "fd00:ec2::/32",  # AWS IPv6 services: IMDS fd00:ec2::254, Pod Identity fd00:ec2::23
+            "fd20:ce::254/128",  # GCP IPv6
+            "fd00:c1::a9fe:a9fe/128",  # Oracle Cloud IPv6
+            "fd00:42::42/128",  # Scaleway IPv6
+            "fd00:a9fe:a9fe::1/128",  # Linode (Akamai) IPv6
+            "fd00:100::100:200/128",  # Alibaba Cloud IPv6
+            "fe80::a9fe:a9fe/128",  # OpenStack IPv6
+        )
+    )
 )
 GLOBAL_UNICAST_V6 = ipaddress.ip_network("2000::/3")
 NAT64 = ipaddress.ip_network("64:ff9b::/96")
@@ -151,21 +184,49 @@ def _classify(address: IPAddress) -> str | None:
     return None
 
 
+def _inside(net: IPNetwork, entry: IPNetwork) -> bool:
+    """`net` lies wholly within `entry`."""
+    return net.version == entry.version and net.prefixlen >= entry.prefixlen and net.network_address in entry
+
+
+def _unlisted_metadata(address: IPAddress, allowed: Sequence[IPNetwork]) -> str | None:
+    """Why `address` is refused as a metadata endpoint (or carries one), unless listed exactly.
+
+    Only an allowed range *inside* the metadata entry opens it ("169.254.169.254/32"):
+    a broad range opened for a lab network (169.254.0.0/16, fd00::/8, 0.0.0.0/0) must not
+    hand instance credentials to whoever types a webhook URL.
+    """
+    if address.version == 6 and (embedding := embedded_ipv4(address)) is not None:
+        form, inner = embedding
+        for v4 in inner:
+            reason = _unlisted_metadata(v4, allowed)
+            if reason:
+                return f"{reason} inside {form}"
+    for entry, label in CLOUD_METADATA:
+        if address in entry and not any(address in net and _inside(net, entry) for net in allowed):
+            return label
+    return None
+
+
 def refusal(address: str | IPAddress, allowed: Sequence[IPNetwork] | None = None) -> str | None:
     """Why a connection to `address` is refused (e.g. "a loopback address"), or None.
 
     `allowed` defaults to NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS. IPv6 forms that embed
-    IPv4 are judged by what they embed: ::ffff:127.0.0.1 is loopback.
+    IPv4 are judged by what they embed: ::ffff:127.0.0.1 is loopback. Cloud metadata
+    addresses are opened only by an allowed range within their own entry.
     """
     if isinstance(address, str):
         address = ipaddress.ip_address(address)
     if allowed is None:
         allowed = allowed_networks()
+    if address.version == 6 and address.scope_id:
+        address = ipaddress.IPv6Address(str(address).split("%", 1)[0])
+    metadata = _unlisted_metadata(address, allowed)
+    if metadata:
+        return metadata
     if any(address in network for network in allowed):
         return None
     if address.version == 6:
-        if address.scope_id:
-            address = ipaddress.IPv6Address(str(address).split("%", 1)[0])
         embedding = embedded_ipv4(address)
         if embedding is not None:
             form, inner = embedding
@@ -207,18 +268,89 @@ def literal_refusal(host: str) -> tuple[IPAddress, str] | None:
     return (address, reason) if reason else None
 
 
-# A hung resolver must not hold a tick: lookups run in daemon threads (they never block
-# interpreter exit), at most this many at once, each waited for only as long as the
-# channel's deadline allows.
-MAX_CONCURRENT_LOOKUPS = 32
-_lookup_slots = threading.BoundedSemaphore(MAX_CONCURRENT_LOOKUPS)
+# Name lookups. getaddrinfo() has no timeout of its own, so it runs in a daemon thread
+# (never blocking interpreter exit) that the caller waits on for at most its own
+# deadline. A hung lookup may outlive the row that asked by minutes, so what it holds
+# must never be something another name waits for:
+# - one lookup per name at a time (single flight): every row wanting a name shares the
+#   lookup in flight, so a hung name holds one thread however many rows ask for it;
+# - a caller only ever waits for its own name's lookup, and gives up at its deadline
+#   while the lookup runs on; no shared pool of slots that hung lookups keep full.
+# MAX_LOOKUP_THREADS bounds what a resolver that never returns can pile up: one thread
+# per distinct hung name, at most this many. A system resolver gives up by itself
+# (glibc: 5 s x 2 attempts per nameserver), and a tick starts at most CONCURRENCY new
+# names per CHANNEL_TIMEOUT, so healthy names do not meet this cap in practice; past
+# it a new name waits, within its deadline, for any lookup to end.
+MAX_LOOKUP_THREADS = 256
+
+
+class _Lookup:
+    """One getaddrinfo() in flight for a name, shared by every caller that wants it."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.infos: list[AddrInfo] = []
+        self.error: BaseException | None = None
+
+
+_lookups: dict[tuple[str, int], _Lookup] = {}  # (name, family) -> the lookup in flight
+_lookups_changed = threading.Condition()
+
+
+def lookups_in_flight() -> list[str]:
+    """The names being looked up now, one thread each (for tests and diagnostics)."""
+    with _lookups_changed:
+        return sorted(host for host, _family in _lookups)
+
+
+def _run_lookup(key: tuple[str, int], lookup: _Lookup) -> None:
+    host, family = key
+    try:
+        lookup.infos = getaddrinfo(host, None, family, socket.SOCK_STREAM)
+    except BaseException as exc:  # noqa: BLE001 - handed to the waiting callers
+        lookup.error = exc
+    finally:
+        with _lookups_changed:
+            del _lookups[key]  # the next caller asks afresh: answers are never cached
+            _lookups_changed.notify_all()
+        lookup.done.set()
+
+
+def _start_lookup(key: tuple[str, int], timeout: float) -> _Lookup | None:
+    """The lookup in flight for `key`, started if needed; None if none could start in time."""
+    with _lookups_changed:
+        # Joining a lookup in flight never waits; a new name waits only at the cap.
+        def room() -> bool:
+            return key in _lookups or len(_lookups) < MAX_LOOKUP_THREADS
+
+        if not _lookups_changed.wait_for(room, timeout):
+            return None
+        if key in _lookups:
+            return _lookups[key]
+        lookup = _lookups[key] = _Lookup()
+    thread = threading.Thread(target=_run_lookup, args=(key, lookup), name="notifications-resolve", daemon=True)
+    try:
+        thread.start()
+    except RuntimeError as exc:  # the OS refused a thread: fail this lookup and free its place
+        with _lookups_changed:
+            del _lookups[key]
+            _lookups_changed.notify_all()
+        lookup.error = exc
+        lookup.done.set()
+    return lookup
+
+
+def _with_port(info: AddrInfo, port: int) -> AddrInfo:
+    family, type_, proto, canonname, sockaddr = info
+    return (family, type_, proto, canonname, (sockaddr[0], port, *sockaddr[2:]))
 
 
 def resolve(host: str, port: int, timeout: float) -> list[AddrInfo]:
     """getaddrinfo() for a TCP connection, given up after `timeout` seconds.
 
-    Literals are parsed in place; names are looked up in a helper thread because
-    getaddrinfo has no timeout of its own. Raises socket.gaierror or ResolutionTimeout.
+    Literals are parsed in place and never reach the resolver. Names are looked up by
+    name alone (the port is filled in afterwards), so callers on any port share one
+    lookup. Raises socket.gaierror or ResolutionTimeout.
     """
     host = _bare(host)
     family = allowed_gai_family()
@@ -226,26 +358,13 @@ def resolve(host: str, port: int, timeout: float) -> list[AddrInfo]:
         return socket.getaddrinfo(host, port, family, socket.SOCK_STREAM, 0, socket.AI_NUMERICHOST)
     except socket.gaierror:
         pass  # a name, not a literal
-    if not _lookup_slots.acquire(timeout=timeout):
+    deadline = time.monotonic() + timeout
+    lookup = _start_lookup((host.lower(), family), timeout)  # DNS names are case-insensitive
+    if lookup is None or not lookup.done.wait(max(0.0, deadline - time.monotonic())):
         raise ResolutionTimeout(f"resolving {host} timed out")
-    outcome: dict[str, Any] = {}
-    done = threading.Event()
-
-    def lookup() -> None:
-        try:
-            outcome["infos"] = getaddrinfo(host, port, family, socket.SOCK_STREAM)
-        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
-            outcome["error"] = exc
-        finally:
-            _lookup_slots.release()
-            done.set()
-
-    threading.Thread(target=lookup, name="notifications-resolve", daemon=True).start()
-    if not done.wait(timeout):
-        raise ResolutionTimeout(f"resolving {host} timed out")
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["infos"]
+    if lookup.error is not None:
+        raise copy.copy(lookup.error)  # each caller its own: raising one object in many threads tangles it
+    return [_with_port(info, port) for info in lookup.infos]
 
 
 def checked_addresses(

@@ -8,6 +8,7 @@ import socket
 import ssl
 import threading
 import time
+from datetime import timedelta
 
 import pytest
 import requests
@@ -41,7 +42,8 @@ REFUSED = [
     ("100.127.255.254", "carrier-grade NAT"),
     ("127.0.0.1", "loopback"),
     ("127.255.255.254", "loopback"),
-    ("169.254.169.254", "link-local"),
+    ("169.254.1.1", "link-local"),
+    ("169.254.169.254", "cloud metadata"),
     ("172.16.0.1", "private"),
     ("172.31.255.254", "private"),
     ("192.0.0.8", "IETF protocol assignment"),
@@ -78,9 +80,11 @@ REFUSED = [
     # IPv6 forms that embed a refused IPv4 address
     ("::ffff:127.0.0.1", "loopback address inside an IPv4-mapped"),
     ("::ffff:10.0.0.1", "private address inside an IPv4-mapped"),
-    ("::ffff:169.254.169.254", "link-local address inside an IPv4-mapped"),
+    ("::ffff:169.254.1.1", "link-local address inside an IPv4-mapped"),
+    ("::ffff:169.254.169.254", "cloud metadata address inside an IPv4-mapped"),
     ("64:ff9b::127.0.0.1", "loopback address inside a NAT64"),
-    ("64:ff9b::a9fe:a9fe", "link-local address inside a NAT64"),
+    ("64:ff9b::a9fe:101", "link-local address inside a NAT64"),
+    ("64:ff9b::a9fe:a9fe", "cloud metadata address inside a NAT64"),
     ("2002:7f00:1::1", "loopback address inside a 6to4"),
     ("2002:c0a8:101::1", "private address inside a 6to4"),
     (teredo("65.54.227.120", "127.0.0.1"), "loopback address inside a Teredo"),
@@ -136,6 +140,85 @@ def test_allowed_networks_come_from_settings_and_skip_bad_entries(settings):
     assert guard.refusal("10.1.2.3") == "a private address"
 
 
+# --- cloud metadata endpoints ---------------------------------------------------------
+
+METADATA = [
+    "169.254.169.254",  # AWS, GCP, Azure, Oracle, DigitalOcean, Hetzner, OpenStack
+    "169.254.170.2",  # AWS ECS
+    "169.254.170.23",  # AWS EKS Pod Identity
+    "169.254.0.23",  # Tencent
+    "169.254.42.42",  # Scaleway
+    "100.100.100.200",  # Alibaba
+    "168.63.129.16",  # Azure host agent: a public address, allowed before
+    "192.0.0.192",  # Oracle Classic
+    "fd00:ec2::254",  # AWS IPv6
+    "fd00:ec2::23",
+    "fd20:ce::254",  # GCP IPv6
+    "fd00:c1::a9fe:a9fe",  # Oracle IPv6
+    "fd00:42::42",  # Scaleway IPv6
+    "fd00:a9fe:a9fe::1",  # Linode IPv6
+    "fd00:100::100:200",  # Alibaba IPv6
+    "fe80::a9fe:a9fe",  # OpenStack IPv6
+]
+
+
+@pytest.mark.parametrize("address", METADATA)
+def test_cloud_metadata_addresses_are_refused_and_named(address):
+    assert guard.refusal(address, allowed=[]) == "a cloud metadata address"
+
+
+@pytest.mark.parametrize(
+    ("address", "form"),
+    [
+        ("::ffff:168.63.129.16", "an IPv4-mapped address"),
+        ("64:ff9b::a83f:8110", "a NAT64 address"),
+        ("2002:a83f:8110::1", "a 6to4 address"),
+        (teredo("65.54.227.120", "168.63.129.16"), "a Teredo address"),
+    ],
+)
+def test_azure_host_agent_is_refused_in_every_ipv6_wrapping(address, form):
+    assert guard.refusal(address, allowed=[]) == f"a cloud metadata address inside {form}"
+
+
+@pytest.mark.parametrize(
+    ("address", "broad"),
+    [
+        ("169.254.169.254", "169.254.0.0/16"),
+        ("169.254.170.2", "169.254.170.0/24"),
+        ("100.100.100.200", "100.64.0.0/10"),
+        ("168.63.129.16", "168.63.0.0/16"),
+        ("168.63.129.16", "0.0.0.0/0"),
+        ("fd00:ec2::254", "fd00::/8"),
+        ("fd20:ce::254", "::/0"),
+        ("::ffff:169.254.169.254", "::ffff:0:0/96"),
+        ("64:ff9b::a9fe:a9fe", "64:ff9b::/96"),
+    ],
+)
+def test_a_broad_allowed_range_does_not_open_a_metadata_address(address, broad):
+    allowed = [ipaddress.ip_network(broad)]
+    assert "a cloud metadata address" in (guard.refusal(address, allowed) or "")
+
+
+def test_a_broad_allowed_range_still_opens_its_other_addresses():
+    allowed = [ipaddress.ip_network("169.254.0.0/16"), ipaddress.ip_network("fd00::/8")]
+    assert guard.refusal("169.254.1.1", allowed) is None
+    assert guard.refusal("fd00:ec3::254", allowed) is None
+
+
+@pytest.mark.parametrize(
+    ("address", "listed"),
+    [
+        ("169.254.169.254", "169.254.169.254/32"),
+        ("168.63.129.16", "168.63.129.16/32"),
+        ("fd00:ec2::254", "fd00:ec2::254/128"),
+        ("fd00:ec2::254", "fd00:ec2::/32"),  # the whole entry
+        ("::ffff:169.254.169.254", "169.254.169.254/32"),  # the same target spelt in IPv6
+    ],
+)
+def test_listing_the_metadata_address_itself_opens_it(address, listed):
+    assert guard.refusal(address, [ipaddress.ip_network(listed)]) is None
+
+
 @pytest.mark.parametrize(
     "host",
     ["127.0.0.1", "2130706433", "0177.0.0.1", "127.1", "0x7f.1", "0x7f000001", "017700000001", "127.0.1"],
@@ -162,14 +245,12 @@ def test_names_are_not_literals(host):
 # --- resolution ---------------------------------------------------------------------
 
 
-def fake_resolver(table: dict[str, list[str]], calls: list[str] | None = None, delay: float = 0.0):
+def fake_resolver(table: dict[str, list[str]], calls: list[str] | None = None):
     """A getaddrinfo that answers from `table` and records each name asked."""
 
     def getaddrinfo(host, port, family=0, type=0, proto=0, flags=0):
         if calls is not None:
             calls.append(host)
-        if delay:
-            time.sleep(delay)
         if host not in table:
             raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
         infos = []
@@ -205,12 +286,147 @@ def test_public_answers_are_returned_for_connecting(monkeypatch):
     assert [info[4][0] for info in infos] == ["93.184.216.34", "2606:4700:4700::1111"]
 
 
-def test_a_hung_resolver_is_given_up_within_the_timeout(monkeypatch):
-    monkeypatch.setattr(guard, "getaddrinfo", fake_resolver({"slow.example.com": ["93.184.216.34"]}, delay=5))
+def test_a_hung_resolver_is_given_up_within_the_timeout(hanging):
     started = time.monotonic()
     with pytest.raises(guard.ResolutionTimeout):
-        guard.checked_addresses("slow.example.com", 443, timeout=0.3, allowed=[])
+        guard.checked_addresses("slow.hang.test", 443, timeout=0.3, allowed=[])
     assert time.monotonic() - started < 3
+
+
+# --- hung resolvers -------------------------------------------------------------------------
+
+
+class HangingResolver:
+    """A getaddrinfo for which names under `.hang.test` block until `release()`.
+
+    Other names (and hung ones, once released) answer from `table`; every call is recorded.
+    """
+
+    def __init__(self, table: dict[str, list[str]]) -> None:
+        self.table = table
+        self.calls: list[str] = []
+        self.released = threading.Event()
+
+    def __call__(self, host, port, family=0, type=0, proto=0, flags=0):
+        self.calls.append(host)
+        if host.endswith(".hang.test"):
+            self.released.wait()
+        return fake_resolver(self.table)(host, port)
+
+    def release(self) -> None:
+        self.released.set()
+        wait_until(lambda: not hung_in_flight())
+
+
+def hung_in_flight() -> list[str]:
+    return [name for name in guard.lookups_in_flight() if name.endswith(".hang.test")]
+
+
+def wait_until(condition, timeout: float = 30) -> None:
+    limit = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < limit, "condition not reached"
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def hanging(monkeypatch):
+    resolver = HangingResolver({"ok.example.test": ["127.0.0.1"], "gate.hang.test": ["93.184.216.34"]})
+    monkeypatch.setattr(guard, "getaddrinfo", resolver)
+    yield resolver
+    resolver.release()  # the lookup threads end before the next test
+
+
+def in_threads(count: int, target) -> list:
+    """Run `target(i)` in `count` threads at once; what each returned or raised."""
+    outcomes: list = [None] * count
+
+    def run(i: int) -> None:
+        try:
+            outcomes[i] = target(i)
+        except Exception as exc:  # handed to the test to inspect
+            outcomes[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    return outcomes
+
+
+@pytest.mark.parametrize("names", [1, 40], ids=["one hung name", "forty hung names"])
+def test_hung_lookups_cost_nothing_to_other_names(hanging, names):
+    # 40 callers give up on hung names at their own deadline; the lookups run on.
+    outcomes = in_threads(40, lambda i: guard.resolve(f"h{i % names}.hang.test", 443, timeout=1))
+    assert all(isinstance(o, guard.ResolutionTimeout) for o in outcomes), outcomes
+
+    # Before: 32 process-wide slots, each held until its hung lookup returned, so this
+    # name waited behind them and timed out. Now it never waits for another name.
+    infos = guard.resolve("ok.example.test", 443, timeout=10)
+    assert [info[4] for info in infos] == [("127.0.0.1", 443)]
+    hung_calls = [name for name in hanging.calls if name.endswith(".hang.test")]
+    assert len(hung_calls) == len(hung_in_flight()) == names  # one lookup per hung name, however many callers
+
+
+def test_concurrent_lookups_of_one_name_make_one_resolver_call(hanging):
+    spellings = ["slow.hang.test", "SLOW.hang.test"]
+    outcomes = in_threads(20, lambda i: guard.resolve(spellings[i % 2], 80 + i, timeout=0.5))
+    assert all(isinstance(o, guard.ResolutionTimeout) for o in outcomes), outcomes
+    assert hanging.calls == ["slow.hang.test"]  # every caller, on any port and in any case, joined one lookup
+
+    hanging.release()
+    # A finished lookup is not cached: the next caller asks the resolver afresh.
+    with pytest.raises(socket.gaierror):
+        guard.resolve("slow.hang.test", 80, timeout=5)
+    assert hanging.calls == ["slow.hang.test", "slow.hang.test"]
+
+
+def test_a_shared_lookup_answers_each_caller_with_its_own_port(hanging):
+    ports = [80, 443, 8443]
+    threads_started = threading.Barrier(len(ports) + 1)
+
+    def ask(i: int) -> list:
+        threads_started.wait()
+        return guard.resolve("gate.hang.test", ports[i], timeout=30)
+
+    results: list = []
+    asker = threading.Thread(target=lambda: results.extend(in_threads(len(ports), ask)))
+    asker.start()
+    threads_started.wait()
+    wait_until(lambda: hung_in_flight() == ["gate.hang.test"])
+    hanging.release()
+    asker.join(30)
+    assert [[info[4] for info in infos] for infos in results] == [[("93.184.216.34", port)] for port in ports]
+
+
+def test_lookup_threads_are_capped_and_joining_needs_no_room(hanging, monkeypatch):
+    wait_until(lambda: not guard.lookups_in_flight())  # nothing left over from other tests
+    monkeypatch.setattr(guard, "MAX_LOOKUP_THREADS", 2)
+    for name in ("a.hang.test", "b.hang.test"):
+        with pytest.raises(guard.ResolutionTimeout):
+            guard.resolve(name, 80, timeout=0.2)
+    assert hung_in_flight() == ["a.hang.test", "b.hang.test"]
+
+    # At the cap a new name waits for room only as long as its own deadline...
+    with pytest.raises(guard.ResolutionTimeout):
+        guard.resolve("ok.example.test", 80, timeout=0.3)
+    # ...while a name already in flight is joined without a new thread.
+    with pytest.raises(guard.ResolutionTimeout):
+        guard.resolve("a.hang.test", 80, timeout=0.2)
+    assert hanging.calls == ["a.hang.test", "b.hang.test"]
+
+    hanging.release()
+    assert guard.resolve("ok.example.test", 80, timeout=5)[0][4] == ("127.0.0.1", 80)
+
+
+def test_literals_never_reach_the_resolver(monkeypatch):
+    def resolver(*args, **kwargs):
+        raise AssertionError("a literal reached the resolver")
+
+    monkeypatch.setattr(guard, "getaddrinfo", resolver)
+    for host in ("127.0.0.1", "2130706433", "0x7f.1", "93.184.216.34"):
+        assert guard.resolve(host, 80, timeout=1)
 
 
 # --- validation, up front -----------------------------------------------------------------
@@ -358,10 +574,9 @@ def test_a_name_resolving_to_a_refused_address_fails_without_a_packet(webhook_se
 
 
 @pytest.mark.django_db
-def test_a_hung_resolver_ends_inside_the_channel_deadline(monkeypatch, settings):
+def test_a_hung_resolver_ends_inside_the_channel_deadline(hanging, settings):
     settings.NOTIFICATIONS_CHANNEL_TIMEOUT = 1
-    monkeypatch.setattr(guard, "getaddrinfo", fake_resolver({"slow.example.test": ["127.0.0.1"]}, delay=20))
-    row = schedule(channels=["webhook"], webhook_url="http://slow.example.test/hook")
+    row = schedule(channels=["webhook"], webhook_url="http://slow.hang.test/hook")
 
     started = time.monotonic()
     run_tick()
@@ -370,6 +585,44 @@ def test_a_hung_resolver_ends_inside_the_channel_deadline(monkeypatch, settings)
     row.refresh_from_db()
     assert row.last_error == "webhook: timed out after 1s"
     assert row.error_count == 1  # transient: retried later
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("names", [1, 40], ids=["one hung name", "forty hung names"])
+def test_rows_to_hung_names_cost_no_rows_to_a_healthy_name(hanging, webhook_server, settings, names):
+    # The measured case: 40 rows whose names never resolve and 40 rows to a name that
+    # resolves at once. Before, the hung lookups kept every process-wide lookup slot
+    # long after their rows gave up, and most healthy rows timed out waiting for one.
+    settings.NOTIFICATIONS_CONCURRENCY = 40  # every hung row in flight at once
+    now = timezone.now()
+    port = webhook_server.port
+    hung = [
+        schedule(
+            channels=["webhook"],
+            webhook_url=f"http://h{i % names}.hang.test:{port}/hook",
+            fire_at=now - timedelta(minutes=2),
+        ).pk
+        for i in range(40)
+    ]
+    healthy = [
+        schedule(
+            channels=["webhook"],
+            webhook_url=f"http://ok.example.test:{port}/hook",
+            fire_at=now - timedelta(minutes=1),
+        ).pk
+        for _ in range(40)
+    ]
+
+    report = run_tick()
+
+    assert report.counts()["succeeded"] == 40
+    assert len(webhook_server.received) == 40
+    assert not Notification.objects.filter(pk__in=healthy).exists()  # one-shot rows, delivered
+    errors = list(Notification.objects.filter(pk__in=hung).values_list("last_error", "error_count"))
+    assert errors == [("webhook: timed out after 2s", 1)] * 40
+    # Rows to one name share its lookup: one resolver call for all 40 of them.
+    assert sorted(set(hanging.calls) - {"ok.example.test"}) == sorted({f"h{i}.hang.test" for i in range(names)})
+    assert len(hanging.calls) - hanging.calls.count("ok.example.test") == names
 
 
 # --- TLS keeps the hostname ---------------------------------------------------------------
@@ -451,3 +704,59 @@ def test_credentials_in_a_url_are_refused_and_never_sent(hostile, connects):
     assert "hunter2" not in row.last_error
     assert server.connections == 0
     assert not [a for a in connects if a[1] == server.port]
+
+
+# --- cloud metadata endpoints, at save and at connect ---------------------------------------
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://168.63.129.16/machine?comp=goalstate", "168.63.129.16"),
+        ("http://2822734096/machine", "2822734096 (168.63.129.16)"),
+        ("http://[fd00:ec2::254]/latest/meta-data/", "fd00:ec2::254"),
+        ("http://100.100.100.200/latest/meta-data/", "100.100.100.200"),
+        ("http://169.254.169.254/latest/meta-data/", "169.254.169.254"),
+    ],
+)
+def test_schedule_refuses_metadata_literals_even_under_a_broad_allowed_range(url, shown):
+    with (
+        override_settings(NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS=["0.0.0.0/0", "fd00::/8"]),
+        pytest.raises(ValidationError) as caught,
+    ):
+        schedule(channels=["webhook"], webhook_url=url)
+    messages = caught.value.message_dict["webhook_url"]
+    assert any(m.startswith(f"Webhooks may not reach {shown}: it is a cloud metadata address.") for m in messages)
+
+
+@pytest.mark.django_db
+def test_schedule_accepts_a_metadata_address_listed_exactly():
+    with override_settings(NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS=["168.63.129.16/32"]):
+        assert schedule(channels=["webhook"], webhook_url="http://168.63.129.16/hook").pk
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("address", ["168.63.129.16", "fd00:ec2::254", "100.100.100.200"])
+def test_a_name_resolving_to_a_metadata_address_is_refused_at_connect(monkeypatch, connects, caplog, address):
+    monkeypatch.setattr(guard, "getaddrinfo", fake_resolver({"hooks.example.test": [address]}))
+    row = schedule(channels=["webhook"], webhook_url="http://hooks.example.test/hook")
+
+    with override_settings(NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS=["0.0.0.0/0", "fd00::/8"]), caplog.at_level("INFO"):
+        run_tick()
+
+    row.refresh_from_db()
+    assert (row.last_error, row.dead_lettered_at is not None) == ("webhook: blocked address", True)
+    assert f"hooks.example.test is {address}, a cloud metadata address" in caplog.text
+    assert not [a for a in connects if a[0] == address]
+
+
+def test_a_name_resolving_to_a_metadata_address_passes_only_when_listed_exactly(monkeypatch):
+    monkeypatch.setattr(guard, "getaddrinfo", fake_resolver({"wireserver.example.test": ["168.63.129.16"]}))
+    with pytest.raises(guard.BlockedAddress) as caught:
+        guard.checked_addresses("wireserver.example.test", 80, timeout=5, allowed=[ipaddress.ip_network("0.0.0.0/0")])
+    assert caught.value.reason == "a cloud metadata address"
+    infos = guard.checked_addresses(
+        "wireserver.example.test", 80, timeout=5, allowed=[ipaddress.ip_network("168.63.129.16/32")]
+    )
+    assert [info[4] for info in infos] == [("168.63.129.16", 80)]
