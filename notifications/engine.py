@@ -53,10 +53,9 @@ MONITOR_INTERVAL = 0.25
 # How often the tick's own thread collects finished rows and tops up the queue.
 POLL_INTERVAL = 0.005
 # Claims and write-backs take the database's write lock, which on SQLite is the host
-# site's too: a draining tick writes finished batches back at most this often (seconds)...
+# site's too: a draining tick writes finished batches back at most this often (seconds),
+# tops up its queue in chunks (see `claim_wanted`)...
 WRITE_INTERVAL = 0.25
-# ...refills its queue with claims of at least this many waves of rows (x CONCURRENCY)...
-MIN_CLAIM_WAVES = 1
 # ...and claims only because a capped target leaves workers idle at most this often.
 STARVED_CLAIM_INTERVAL = 0.5
 
@@ -234,7 +233,9 @@ class Tick:
         if waiting == 0:
             return True  # workers are about to run dry
         if waiting < self.low_water:
-            return size >= min(self.limit, self.concurrency * MIN_CLAIM_WAVES)
+            # Top up in chunks: half of what may be held at most, or a whole batch.
+            full = self.claim_size(time.monotonic() - self.started, 0)
+            return size >= full // 2
         if self.dispatcher.starved() and time.monotonic() >= self.next_starved_claim:
             # A capped target leaves workers idle: look for rows to other targets, now and then.
             self.next_starved_claim = time.monotonic() + STARVED_CLAIM_INTERVAL

@@ -267,55 +267,66 @@ def release(row: Notification, now: datetime) -> Outcome:
 # --- persisting a batch ---------------------------------------------------------------
 
 
-def save_outcomes(
-    batches: Iterable[tuple[uuid.UUID, Iterable[Outcome]]], attempts: Sequence[DeliveryAttempt]
-) -> None:
-    """Write batches back in one transaction: per batch one DELETE and one bulk UPDATE,
-    then one INSERT of the delivery log.
+def save_outcomes(batches: Iterable[tuple[uuid.UUID, Iterable[Outcome]]], attempts: Sequence[DeliveryAttempt]) -> None:
+    """Write batches back in one short transaction: one DELETE, one bulk UPDATE, one
+    UPDATE for released rows and the INSERT of the delivery log.
 
-    Each batch is fenced by its claim token: rows whose claim expired and passed to
-    another tick are left alone.
+    Fenced by the batches' claim tokens: rows whose claim expired and passed to another
+    tick are left alone. On SQLite the transaction holds the database's write lock,
+    which the host site's writes wait for: the delivery log's statements are prepared
+    before it begins.
     """
-    with transaction.atomic():
-        for token, outcomes in batches:
-            _save_batch(token, list(outcomes))
-        if attempts:
-            insert_many(DeliveryAttempt, attempts)
-
-
-def _save_batch(token: uuid.UUID, outcomes: list[Outcome]) -> None:
+    tokens: list[uuid.UUID] = []
+    outcomes: list[Outcome] = []
+    for token, batch in batches:
+        tokens.append(token)
+        outcomes.extend(batch)
     doomed = [o.row.pk for o in outcomes if o.delete]
     released = [o.row.pk for o in outcomes if o.kind == Kind.RELEASED]
     kept = [o.row for o in outcomes if not o.delete and o.kind != Kind.RELEASED]
-    claimed = Notification.objects.filter(claim_token=token)
-    if doomed:
-        claimed.filter(pk__in=doomed).delete()
-    if kept:
-        claimed.bulk_update(kept, WRITE_BACK_FIELDS)
-    if released:
-        claimed.filter(pk__in=released).update(claim_token=None, claimed_until=None)
+    log = insert_statements(DeliveryAttempt, attempts)
+    claimed = Notification.objects.filter(claim_token__in=tokens)
+    with transaction.atomic():
+        if doomed:
+            claimed.filter(pk__in=doomed).delete()
+        if kept:
+            claimed.bulk_update(kept, WRITE_BACK_FIELDS)
+        if released:
+            claimed.filter(pk__in=released).update(claim_token=None, claimed_until=None)
+        if log:
+            with connection.cursor() as cursor:
+                for sql, params in log:
+                    cursor.execute(sql, params)
 
 
-def insert_many(model: type[Model], objs: Sequence[Model]) -> None:
-    """INSERT `objs` as one executemany: bulk_create's result without its per-row SQL compiling.
+def insert_statements(model: type[Model], objs: Sequence[Model]) -> list[tuple[str, list[Any]]]:
+    """Multi-row INSERTs of `objs`: bulk_create's result without its per-row SQL compiling.
 
     The delivery log gets a row per channel per firing; at thousands of rows a second,
-    compiling bulk_create's multi-row VALUES dominated the write-back. Values go
-    through each field's own database preparation, so every backend stores them as
-    bulk_create would. For models without save() logic: no signals, no pre_save.
+    compiling bulk_create's multi-row VALUES dominated the write-back. One statement per
+    chunk rather than an executemany: on SQLite the write lock is held across the
+    statements, and each executemany row is a step that waits for Python's GIL again.
+    Values go through each field's own database preparation, so every backend stores
+    them as bulk_create would. For models without save() logic: no signals, no pre_save.
     """
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
     quote = connection.ops.quote_name
-    # Only quoted model metadata goes into the text; values are parameters.
-    sql = "INSERT INTO {} ({}) VALUES ({})".format(  # noqa: S608
-        quote(model._meta.db_table),
-        ", ".join(quote(f.column) for f in fields),
-        ", ".join(["%s"] * len(fields)),
-    )
     prepare = [_preparer(f) for f in fields]
-    params = [[p(getattr(obj, f.attname)) for f, p in zip(fields, prepare, strict=True)] for obj in objs]
-    with connection.cursor() as cursor:
-        cursor.executemany(sql, params)
+    per_statement = max(1, connection.ops.bulk_batch_size(fields, objs))  # the backend's parameter limit
+    placeholders = "({})".format(", ".join(["%s"] * len(fields)))
+    statements = []
+    for start in range(0, len(objs), per_statement):
+        chunk = objs[start : start + per_statement]
+        # Only quoted model metadata goes into the text; values are parameters.
+        sql = "INSERT INTO {} ({}) VALUES {}".format(  # noqa: S608
+            quote(model._meta.db_table),
+            ", ".join(quote(f.column) for f in fields),
+            ", ".join([placeholders] * len(chunk)),
+        )
+        statements.append(
+            (sql, [p(getattr(obj, f.attname)) for obj in chunk for f, p in zip(fields, prepare, strict=True)])
+        )
+    return statements
 
 
 def _preparer(field: Field) -> Callable[[Any], Any]:
@@ -427,7 +438,7 @@ def requeue(rows: Iterable[Notification], now: datetime | None = None) -> Action
         query = Notification.objects.filter(pk__in=pks).order_by("pk")
         if connection.features.has_select_for_update:
             query = query.select_for_update()
-        fresh, unloadable = load_defensively(query, sorted(set(pks)))
+        fresh, unloadable = load_defensively(query)
         for _ in unloadable:
             result.skip("cannot be loaded (a value the ORM cannot read): fix it in the database or purge it")
         for row in fresh:

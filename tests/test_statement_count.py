@@ -30,9 +30,10 @@ ROWS = 100
 # that finds nothing more due, history pruning and the tick's record. SQLite claims
 # without BEGIN/COMMIT, and its bulk_update splits 100 rows into two UPDATEs (999
 # parameters per statement); PostgreSQL's claim (FOR UPDATE SKIP LOCKED) needs its
-# transaction, and one UPDATE holds the whole batch.
+# transaction, and one UPDATE holds the whole batch. The delivery log is one multi-row
+# INSERT per 111 records on SQLite (999 parameters), one in all on PostgreSQL.
 PINNED = {
-    "sqlite": {"succeeded": 15, "recurring": 16, "retried": 16, "partial": 16},
+    "sqlite": {"succeeded": 15, "recurring": 16, "retried": 16, "partial": 17},
     "postgresql": {"succeeded": 19, "recurring": 19, "retried": 19, "partial": 19},
 }
 
@@ -78,8 +79,10 @@ def test_statements_per_row_are_pinned(kind, failing_url):
     statements = [q["sql"] for q in queries.captured_queries]
     assert len(statements) / ROWS <= 0.5  # the target
     expected = PINNED[connection.vendor][kind]
-    if connection.vendor == "sqlite" and kind != "succeeded" and connection.features.max_query_params > 999:
-        expected -= 1  # Django 6 reads SQLite's real limit (32766): one UPDATE holds the batch
+    if connection.vendor == "sqlite" and connection.features.max_query_params > 999:
+        # Django 6 reads SQLite's real limit (32766): one UPDATE holds the batch, and one
+        # INSERT the 200 delivery records of a partial failure.
+        expected -= {"succeeded": 0, "recurring": 1, "retried": 1, "partial": 2}[kind]
     assert len(statements) == expected, "\n".join(s[:120] for s in statements)
 
 

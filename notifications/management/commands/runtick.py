@@ -130,7 +130,7 @@ class Command(BaseCommand):
         due = Notification.objects.due(now).order_by("next_fire_at", "id")
         total = due.count()
         ids = list(due.values_list("pk", flat=True)[: limit or 1000])
-        rows, unloadable = load_defensively(Notification.objects.filter(pk__in=ids).order_by("next_fire_at", "id"), ids)
+        rows, unloadable = load_defensively(Notification.objects.filter(pk__in=ids).order_by("next_fire_at", "id"))
         for row in rows:
             self.stdout.write(
                 f"#{row.pk} due since {row.next_fire_at:%Y-%m-%d %H:%M:%S%z} "
