@@ -1,4 +1,4 @@
-"""Claimed rows waiting for a worker: one queue per target, fair between targets.
+"""Claimed rows on their way to a worker: batches, jobs, and one queue per target.
 
 A stuck endpoint must not hold every worker while rows to healthy ones wait, so rows
 queue per target (webhook host, or email) and a free worker takes the target with the
@@ -9,16 +9,33 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections import Counter, deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from datetime import datetime
 from urllib.parse import urlsplit
 
 from .channels import ChannelResult, Firing
-from .models import Notification
+from .models import DeliveryAttempt, Notification
+from .services import Outcome
 
-if TYPE_CHECKING:
-    from .engine import Batch
+
+@dataclass(eq=False)
+class Batch:
+    """One claim: its token fences the write-back, done when every row has an outcome."""
+
+    token: uuid.UUID
+    now: datetime
+    left: int
+    outcomes: list[Outcome] = field(default_factory=list)
+    attempts: list[DeliveryAttempt] = field(default_factory=list)
+
+    def add(self, outcome: Outcome, attempts: list[DeliveryAttempt]) -> bool:
+        """File one row's outcome; True once the batch is complete."""
+        self.outcomes.append(outcome)
+        self.attempts.extend(attempts)
+        self.left -= 1
+        return not self.left
 
 
 @dataclass(eq=False)
@@ -33,10 +50,14 @@ class Job:
     batch: Batch
     row: Notification
     target: str
-    firing: Firing | None = None
-    started: float = 0.0  # monotonic time the worker began the row
+    firing: Firing | None = None  # set by the worker once validation passed and sending begins
+    started: float = 0.0  # monotonic time the worker began the row (set by the dispatcher)
     results: dict[str, ChannelResult] = field(default_factory=dict)  # channels finished so far
     settled: threading.Lock = field(default_factory=threading.Lock)
+
+    def settle(self) -> bool:
+        """Take the one right to report this row's outcome; False if it is taken."""
+        return self.settled.acquire(blocking=False)
 
 
 def target_of(row: Notification) -> str:
@@ -55,7 +76,8 @@ class Dispatcher:
     A free worker takes the oldest row of the target with the fewest rows in flight.
     While the tick may still claim rows for other targets, no target holds more than
     `cap` workers (three quarters of them), so rows behind a stuck endpoint leave
-    workers free and the tick claims further; `uncap()` lifts the limit when it cannot.
+    workers free and the tick claims further; `set_capped(False)` lifts the limit when
+    it cannot.
     """
 
     def __init__(self, workers: int) -> None:

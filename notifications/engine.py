@@ -23,7 +23,6 @@ import queue
 import socket
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -39,7 +38,7 @@ from .channels.webhook import WebhookChannel
 from .claims import claim
 from .clock import measure_offset
 from .conf import app_settings
-from .dispatch import Dispatcher, Job, target_of
+from .dispatch import Batch, Dispatcher, Job, target_of
 from .models import DeliveryAttempt
 from .services import Kind, Outcome, Policy
 
@@ -73,9 +72,6 @@ class TickReport:
     batches: int = 0
     tally: Counter = field(default_factory=Counter)
 
-    def count(self, kind: Kind) -> int:
-        return self.tally[kind]
-
     @property
     def claimed(self) -> int:
         return sum(self.tally.values())
@@ -98,17 +94,6 @@ class TickReport:
         if self.finished_at:
             line += f" seconds={(self.finished_at - self.started_at).total_seconds():.2f}"
         return line
-
-
-@dataclass(eq=False)
-class Batch:
-    """One claim: its token fences the write-back, done when every row has an outcome."""
-
-    token: uuid.UUID
-    now: datetime
-    left: int
-    outcomes: list[Outcome] = field(default_factory=list)
-    attempts: list[DeliveryAttempt] = field(default_factory=list)
 
 
 class Tick:
@@ -259,12 +244,8 @@ class Tick:
             except queue.Empty:
                 return
             self.held -= 1
-            batch = job.batch
-            batch.outcomes.append(outcome)
-            batch.attempts.extend(attempts)
-            batch.left -= 1
-            if not batch.left:
-                self.finished.append(batch)
+            if job.batch.add(outcome, attempts):
+                self.finished.append(job.batch)
 
     def write_back(self, *, force: bool) -> None:
         """Write finished batches back in one transaction, at most every WRITE_INTERVAL.
@@ -300,26 +281,46 @@ class Tick:
         finished = None
         while (job := dispatcher.take(finished)) is not None:
             finished = None
-            attempts: list[DeliveryAttempt] = []
-            row, now = job.row, job.batch.now
-            try:
-                errors = validation.field_errors(row)
-                if errors:
-                    outcome = services.record_invalid(row, errors, now, self.policy)
-                else:
-                    job.firing = Firing(row, str(row.firing_id), timezone.now(), row.owed_channels)
-                    channel_results = self.deliver(job, channels, pool)
-                    if job.settled.locked():
-                        return  # the monitor already reported this row as timed out
-                    attempts = attempt_records(job.firing, channel_results)
-                    outcome = services.record_firing(row, channel_results, now, self.policy)
-            except Exception as exc:
-                logger.exception("notification %s: internal error", row.pk)
-                outcome = services.record_internal_error(row, exc, now, self.policy)
-            if not job.settled.acquire(blocking=False):
-                return
-            results.put((job, outcome, attempts))
+            reported = self.attempt(job, channels, pool)
+            if reported is None:
+                return  # the monitor reported this row as timed out
+            results.put((job, *reported))
             finished = job  # marked done by the next take()
+
+    def attempt(
+        self, job: Job, channels: dict[str, Channel], pool: ThreadPoolExecutor
+    ) -> tuple[Outcome, list[DeliveryAttempt]] | None:
+        """Validate and deliver one row: its outcome and delivery records, or None when
+        the monitor settled the row first. Whoever settles a job computes its outcome
+        (which changes the row in memory); the other side drops what it has."""
+        row, now = job.row, job.batch.now
+        mine = False
+        try:
+            errors = validation.field_errors(row)
+            if not errors:
+                job.firing = Firing(row, str(row.firing_id), timezone.now(), row.owed_channels)
+                channel_results = self.deliver(job, channels, pool)
+            mine = job.settle()
+            if not mine:
+                return None
+            if errors:
+                return services.record_invalid(row, errors, now, self.policy), []
+            return self.record(job, channel_results)
+        except Exception as exc:  # noqa: BLE001 - logged by internal_error()
+            if not mine and not job.settle():
+                return None
+            return self.internal_error(job, exc), []
+
+    def record(self, job: Job, channel_results: list[ChannelResult]) -> tuple[Outcome, list[DeliveryAttempt]]:
+        """The outcome of the channels' results, and one delivery record per channel."""
+        assert job.firing is not None
+        outcome = services.record_firing(job.row, channel_results, job.batch.now, self.policy)
+        return outcome, attempt_records(job.firing, channel_results)
+
+    def internal_error(self, job: Job, exc: Exception) -> Outcome:
+        """An unexpected exception is a full failure of the row, so poison walks to the dead letters."""
+        logger.exception("notification %s: internal error", job.row.pk)
+        return services.record_internal_error(job.row, exc, job.batch.now, self.policy)
 
     def deliver(self, job: Job, channels: dict[str, Channel], pool: ThreadPoolExecutor) -> list[ChannelResult]:
         """The row's channels in parallel: the first in this thread, any others in the pool.
@@ -347,24 +348,23 @@ class Tick:
         """Report rows whose sends overran every deadline as timed out; return them."""
         abandoned = []
         for job in dispatcher.overdue(time.monotonic() - self.timeout - DEADLINE_GRACE):
-            if not job.settled.acquire(blocking=False):
+            if not job.settle():
                 continue  # its worker is reporting it right now
-            row, now = job.row, job.batch.now
-            attempts: list[DeliveryAttempt] = []
             try:
-                if job.firing is None:  # stuck before sending (validation): nothing went out
-                    raise TimeoutError(f"not started within {self.timeout:g}s")
-                channel_results = [job.results.get(name) or self.timed_out(name) for name in job.firing.channels]
-                attempts = attempt_records(job.firing, channel_results)
-                outcome = services.record_firing(row, channel_results, now, self.policy)
-            except Exception as exc:
-                logger.exception("notification %s: internal error", row.pk)
-                outcome = services.record_internal_error(row, exc, now, self.policy)
-            logger.warning("notification %s: a send overran its deadline; left behind", row.pk)
+                outcome, attempts = self.overran(job)
+            except Exception as exc:  # noqa: BLE001 - logged by internal_error()
+                outcome, attempts = self.internal_error(job, exc), []
+            logger.warning("notification %s: a send overran its deadline; left behind", job.row.pk)
             dispatcher.done(job)
             results.put((job, outcome, attempts))
             abandoned.append(job)
         return abandoned
+
+    def overran(self, job: Job) -> tuple[Outcome, list[DeliveryAttempt]]:
+        """A row whose worker is stuck: what finished counts, the rest timed out."""
+        if job.firing is None:  # stuck before sending (validation): nothing went out
+            raise TimeoutError(f"not started within {self.timeout:g}s")
+        return self.record(job, [job.results.get(name) or self.timed_out(name) for name in job.firing.channels])
 
     def timed_out(self, name: str) -> ChannelResult:
         return ChannelResult(
