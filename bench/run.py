@@ -297,7 +297,7 @@ def fill_not_due(n: int, start: int = 0) -> None:
                    CASE i %% 4 WHEN 1 THEN 1 WHEN 3 THEN 3 ELSE 0 END,
                    CASE WHEN i %% 4 IN (1, 3) THEN 'webhook: HTTP 503' END,
                    CASE WHEN i %% 4 = 3 THEN now() END,
-                   gen_random_uuid(), '', now(), now()
+                   gen_random_uuid(), NULL, now(), now()
             FROM generate_series(%s, %s) AS i
         """
         params = [start + 1, start + n]
@@ -311,7 +311,7 @@ def fill_not_due(n: int, start: int = 0) -> None:
                    CASE i % 4 WHEN 1 THEN 1 WHEN 3 THEN 3 ELSE 0 END,
                    CASE WHEN i % 4 IN (1, 3) THEN 'webhook: HTTP 503' END,
                    CASE WHEN i % 4 = 3 THEN strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now') END,
-                   lower(hex(randomblob(16))), '', strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now'),
+                   lower(hex(randomblob(16))), NULL, strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now'),
                    strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now')
             FROM seq
         """

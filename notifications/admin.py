@@ -1,13 +1,14 @@
 """The operator's console: the queue by state, why rows failed, requeue and purge.
 
-Every state change goes through `notifications.services`, the module the tick uses too.
+Every state change goes through `notifications.services`, the module the tick uses too:
+actions, and the add and change pages' saves. States are `notifications.states`.
 The changelist costs a fixed number of queries whatever the page size: the columns read
 only the row itself, and the health header is two aggregate queries.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, cast
 from urllib.parse import urlsplit
 
@@ -29,6 +30,7 @@ from .admin_forms import SECRET_FIELD, NotificationForm
 from .conf import app_settings
 from .health import queue_health
 from .models import DeliveryAttempt, Notification, NotificationQuerySet, State, TickRun
+from .states import STATES
 from .validation import CHANNELS
 
 ATTEMPTS_SHOWN = 20  # delivery attempts on a change page; the rest are one click away
@@ -48,15 +50,16 @@ LIST_COLUMNS = (
     "last_fired_at",
     "error_count",
     "last_error",
+    "failed_channels",
     "dead_lettered_at",
 )
 
 # The filter's values, in the order an operator triages them.
-FILTER_STATES = [State.DUE, State.SCHEDULED, State.RETRYING, State.PARTIAL, State.DEAD, State.PARKED]
+FILTER_STATES = list(STATES)
 
 
 class StateFilter(admin.SimpleListFilter):
-    """`?state=due|scheduled|retrying|partial|dead|parked` (SPEC: Admin)."""
+    """`?state=due|scheduled|retrying|partial|dead|parked`: public values (bookmarks, the README), keep them."""
 
     title = "state"
     parameter_name = "state"
@@ -108,11 +111,20 @@ def state_badge(state: State) -> str:
     return format_html('<span class="nq-state nq-state-{}">{}</span>', state.value, state.label)
 
 
+def abbreviate_error(error: str | None) -> str:
+    """An error for a list column: up to ERROR_SHOWN characters, the whole text on hover."""
+    if not error:
+        return "—"
+    if len(error) <= ERROR_SHOWN:
+        return error
+    return format_html('<span title="{}">{}…</span>', error, error[: ERROR_SHOWN - 1])
+
+
 def when(moment: datetime | None, zone: str | None = None) -> str:
     """`2026-03-29 09:00 CEST (+0200)` in `zone`, or in UTC."""
     if moment is None:
         return "—"
-    local = moment.astimezone(schedule.get_zone(zone) if zone else schedule.UTC)
+    local = moment.astimezone(schedule.get_zone(zone) if zone else UTC)
     return local.strftime("%Y-%m-%d %H:%M %Z (%z)")
 
 
@@ -238,10 +250,7 @@ class NotificationAdmin(admin.ModelAdmin):
 
     @admin.display(description="last error")
     def short_error(self, obj: Notification) -> str:
-        error = obj.last_error or ""
-        if len(error) <= ERROR_SHOWN:
-            return error or "—"
-        return format_html('<span title="{}">{}…</span>', error, error[: ERROR_SHOWN - 1])
+        return abbreviate_error(obj.last_error)
 
     # --- change page -----------------------------------------------------------------
 
@@ -251,8 +260,8 @@ class NotificationAdmin(admin.ModelAdmin):
 
     @admin.display(description="channels still owed")
     def owed(self, obj: Notification) -> str:
-        if obj.failed_channels:
-            return f"{', '.join(obj.failed_channels)} (failed; a requeue sends only these)"
+        if obj.resend_channels:
+            return f"{', '.join(obj.resend_channels)} (failed; a requeue sends only these)"
         return ", ".join(obj.owed_channels) or "—"
 
     @admin.display(description="claimed by a tick until")
@@ -364,14 +373,8 @@ class NotificationAdmin(admin.ModelAdmin):
         return kwargs
 
     def save_model(self, request: HttpRequest, obj: Notification, form: NotificationForm, change: bool) -> None:
-        if not change:
-            obj.save()
-            return
-        # Only what the form edits: the tick's bookkeeping (claim, retry count, errors)
-        # may have moved since the page was loaded and must not be written back stale.
-        editable = {f.name for f in Notification._meta.concrete_fields if f.editable}
-        fields = [name for name in form.cleaned_data if name in editable]
-        obj.save(update_fields=[*fields, "updated_at"])
+        # The form applied the due-time rule to check it; this saves it, at the same instant.
+        services.edit(obj, form.cleaned_data, changed=form.changed_data, now=form.edited_at)
 
     # --- changelist ------------------------------------------------------------------
 
@@ -518,8 +521,7 @@ class DeliveryAttemptAdmin(admin.ModelAdmin):
 
     @admin.display(description="error")
     def short_error(self, obj: DeliveryAttempt) -> str:
-        error = obj.error or ""
-        return error if len(error) <= ERROR_SHOWN else error[: ERROR_SHOWN - 1] + "…"
+        return abbreviate_error(obj.error)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

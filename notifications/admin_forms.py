@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from . import schedule
+from . import services
 from .models import USER_FIELDS, Notification
 from .validation import CHANNELS, MAX_PAYLOAD_DEPTH, payload_too_deep
 
@@ -51,9 +52,13 @@ class NotificationForm(forms.ModelForm):
 
     The signing secret is write-only: the field never renders the stored value, a blank
     submission keeps it, a new value rotates it and `clear_webhook_secret` removes it.
-    Changing the rule or time zone without touching the due time moves the due time to
-    the new rule's next occurrence, so an old due time never fires under a new rule.
+    The due time follows `services.edit` (the admin saves through it): a blank one on a
+    new row is filled in like `schedule()` does, and changing the rule or time zone without
+    touching the due time moves it to the new rule's next occurrence, so an old due time
+    never fires under a new rule. The form tries the edit (a dry run) to report its errors.
     """
+
+    edited_at: datetime | None = None  # the instant the edit was tried at, and is saved at
 
     channels = forms.MultipleChoiceField(
         choices=[(c, c) for c in CHANNELS],
@@ -111,32 +116,15 @@ class NotificationForm(forms.ModelForm):
         data = super().clean() or self.cleaned_data
         if data.get("clear_webhook_secret") and not self.data.get(self.add_prefix(SECRET_FIELD)):
             data[SECRET_FIELD] = ""
-        self._settle_due_time(data)
         return data
 
-    def _settle_due_time(self, data: dict[str, Any]) -> None:
-        """Fill in the due time the way `schedule()` does, before the model validates."""
-        rule = data.get("recurrence_rule") or ""
-        zone = data.get("timezone") or ""
+    def _post_clean(self) -> None:
+        # Django's own hook after clean() (UserCreationForm overrides it too); the stubs omit it.
+        super()._post_clean()  # type: ignore[misc]  # the instance now holds the posted values, validated
         if "recurrence_rule" in self.errors or "timezone" in self.errors:
-            return
-        adding = self.instance.pk is None
-        if adding:
-            if data.get("next_fire_at") is not None:
-                return
-        elif "next_fire_at" in self.changed_data or not {"recurrence_rule", "timezone"} & set(self.changed_data):
-            return
-        now = timezone.now()
-        if not rule:
-            if adding:
-                data["next_fire_at"] = now
-            return
+            return  # a rule that cannot be read has its error already
+        self.edited_at = timezone.now()
         try:
-            next_at = schedule.next_occurrence(rule, zone, now, anchor=now)
-        except schedule.InvalidRule:
-            return  # the model's validation names the problem
-        if next_at is None:
-            self.add_error("recurrence_rule", "The rule has no occurrence left after now.")
-            return
-        data["next_fire_at"] = next_at
-        self.instance.starts_at = now  # the new rule counts from now
+            services.edit(self.instance, self.cleaned_data, changed=self.changed_data, now=self.edited_at, dry_run=True)
+        except ValidationError as exc:
+            self.add_error(None, exc)

@@ -15,8 +15,9 @@ from typing import Any
 from django.db.models import Count, Min, Q
 from django.utils import timezone
 
+from . import states
 from .conf import Defaults, app_settings
-from .models import PARTIAL_PREFIX, Notification, State, TickRun
+from .models import Notification, TickRun
 
 # Cron runs a tick every minute; three minutes without one finishing means it stopped.
 STALE_AFTER = timedelta(minutes=3)
@@ -26,21 +27,6 @@ TICK_COUNTS = ("claimed", "succeeded", "partial", "retried", "dead_lettered")
 # Tick records read for the clock report, newest first by insertion (the one order no
 # host's clock can skew): each host's latest among them gives its offset.
 RECENT_TICKS = 50
-
-
-def state_conditions(now: datetime) -> dict[State, Q]:
-    """Each state as a condition on one row, matching `NotificationQuerySet.in_state`."""
-    partial = Q(last_error__startswith=PARTIAL_PREFIX)
-    alive = Q(dead_lettered_at__isnull=True)
-    healthy = alive & Q(error_count=0) & ~partial
-    return {
-        State.DUE: healthy & Q(next_fire_at__lte=now),
-        State.SCHEDULED: healthy & Q(next_fire_at__gt=now),
-        State.RETRYING: alive & Q(error_count__gt=0) & ~partial,
-        State.PARTIAL: alive & partial,
-        State.DEAD: Q(dead_lettered_at__isnull=False),
-        State.PARKED: healthy & Q(next_fire_at__isnull=True),
-    }
 
 
 @dataclass(frozen=True)
@@ -153,14 +139,12 @@ def queue_health(
     `max_clock_offset` (seconds) defaults to `NOTIFICATIONS_MAX_CLOCK_OFFSET`.
     """
     now = now or timezone.now()
-    conditions = state_conditions(now)
-    claimable = Q(next_fire_at__lte=now, error_count__lt=app_settings.MAX_RETRIES)
     facts = Notification.objects.aggregate(
-        **{f"state_{state.value}": Count("pk", filter=q) for state, q in conditions.items()},
+        **{f"state_{state.value}": Count("pk", filter=cond.q(now)) for state, cond in states.STATES.items()},
         in_flight=Count("pk", filter=Q(claimed_until__gt=now)),
-        oldest_due_at=Min("next_fire_at", filter=claimable),
+        oldest_due_at=Min("next_fire_at", filter=states.ready(now, app_settings.MAX_RETRIES)),
     )
-    counts = {state.value: facts[f"state_{state.value}"] for state in conditions}
+    counts = {state.value: facts[f"state_{state.value}"] for state in states.STATES}
     ticks = list(TickRun.objects.order_by("-pk")[:RECENT_TICKS])
     last_tick = max(ticks, key=lambda tick: (tick.finished_at, tick.pk), default=None)
     return QueueHealth(

@@ -11,8 +11,9 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from . import validation
+from . import states, validation
 from .conf import app_settings
+from .states import State
 
 
 def default_timezone() -> str:
@@ -22,19 +23,6 @@ def default_timezone() -> str:
 def default_channels() -> list[str]:
     return ["email"]
 
-
-class State(models.TextChoices):
-    """Where a row stands, as the admin shows and filters it. One spelling each."""
-
-    DUE = "due", "Due"
-    SCHEDULED = "scheduled", "Scheduled"
-    RETRYING = "retrying", "Retrying"
-    PARTIAL = "partial", "Partial failure"
-    DEAD = "dead", "Dead letter"
-    PARKED = "parked", "Parked"
-
-
-PARTIAL_PREFIX = "partial: "
 
 # The fields host code sets (schedule(), the admin form); the rest is the queue's own.
 USER_FIELDS = (
@@ -51,47 +39,29 @@ USER_FIELDS = (
 
 
 class NotificationQuerySet(models.QuerySet):
-    """Row states as filters. `now` is passed in so callers and tests control time."""
+    """Row states as filters (`notifications.states` defines each). `now` is passed in so
+    callers and tests control time."""
 
     def due(self, now: datetime | None = None) -> NotificationQuerySet:
         """Rows a tick may claim now: due, retries left, and no live claim."""
-        now = now or timezone.now()
-        return self.filter(
-            Q(claimed_until__isnull=True) | Q(claimed_until__lte=now),
-            next_fire_at__lte=now,
-            error_count__lt=app_settings.MAX_RETRIES,
-        )
-
-    def dead(self) -> NotificationQuerySet:
-        return self.filter(dead_lettered_at__isnull=False)
-
-    def partial(self) -> NotificationQuerySet:
-        return self.filter(dead_lettered_at__isnull=True, last_error__startswith=PARTIAL_PREFIX)
-
-    def retrying(self) -> NotificationQuerySet:
-        return self.filter(dead_lettered_at__isnull=True, error_count__gt=0).exclude(
-            last_error__startswith=PARTIAL_PREFIX
-        )
-
-    def healthy(self) -> NotificationQuerySet:
-        return self.filter(dead_lettered_at__isnull=True, error_count=0).exclude(last_error__startswith=PARTIAL_PREFIX)
+        return self.filter(states.claimable(now or timezone.now(), app_settings.MAX_RETRIES))
 
     def in_state(self, state: str, now: datetime | None = None) -> NotificationQuerySet:
         """Rows whose `state` is `state` (the admin's filter values)."""
-        now = now or timezone.now()
-        if state == State.DEAD:
-            return self.dead()
-        if state == State.PARTIAL:
-            return self.partial()
-        if state == State.RETRYING:
-            return self.retrying()
-        if state == State.DUE:
-            return self.healthy().filter(next_fire_at__lte=now)
-        if state == State.SCHEDULED:
-            return self.healthy().filter(next_fire_at__gt=now)
-        if state == State.PARKED:
-            return self.healthy().filter(next_fire_at__isnull=True)
-        raise ValueError(f"unknown state {state!r}")
+        return self.filter(states.condition(state).q(now or timezone.now()))
+
+    def dead(self) -> NotificationQuerySet:
+        return self.in_state(State.DEAD)
+
+    def partial(self) -> NotificationQuerySet:
+        return self.in_state(State.PARTIAL)
+
+    def retrying(self) -> NotificationQuerySet:
+        return self.in_state(State.RETRYING)
+
+    def healthy(self) -> NotificationQuerySet:
+        """Rows with no failure on record: due, scheduled or parked."""
+        return self.filter(states.HEALTHY.q(timezone.now()))
 
 
 class Notification(models.Model):
@@ -118,14 +88,18 @@ class Notification(models.Model):
     next_fire_at = models.DateTimeField(null=True, blank=True, help_text="Blank parks the row.")
     last_fired_at = models.DateTimeField(null=True, blank=True, editable=False)
     error_count = models.PositiveIntegerField(default=0, editable=False)
-    last_error = models.TextField(null=True, blank=True, editable=False)  # noqa: DJ001 - NULL means clean (SPEC)
+    last_error = models.TextField(null=True, blank=True, editable=False)  # noqa: DJ001 - NULL, never "", means clean
     dead_lettered_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     # The current firing: its id is the webhook-id (and Message-ID) of every attempt,
-    # so receivers can de-duplicate; `pending_channels` are the channels it still owes,
-    # comma-separated (blank: all of them).
+    # so receivers can de-duplicate; `pending_channels` lists the channels it still owes,
+    # NULL for every channel of the row (writers never store an empty list; one is read
+    # as NULL, so a firing never owes nothing).
     firing_id = models.UUIDField(default=uuid.uuid4, editable=False)
-    pending_channels = models.CharField(max_length=64, blank=True, default="", editable=False)
+    pending_channels = models.JSONField(null=True, blank=True, editable=False)
+    # The channels a partial failure left undelivered (what a requeue sends again); NULL
+    # when the last firing was not a partial failure. The PARTIAL state is this column.
+    failed_channels = models.JSONField(null=True, blank=True, editable=False)
     # A tick's claim: write-backs only land while the token is still theirs.
     claim_token = models.UUIDField(null=True, blank=True, editable=False)
     claimed_until = models.DateTimeField(null=True, blank=True, editable=False)
@@ -187,31 +161,19 @@ class Notification(models.Model):
 
     @property
     def owed_channels(self) -> list[str]:
-        """Channels the current firing still has to deliver."""
-        if self.pending_channels:
-            pending = set(self.pending_channels.split(","))
-            return [c for c in self.channel_list if c in pending]
-        return self.channel_list
+        """Channels the current firing still has to deliver, in the row's order."""
+        if not self.pending_channels:
+            return self.channel_list
+        return [c for c in self.channel_list if c in self.pending_channels]
 
     @property
-    def failed_channels(self) -> list[str]:
-        """Channels a partial failure left undelivered (from `last_error`)."""
-        if not (self.last_error or "").startswith(PARTIAL_PREFIX):
-            return []
-        named = (self.last_error or "")[len(PARTIAL_PREFIX) :].split(",")
-        return [c for c in self.channel_list if c in {n.strip() for n in named}]
+    def resend_channels(self) -> list[str]:
+        """The row's channels a partial failure left undelivered: what a requeue sends again."""
+        failed = self.failed_channels or []
+        return [c for c in self.channel_list if c in failed]
 
     def state(self, now: datetime | None = None) -> State:
-        now = now or timezone.now()
-        if self.dead_lettered_at is not None:
-            return State.DEAD
-        if (self.last_error or "").startswith(PARTIAL_PREFIX):
-            return State.PARTIAL
-        if self.error_count:
-            return State.RETRYING
-        if self.next_fire_at is None:
-            return State.PARKED
-        return State.DUE if self.next_fire_at <= now else State.SCHEDULED
+        return states.state_of(self, now or timezone.now())
 
 
 class DeliveryAttempt(models.Model):

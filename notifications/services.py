@@ -8,6 +8,7 @@ nothing.
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import socket
@@ -16,18 +17,19 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any, cast
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.db.models import DateTimeField, Field, Model, QuerySet, UUIDField
 from django.utils import timezone
 
-from . import retry, schedule, validation
+from . import compat, retry, schedule, validation
 from .channels import ChannelResult, ErrorClass
 from .claims import load_defensively
-from .conf import app_settings
-from .models import PARTIAL_PREFIX, USER_FIELDS, DeliveryAttempt, Notification, State, TickRun
+from .conf import Policy
+from .models import USER_FIELDS, DeliveryAttempt, Notification, State, TickRun
+from .states import partial_error
 
 
 class Kind(StrEnum):
@@ -51,18 +53,6 @@ class Outcome:
     results: list[ChannelResult] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class Policy:
-    """The retry settings of one tick, read once."""
-
-    max_retries: int
-    backoff: Sequence[float]
-
-    @classmethod
-    def from_settings(cls) -> Policy:
-        return cls(int(app_settings.MAX_RETRIES), tuple(app_settings.BACKOFF))
-
-
 logger = logging.getLogger("notifications")
 
 # Fields a write-back may change; one bulk UPDATE sets them all.
@@ -74,6 +64,7 @@ WRITE_BACK_FIELDS = [
     "dead_lettered_at",
     "firing_id",
     "pending_channels",
+    "failed_channels",
     "claim_token",
     "claimed_until",
     "updated_at",
@@ -81,6 +72,7 @@ WRITE_BACK_FIELDS = [
 
 REQUEUE_FIELDS = [
     "pending_channels",
+    "failed_channels",
     "firing_id",
     "next_fire_at",
     "error_count",
@@ -90,7 +82,12 @@ REQUEUE_FIELDS = [
 ]
 
 
-# --- creating -------------------------------------------------------------------
+# --- creating and editing -----------------------------------------------------------
+
+NO_OCCURRENCE_LEFT = "The rule has no occurrence left after now."
+
+# Editing either moves a recurring row's schedule: it starts again under the new rule.
+RULE_FIELDS = frozenset({"recurrence_rule", "timezone"})
 
 
 def schedule_notification(*, fire_at: datetime | None = None, **fields: Any) -> Notification:
@@ -106,17 +103,81 @@ def schedule_notification(*, fire_at: datetime | None = None, **fields: Any) -> 
     if fire_at is not None and timezone.is_naive(fire_at):
         raise ValueError("fire_at must be an aware datetime (USE_TZ is on)")
     row.full_clean(exclude=["next_fire_at"])
-    row.starts_at = fire_at or timezone.now()
-    if fire_at is None:
-        fire_at = _next_occurrence(row, row.starts_at) if row.is_recurring else row.starts_at
-        if fire_at is None:  # COUNT or UNTIL already spent: the row would never fire
-            raise ValidationError({"recurrence_rule": ["The rule has no occurrence left after now."]})
-    row.next_fire_at = fire_at
+    start(row, fire_at or timezone.now(), fire_at=fire_at)
     row.save()
     return row
 
 
 _SCHEDULE_FIELDS = set(USER_FIELDS)
+
+
+def start(row: Notification, start_at: datetime, *, fire_at: datetime | None = None) -> None:
+    """The due-time rule, in memory: `row`'s schedule starts at `start_at`.
+
+    `starts_at` = `start_at`: an RRULE's time of day, phase and COUNT count from it.
+    `next_fire_at` = `fire_at`, or without one the first due time: `start_at` for a
+    one-shot row, the rule's first occurrence after it for a recurring one. Raises
+    ValidationError on `recurrence_rule` when the rule has no occurrence left.
+    """
+    row.starts_at = start_at
+    if fire_at is None:
+        fire_at = _next_occurrence(row, start_at) if row.is_recurring else start_at
+        if fire_at is None:  # COUNT or UNTIL already spent: the row would never fire
+            raise ValidationError({"recurrence_rule": [NO_OCCURRENCE_LEFT]})
+    row.next_fire_at = fire_at
+
+
+def edit(
+    row: Notification,
+    fields: Iterable[str],
+    *,
+    changed: Iterable[str] | None = None,
+    now: datetime | None = None,
+    dry_run: bool = False,
+) -> list[str]:
+    """An operator's edit of `row` (the admin's add and change pages); returns the fields set.
+
+    `fields` are the fields the edit writes, their new values already on `row`; `changed`
+    those among them that differ from the stored row (default: all of them).
+
+    A new row starts like `schedule()`: at its due time, or now (a one-shot row is then due
+    now, a recurring one at its rule's next occurrence). When an existing recurring row's
+    rule or time zone changes, its schedule starts again: from its due time if that was
+    edited too, else from now, due at the new rule's next occurrence. `starts_at` moves
+    with `next_fire_at`, so the occurrence preview and every firing after the next follow
+    the new rule. A row made one-shot keeps its due time.
+
+    A new row is saved whole; an existing one only in the fields edited (and those the
+    rule moved): the tick's bookkeeping (claim, retry count, errors) may have moved since
+    the page was loaded and is never written back stale. Raises ValidationError on
+    `recurrence_rule` when the new rule has no occurrence left.
+
+    `dry_run=True` edits a copy and saves nothing: a form learns what the edit would
+    raise, and the edit itself, given the same `now`, then does exactly that.
+    """
+    now = now or timezone.now()
+    if dry_run:
+        row = copy.copy(row)
+    if row._state.adding:
+        start(row, row.next_fire_at or now, fire_at=row.next_fire_at)
+        if not dry_run:
+            row.save()
+        return [f.name for f in Notification._meta.concrete_fields]  # saved whole
+    written = [name for name in dict.fromkeys(fields) if name in _EDITABLE_FIELDS]
+    edited = set(written) if changed is None else set(changed) & set(written)
+    if RULE_FIELDS & edited and row.is_recurring:
+        if "next_fire_at" in edited:  # a due time set by hand: the new rule counts from it
+            row.starts_at = row.next_fire_at or now
+        else:
+            start(row, now)
+        written += [name for name in ("next_fire_at", "starts_at") if name not in written]
+    if not dry_run:
+        row.save(update_fields=[*written, "updated_at"])
+    return written
+
+
+# What an edit may write: the fields host code sets and the due time, never the queue's own.
+_EDITABLE_FIELDS = frozenset(f.name for f in Notification._meta.concrete_fields if f.editable)
 
 
 # --- one firing, in memory -----------------------------------------------------------
@@ -132,14 +193,24 @@ def _release_claim(row: Notification, now: datetime) -> None:
     row.updated_at = now
 
 
+def _note_error(row: Notification, error: str | None, *, failed: list[str] | None = None) -> None:
+    """Set `last_error` and `failed_channels`, which always move together: `failed` names
+    the channels of a partial failure (`last_error` then reads `partial: ...`)."""
+    row.last_error = partial_error(failed) if failed else error
+    row.failed_channels = failed or None
+
+
 def record_firing(row: Notification, results: list[ChannelResult], now: datetime, policy: Policy) -> Outcome:
-    """Apply the channels' results to `row` per the outcome table (SPEC)."""
+    """Apply the channels' results to `row` and say what became of it.
+
+    All ok advances the row, some ok parks it as partial (never retried as a whole),
+    none ok retries it after the backoff or dead-letters it once retries run out.
+    """
     failed = [r for r in results if not r.ok]
     if not failed:
-        return _advance(row, now, Kind.SUCCEEDED, last_error=None, results=results)
+        return _advance(row, now, Kind.SUCCEEDED, failed=None, results=results)
     if len(failed) < len(results):
-        owed = ",".join(r.channel for r in failed)
-        return _advance(row, now, Kind.PARTIAL, last_error=PARTIAL_PREFIX + owed, results=results)
+        return _advance(row, now, Kind.PARTIAL, failed=[r.channel for r in failed], results=results)
     error = "; ".join(r.error or r.channel for r in failed)
     if all(r.error_class == ErrorClass.PERMANENT for r in failed):
         # No retry can help (blocked address, 410 Gone, recipient refused ...).
@@ -159,7 +230,7 @@ def record_invalid(row: Notification, errors: dict[str, list[str]], now: datetim
 
 
 def _advance(
-    row: Notification, now: datetime, kind: Kind, *, last_error: str | None, results: list[ChannelResult]
+    row: Notification, now: datetime, kind: Kind, *, failed: list[str] | None, results: list[ChannelResult]
 ) -> Outcome:
     """After a firing that delivered something: next occurrence, or done."""
     if row.is_recurring:
@@ -178,12 +249,11 @@ def _advance(
         next_at = None
     if kind == Kind.SUCCEEDED and row.is_recurring and next_at is None:
         return Outcome(row, kind, delete=True, detail="schedule finished", results=results)
-    row.last_error = last_error
+    _note_error(row, None, failed=failed)
     row.last_fired_at = now
-    row.pending_channels = ""
+    row.pending_channels = None
     _release_claim(row, now)
-    failed = ",".join(r.channel for r in results if not r.ok)
-    return Outcome(row, kind, detail=f"failed: {failed}" if failed else "", results=results)
+    return Outcome(row, kind, detail=f"failed: {','.join(failed)}" if failed else "", results=results)
 
 
 def _fail(
@@ -200,7 +270,7 @@ def _fail(
         return _dead_letter(row, now, error, policy, results=results)
     row.error_count = decision.error_count
     row.next_fire_at = now + timedelta(seconds=decision.delay)
-    row.last_error = error
+    _note_error(row, error)
     _release_claim(row, now)
     return Outcome(row, Kind.RETRIED, detail=f"retry in {decision.delay:g}s: {error}", results=results or [])
 
@@ -216,7 +286,7 @@ def _dead_letter(
 ) -> Outcome:
     """Dead-letter the firing; a recurring row's schedule skips forward past now."""
     row.dead_lettered_at = now
-    row.last_error = error
+    _note_error(row, error)
     next_at = None
     if skip_forward and row.is_recurring:
         try:
@@ -227,7 +297,7 @@ def _dead_letter(
         row.error_count = 0
         row.next_fire_at = next_at
         row.firing_id = uuid.uuid4()
-        row.pending_channels = ""  # the next firing owes every channel
+        row.pending_channels = None  # the next firing owes every channel
     else:
         # pending_channels stays: a requeue resends only what this firing still owed.
         row.error_count = policy.max_retries
@@ -251,6 +321,7 @@ def dead_letter_unloadable(token: uuid.UUID, unloadable: dict[Any, str], now: da
             next_fire_at=None,
             error_count=policy.max_retries,
             last_error=f"invalid: cannot load the row: {error}",
+            failed_channels=None,
             claim_token=None,
             claimed_until=None,
             updated_at=now,
@@ -309,18 +380,17 @@ def insert_statements(model: type[Model], objs: Sequence[Model]) -> list[tuple[s
     Values go through each field's own database preparation, so every backend stores
     them as bulk_create would. For models without save() logic: no signals, no pre_save.
     """
-    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
-    quote = connection.ops.quote_name
+    fields = [f for f in compat.concrete_fields(model) if not f.primary_key]
     prepare = [_preparer(f) for f in fields]
-    per_statement = max(1, connection.ops.bulk_batch_size(fields, objs))  # the backend's parameter limit
+    per_statement = compat.rows_per_statement(connection, fields, objs)  # the backend's parameter limit
     placeholders = "({})".format(", ".join(["%s"] * len(fields)))
     statements = []
     for start in range(0, len(objs), per_statement):
         chunk = objs[start : start + per_statement]
         # Only quoted model metadata goes into the text; values are parameters.
         sql = "INSERT INTO {} ({}) VALUES {}".format(  # noqa: S608
-            quote(model._meta.db_table),
-            ", ".join(quote(f.column) for f in fields),
+            compat.quote_name(connection, model._meta.db_table),
+            ", ".join(compat.quote_name(connection, f.column) for f in fields),
             ", ".join([placeholders] * len(chunk)),
         )
         statements.append(
@@ -333,12 +403,12 @@ def _preparer(field: Field) -> Callable[[Any], Any]:
     """The cheapest correct conversion of one field's Python value for the database."""
     if field.get_internal_type() in _PLAIN_TYPES:
         return lambda value: value
-    if field.is_relation and cast(Any, field).target_field.get_internal_type() in ("AutoField", "BigAutoField"):
+    if field.is_relation and compat.relation_target(field).get_internal_type() in ("AutoField", "BigAutoField"):
         return lambda value: value if type(value) is int else field.get_db_prep_save(value, connection)
-    if isinstance(field, UUIDField) and not connection.features.has_native_uuid_field:
+    if isinstance(field, UUIDField) and not compat.stores_uuid_natively(connection):
         return lambda value: value.hex if isinstance(value, uuid.UUID) else field.get_db_prep_save(value, connection)
     if isinstance(field, DateTimeField):
-        adapt = connection.ops.adapt_datetimefield_value
+        adapt = compat.datetime_adapter(connection)
         return lambda value: None if value is None else adapt(value)
     return lambda value: field.get_db_prep_save(value, connection)
 
@@ -446,8 +516,8 @@ def requeue(rows: Iterable[Notification], now: datetime | None = None) -> Action
             if reason:
                 result.skip(reason)
                 continue
-            if (row.last_error or "").startswith(PARTIAL_PREFIX):
-                row.pending_channels = ",".join(row.failed_channels)
+            if row.failed_channels is not None:
+                row.pending_channels = row.resend_channels
             # A one-shot row keeps its firing id, so receivers de-duplicate the resend;
             # a recurring row's id already belongs to its next scheduled firing.
             if row.is_recurring:
@@ -455,7 +525,7 @@ def requeue(rows: Iterable[Notification], now: datetime | None = None) -> Action
             row.next_fire_at = now
             row.error_count = 0
             row.dead_lettered_at = None
-            row.last_error = None
+            _note_error(row, None)
             row.updated_at = now
             result.rows.append(row)
         if result.rows:
@@ -476,7 +546,7 @@ def _requeue_refusal(row: Notification, now: datetime) -> str | None:
         return "nothing failed (not a dead letter or partial failure)"
     if row.claimed_until is not None and row.claimed_until > now:
         return "being delivered by a tick right now"
-    if state == State.PARTIAL and not row.failed_channels:
+    if state == State.PARTIAL and not row.resend_channels:
         return "the failed channels are no longer configured"
     return None
 

@@ -28,7 +28,12 @@ def make(state: str, **fields) -> Notification:
         "due": {"next_fire_at": now - timedelta(minutes=5)},
         "scheduled": {},
         "retrying": {"error_count": 1, "last_error": "webhook: HTTP 503", "next_fire_at": now + timedelta(minutes=1)},
-        "partial": {"last_error": "partial: webhook", "next_fire_at": None, "last_fired_at": now},
+        "partial": {
+            "last_error": "partial: webhook",
+            "failed_channels": ["webhook"],
+            "next_fire_at": None,
+            "last_fired_at": now,
+        },
         "dead": {
             "error_count": 3,
             "last_error": "webhook: HTTP 410",

@@ -1,0 +1,126 @@
+"""Where a row stands: each state defined once, for the database and for a row in memory.
+
+A state is a conjunction of a few facts about the row's columns. Each fact is written
+twice on one line, as a `Q` (what the QuerySet, the admin filter, `health` and the
+commands filter on) and as a predicate on one loaded row (what `Notification.state()`
+shows), so a reader can see at a glance that they say the same; `tests/test_states.py`
+checks that they agree on every combination of the columns, on each database.
+
+The states partition the table: every row is in exactly one.
+
+A leaf module: Django and the standard library only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import models
+from django.db.models import Q
+
+
+class State(models.TextChoices):
+    """Where a row stands, as the admin shows and filters it. One spelling each."""
+
+    DUE = "due", "Due"
+    SCHEDULED = "scheduled", "Scheduled"
+    RETRYING = "retrying", "Retrying"
+    PARTIAL = "partial", "Partial failure"
+    DEAD = "dead", "Dead letter"
+    PARKED = "parked", "Parked"
+
+
+# What `last_error` starts with after a partial failure: operators read it there (the
+# failed channels follow, comma-separated); the state itself is `failed_channels`.
+PARTIAL_PREFIX = "partial: "
+
+
+def partial_error(failed: list[str]) -> str:
+    """`partial: webhook`: the `last_error` text of a partial failure."""
+    return PARTIAL_PREFIX + ",".join(failed)
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One condition on a row, said twice: `where` for the database, `holds(row, now)` in memory.
+
+    `where` is a `Q`, or a function of `now` returning one for conditions on time.
+    """
+
+    where: Q | Callable[[datetime], Q]
+    holds: Callable[[Any, datetime], bool]
+
+    def q(self, now: datetime) -> Q:
+        return self.where if isinstance(self.where, Q) else self.where(now)
+
+    def __and__(self, other: Condition) -> Condition:
+        return Condition(
+            lambda now: self.q(now) & other.q(now),
+            lambda row, now: self.holds(row, now) and other.holds(row, now),
+        )
+
+
+# The facts states are made of, in pairs that split the table in two. There is no
+# negation, so NULL never needs a second thought: a NULL column passes only `isnull`.
+DEAD_LETTERED = Condition(Q(dead_lettered_at__isnull=False), lambda r, now: r.dead_lettered_at is not None)
+ALIVE = Condition(Q(dead_lettered_at__isnull=True), lambda r, now: r.dead_lettered_at is None)
+
+PARTLY_FAILED = Condition(Q(failed_channels__isnull=False), lambda r, now: r.failed_channels is not None)
+WHOLE = Condition(Q(failed_channels__isnull=True), lambda r, now: r.failed_channels is None)
+
+FAILING = Condition(Q(error_count__gt=0), lambda r, now: r.error_count > 0)
+CLEAN = Condition(Q(error_count=0), lambda r, now: r.error_count == 0)
+
+UNSCHEDULED = Condition(Q(next_fire_at__isnull=True), lambda r, now: r.next_fire_at is None)
+REACHED = Condition(
+    lambda now: Q(next_fire_at__lte=now), lambda r, now: r.next_fire_at is not None and r.next_fire_at <= now
+)
+AHEAD = Condition(
+    lambda now: Q(next_fire_at__gt=now), lambda r, now: r.next_fire_at is not None and r.next_fire_at > now
+)
+
+HEALTHY = ALIVE & WHOLE & CLEAN  # no failure on record: the row just waits for its due time
+
+# The states, in the order an operator triages them (the admin filter's order).
+STATES: dict[State, Condition] = {
+    State.DUE: HEALTHY & REACHED,
+    State.SCHEDULED: HEALTHY & AHEAD,
+    State.RETRYING: ALIVE & WHOLE & FAILING,
+    State.PARTIAL: ALIVE & PARTLY_FAILED,
+    State.DEAD: DEAD_LETTERED,
+    State.PARKED: HEALTHY & UNSCHEDULED,
+}
+
+
+def condition(state: str) -> Condition:
+    """The condition of `state` (a `State` or its value); ValueError for anything else."""
+    try:
+        return STATES[State(state)]
+    except ValueError:
+        raise ValueError(f"unknown state {state!r}") from None
+
+
+def state_of(row: Any, now: datetime) -> State:
+    """The one state `row` is in at `now`."""
+    for state, cond in STATES.items():
+        if cond.holds(row, now):
+            return state
+    raise AssertionError(f"no state holds for {row!r}: the conditions must cover every row")
+
+
+# --- what a tick may take ----------------------------------------------------------------
+
+
+def ready(now: datetime, max_retries: int) -> Q:
+    """Due by `now` with retries left: what a tick claims, live claims aside. Not a state:
+    a retrying row is ready when its backoff is over, and so is a recurring partial failure
+    or dead letter at its next occurrence."""
+    return Q(next_fire_at__lte=now, error_count__lt=max_retries)
+
+
+def claimable(now: datetime, max_retries: int) -> Q:
+    """Rows a tick may claim at `now`: ready, and no live claim. Served by the due index."""
+    return Q(Q(claimed_until__isnull=True) | Q(claimed_until__lte=now), ready(now, max_retries))

@@ -1,0 +1,158 @@
+"""Editing a row's rule in the admin starts its schedule again under the new rule.
+
+The admin saves through `services.edit`, which moves `starts_at` (an RRULE's start) with
+`next_fire_at`: the change page's preview and every firing after the next follow the new
+rule, not the old one's phase. Through the admin's own pages, as a superuser.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.core import mail
+from django.urls import reverse
+
+from notifications.api import schedule
+from notifications.engine import run_tick
+from notifications.models import Notification
+
+pytestmark = pytest.mark.django_db
+
+CREATED = datetime(2029, 12, 20, 12, tzinfo=UTC)
+FIRST_DUE = datetime(2030, 3, 1, 9, tzinfo=UTC)  # a Friday, months ahead: the old rule's start
+EDITED = datetime(2030, 1, 1, 12, tzinfo=UTC)  # a Tuesday
+MONDAYS = [datetime(2030, 1, 7, 9, tzinfo=UTC) + timedelta(weeks=w) for w in range(6)]
+
+
+def change_url(row: Notification) -> str:
+    return reverse("admin:notifications_notification_change", args=[row.pk])
+
+
+def posted(row: Notification, **changes: str) -> dict:
+    """What the change page posts for `row` unchanged (its due time included), plus `changes`."""
+    return {
+        "channels": row.channel_list,
+        "email_to": row.email_to,
+        "subject": row.subject,
+        "body": row.body,
+        "webhook_url": row.webhook_url,
+        "webhook_secret": "",
+        "payload": "{}",
+        "recurrence_rule": row.recurrence_rule,
+        "timezone": row.timezone,
+        # The page's hidden initial values (fields with callable defaults): what the row
+        # held when the page was loaded, against which Django tells what was edited.
+        "initial-timezone": row.timezone,
+        "initial-payload": "{}",
+        "next_fire_at_0": row.next_fire_at.strftime("%Y-%m-%d"),
+        "next_fire_at_1": row.next_fire_at.strftime("%H:%M:%S"),
+        "attempts-TOTAL_FORMS": "0",
+        "attempts-INITIAL_FORMS": "0",
+        "attempts-MIN_NUM_FORMS": "0",
+        "attempts-MAX_NUM_FORMS": "0",
+        **changes,
+    }
+
+
+def preview_row(moment: datetime) -> str:
+    shown = moment.strftime("%Y-%m-%d %H:%M UTC (+0000)")
+    return f"<tr><td>{shown}</td><td>{shown}</td></tr>"
+
+
+@pytest.mark.parametrize(
+    ("old_rule", "new_rule"),
+    [
+        ("FREQ=DAILY;BYHOUR=9;BYMINUTE=0", "FREQ=WEEKLY;BYDAY=MO;BYHOUR=9;BYMINUTE=0"),
+        ("0 9 * * *", "0 9 * * 1"),
+    ],
+    ids=["rrule", "cron"],
+)
+def test_a_rule_edited_in_the_admin_governs_the_preview_and_the_next_two_firings(
+    admin_client, admin_user, time_machine, old_rule, new_rule
+):
+    time_machine.move_to(CREATED, tick=False)
+    row = schedule(
+        channels=["email"],
+        email_to="ada@example.com",
+        subject="Standup",
+        body="Hello",
+        recurrence_rule=old_rule,
+        timezone="UTC",
+        fire_at=FIRST_DUE,
+    )
+    assert row.starts_at == FIRST_DUE
+
+    time_machine.move_to(EDITED, tick=False)
+    admin_client.force_login(admin_user)
+    response = admin_client.post(change_url(row), posted(row, recurrence_rule=new_rule))
+
+    assert response.status_code == 302, response.context and response.context["adminform"].form.errors
+    row.refresh_from_db()
+    assert (row.recurrence_rule, row.next_fire_at, row.starts_at) == (new_rule, MONDAYS[0], EDITED)
+
+    html = admin_client.get(change_url(row)).content.decode()
+    for monday in MONDAYS[:5]:
+        assert preview_row(monday) in html, monday
+    assert preview_row(MONDAYS[5]) not in html
+
+    fired = []
+    for monday in MONDAYS[:2]:
+        time_machine.move_to(monday + timedelta(seconds=30), tick=False)
+        report = run_tick(now=monday + timedelta(seconds=30))
+        assert report.counts()["succeeded"] == 1, report.summary()
+        row.refresh_from_db()
+        fired.append((row.last_fired_at, row.next_fire_at))
+
+    assert fired == [
+        (MONDAYS[0] + timedelta(seconds=30), MONDAYS[1]),
+        (MONDAYS[1] + timedelta(seconds=30), MONDAYS[2]),
+    ]
+    assert len(mail.outbox) == 2
+
+
+def test_a_rule_edited_with_a_due_time_set_by_hand_counts_from_that_due_time(admin_client, admin_user, time_machine):
+    time_machine.move_to(CREATED, tick=False)
+    row = schedule(
+        channels=["email"],
+        email_to="ada@example.com",
+        subject="Standup",
+        body="Hello",
+        recurrence_rule="FREQ=DAILY;BYHOUR=9;BYMINUTE=0",
+        timezone="UTC",
+        fire_at=FIRST_DUE,
+    )
+    time_machine.move_to(EDITED, tick=False)
+    admin_client.force_login(admin_user)
+    # Every other week from a Wednesday: the phase comes from the rule's start.
+    changes = {"recurrence_rule": "FREQ=WEEKLY;INTERVAL=2;BYHOUR=9;BYMINUTE=0"}
+    changes |= {"next_fire_at_0": "2030-01-09", "next_fire_at_1": "09:00:00"}
+
+    response = admin_client.post(change_url(row), posted(row, **changes))
+
+    assert response.status_code == 302, response.context and response.context["adminform"].form.errors
+    row.refresh_from_db()
+    wednesday = datetime(2030, 1, 9, 9, tzinfo=UTC)
+    assert (row.next_fire_at, row.starts_at) == (wednesday, wednesday)
+    html = admin_client.get(change_url(row)).content.decode()
+    assert preview_row(wednesday + timedelta(weeks=2)) in html
+
+
+def test_editing_other_fields_leaves_the_schedule_alone(admin_client, admin_user, time_machine):
+    time_machine.move_to(CREATED, tick=False)
+    row = schedule(
+        channels=["email"],
+        email_to="ada@example.com",
+        subject="Standup",
+        body="Hello",
+        recurrence_rule="FREQ=DAILY;BYHOUR=9;BYMINUTE=0",
+        timezone="UTC",
+        fire_at=FIRST_DUE,
+    )
+    time_machine.move_to(EDITED, tick=False)
+    admin_client.force_login(admin_user)
+
+    assert admin_client.post(change_url(row), posted(row, subject="Daily standup")).status_code == 302
+
+    row.refresh_from_db()
+    assert (row.subject, row.next_fire_at, row.starts_at) == ("Daily standup", FIRST_DUE, FIRST_DUE)
