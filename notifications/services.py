@@ -1,9 +1,14 @@
 """Every change of queue state, in one place: the tick, the API and the admin use it.
 
-Transitions of one firing (`record_firing`, `record_invalid`, `record_internal_error`)
-work on a row in memory and say what should happen to it; `save_outcomes` then writes
-a whole batch at once, fenced by the claim token so a tick that lost its claim writes
-nothing.
+- Creating and editing: `schedule_notification` (the API's `schedule()`) and `edit`
+  (the admin's add and change pages) share one due-time rule, `start`.
+- Transitions of one firing (`record_firing`, `record_invalid`, `record_internal_error`)
+  work on a row in memory and say what should happen to it; `save_outcomes` then writes
+  a whole batch at once, fenced by the claim token so a tick that lost its claim writes
+  nothing. `last_error` and `failed_channels` are set together, by `_note_error`.
+- Operator actions: `requeue` and `purge`.
+
+What each state means is `notifications.states`; the claim itself is `notifications.claims`.
 """
 
 from __future__ import annotations
