@@ -474,3 +474,16 @@ def test_attempt_history_admin_is_read_only_and_filters(admin_client):
     )
     assert delete.status_code == 403
     assert DeliveryAttempt.objects.filter(pk=attempt.pk).exists()
+
+
+def test_both_lists_shorten_a_long_error_alike(admin_client):
+    long_error = "email: SMTPRecipientsRefused " + "x" * 100 + " <b>"
+    row = make("dead")
+    Notification.objects.filter(pk=row.pk).update(last_error=long_error)
+    attempt = add_attempts(row, 1, timezone.now())[0]
+    DeliveryAttempt.objects.filter(pk=attempt.pk).update(error=long_error)
+    shown = '<span title="email: SMTPRecipientsRefused {x} &lt;b&gt;">email: SMTPRecipientsRefused {y}…</span>'
+    shown = shown.format(x="x" * 100, y="x" * 50)
+
+    assert shown in admin_client.get(CHANGELIST).content.decode()
+    assert shown in admin_client.get(ATTEMPTS).content.decode()
