@@ -45,11 +45,12 @@ from typing import Any, cast
 
 from django.apps import apps
 from django.conf import settings
-from django.core import checks, mail
+from django.core import checks
 from django.db import connections, router
 
-from . import validation
+from .channels.email import site_mailers
 from .conf import Defaults, app_settings
+from .secrets import secret_errors
 
 SMTP_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
 # How long a tick may outlive its budget: one channel deadline plus the engine's grace.
@@ -63,7 +64,7 @@ Messages = list[checks.CheckMessage]
 def _positive(value: Any, *, integer: bool) -> bool:
     if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
         return False
-    return value > 0
+    return bool(value > 0)
 
 
 def _number(name: str, value: Any, *, integer: bool, id: str) -> Messages:
@@ -154,7 +155,7 @@ def _check_secrets() -> Messages:
             )
         ]
     for position, value in enumerate(s for s in secrets if s):
-        problems = validation.secret_errors(value)
+        problems = secret_errors(value)
         if problems:
             # Never echo the secret itself: check output ends up in CI logs.
             return [
@@ -219,8 +220,8 @@ def _mail_timeout() -> tuple[bool, Any, str, str]:
     Django 6.1 moved email configuration into MAILERS (and refuses to read EMAIL_* once
     MAILERS is defined); the tick sends through the default mailer.
     """
-    mailers = getattr(settings, "MAILERS", None)
-    if mailers is not None and hasattr(mail, "mailers"):
+    mailers = site_mailers()
+    if mailers is not None:
         default = mailers.get("default") or {}
         backend = default.get("BACKEND", SMTP_BACKEND)
         timeout = (default.get("OPTIONS") or {}).get("timeout")

@@ -34,8 +34,6 @@ the sender's deadline, counts as a failure and is retried.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hmac
 import json
 import time
@@ -43,7 +41,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from . import signing
-from .validation import SECRET_PREFIX
+from .secrets import SECRET_PREFIX, decode_key
 
 DEFAULT_TOLERANCE = 5 * 60  # seconds a webhook-timestamp may differ from now
 
@@ -66,10 +64,9 @@ def _keys(secrets: str | Iterable[str]) -> list[bytes]:
     secrets = [secrets] if isinstance(secrets, str) else list(secrets)
     keys = []
     for secret in filter(None, secrets):
-        encoded = secret.removeprefix(SECRET_PREFIX)
         try:
-            key = base64.b64decode(encoded, validate=True)
-        except (binascii.Error, ValueError):
+            key = decode_key(secret)
+        except ValueError:
             key = b""
         if not key:
             # Never echo the value: this message may end up in a log.
@@ -78,6 +75,24 @@ def _keys(secrets: str | Iterable[str]) -> list[bytes]:
     if not keys:
         raise ValueError("no webhook secret to verify with")
     return keys
+
+
+def signature_matches(keys: Iterable[bytes], msg_id: str, timestamp: int, body: bytes, offered: str) -> bool:
+    """Whether a `v1` signature of the `webhook-signature` value `offered` matches one of `keys`.
+
+    Every candidate pair is compared with compare_digest (constant time per comparison)
+    and the loop never stops early, so the time taken says nothing about which part
+    matched. Signatures of other schemes (`v1a`: asymmetric) are not ours and never match.
+    """
+    expected = [signing.signature(key, msg_id, timestamp, body).encode() for key in keys]
+    matched = False
+    for candidate in offered.split():
+        version, _, _sig = candidate.partition(",")
+        if version != "v1":
+            continue
+        for sig in expected:
+            matched |= hmac.compare_digest(sig, candidate.encode())
+    return matched
 
 
 def verify(
@@ -107,17 +122,7 @@ def verify(
     now = time.time() if now is None else now
     if abs(now - timestamp) > tolerance:
         raise InvalidWebhook("webhook-timestamp is outside the tolerance")
-    # Compare every candidate pair with compare_digest (constant time per comparison)
-    # and never stop early, so the time taken says nothing about which part matched.
-    matched = False
-    expected = [signing.signature(key, msg_id, timestamp, body).encode() for key in keys]
-    for candidate in offered.split():
-        version, _, _sig = candidate.partition(",")
-        if version != "v1":
-            continue  # other schemes (v1a: asymmetric) are not ours
-        for signature in expected:
-            matched |= hmac.compare_digest(signature, candidate.encode())
-    if not matched:
+    if not signature_matches(keys, msg_id, timestamp, body, offered):
         raise InvalidWebhook("no valid signature")
     try:
         event = json.loads(body)

@@ -19,8 +19,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import CroniterError, croniter
 from dateutil.rrule import rrule, rrulestr
 
-UTC = UTC
-
 # More wall-clock matches than this that all land at or before `after` means the rule
 # cannot advance (it would loop); a real rule needs at most a handful (DST gap/fold).
 _MAX_SKIPPED = 1000

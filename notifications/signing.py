@@ -7,14 +7,12 @@ import hashlib
 import hmac
 from collections.abc import Iterable
 
-from .validation import SECRET_PREFIX
+from .secrets import decode_key
 
 
 def secret_key(secret: str) -> bytes:
-    """The HMAC key inside a `whsec_<base64>` secret."""
-    if secret.startswith(SECRET_PREFIX):
-        secret = secret[len(SECRET_PREFIX) :]
-    return base64.b64decode(secret)
+    """The HMAC key inside a `whsec_<base64>` secret (prefix optional), read as leniently as standardwebhooks does."""
+    return decode_key(secret, strict=False)
 
 
 def signature(key: bytes, msg_id: str, timestamp: int, body: bytes) -> str:

@@ -19,7 +19,6 @@ database, so a test can follow a notification through its whole life.
 
 from __future__ import annotations
 
-import hmac
 import io
 import json
 import threading
@@ -31,8 +30,6 @@ from typing import Any
 from unittest import mock
 
 import requests
-from django.conf import settings
-from django.core import mail
 from django.core.mail import EmailMessage
 from django.core.mail.backends import locmem
 from django.test.utils import override_settings
@@ -40,8 +37,10 @@ from requests.adapters import HTTPAdapter
 from urllib3.response import HTTPResponse
 
 from . import signing, transport
+from .channels.email import site_mailers
 from .conf import app_settings
 from .engine import TickReport, run_tick
+from .receiving import signature_matches
 
 __all__ = ["Capture", "CapturedWebhook", "EmailBackend", "capture_notifications"]
 
@@ -57,7 +56,8 @@ class CapturedWebhook:
     @property
     def json(self) -> dict[str, Any]:
         """The decoded body: `id`, `type`, `notification_id`, `fired_at`, `channels`, `payload`."""
-        return json.loads(self.body)
+        event: dict[str, Any] = json.loads(self.body)
+        return event
 
     @property
     def payload(self) -> Any:
@@ -71,14 +71,9 @@ class CapturedWebhook:
 
     def verify(self, secret: str | None = None) -> bool:
         """Whether the Standard Webhooks signature matches `secret` (default: the site's secrets)."""
-        secrets = [secret] if secret else app_settings.webhook_secrets
+        keys = [signing.secret_key(s) for s in ([secret] if secret else app_settings.webhook_secrets)]
         timestamp = int(self.headers["webhook-timestamp"])
-        sent = self.headers["webhook-signature"].split()
-        for candidate in secrets:
-            expected = signing.signature(signing.secret_key(candidate), self.message_id, timestamp, self.body)
-            if any(hmac.compare_digest(expected, s) for s in sent):
-                return True
-        return False
+        return signature_matches(keys, self.message_id, timestamp, self.body, self.headers["webhook-signature"])
 
 
 @dataclass
@@ -193,8 +188,8 @@ class EmailBackend(locmem.EmailBackend):
 def _email_to_capture() -> override_settings:
     """Route the site's mail to EmailBackend: every mailer on Django 6.1+, else EMAIL_BACKEND."""
     backend = f"{__name__}.EmailBackend"
-    mailers = getattr(settings, "MAILERS", None)
-    if mailers is not None and hasattr(mail, "mailers"):
+    mailers = site_mailers()
+    if mailers is not None:
         return override_settings(MAILERS={alias: {"BACKEND": backend} for alias in mailers})
     return override_settings(EMAIL_BACKEND=backend)
 

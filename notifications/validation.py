@@ -8,8 +8,6 @@ message instead of crashing the tick.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import sys
 from typing import TYPE_CHECKING, Any
@@ -20,14 +18,13 @@ from django.core.validators import validate_email
 
 from . import guard, schedule
 from .conf import Defaults, app_settings
+from .secrets import secret_errors
 from .templating import template_errors
 
 if TYPE_CHECKING:
     from .models import Notification
 
 CHANNELS = ("email", "webhook")
-SECRET_PREFIX = "whsec_"  # noqa: S105 - a prefix, not a secret
-MIN_SECRET_BYTES = 24
 # Levels of nested objects and lists a payload may have. Real payloads need a handful;
 # recursive JSON encoders and decoders (Python's among them) fail near 1,000, so a deeper
 # row could be saved but neither sent nor shown.
@@ -50,6 +47,11 @@ def channel_errors(channels: Any) -> list[str]:
 
 
 def url_errors(url: str) -> list[str]:
+    """A webhook URL is http(s) with a host, a valid port and no credentials.
+
+    The webhook channel applies the same rule again at send time, to rows that reached
+    the table without validation.
+    """
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError on a bad port
@@ -85,25 +87,12 @@ def address_errors(url: str) -> list[str]:
     ]
 
 
-def secret_errors(secret: str) -> list[str]:
-    """A signing secret is `whsec_` followed by base64 of at least 24 bytes."""
-    if not secret.startswith(SECRET_PREFIX):
-        return [f"A webhook secret starts with {SECRET_PREFIX!r}."]
-    try:
-        key = base64.b64decode(secret[len(SECRET_PREFIX) :], validate=True)
-    except (binascii.Error, ValueError):
-        return [f"A webhook secret is {SECRET_PREFIX!r} followed by base64."]
-    if len(key) < MIN_SECRET_BYTES:
-        return [f"A webhook secret must hold at least {MIN_SECRET_BYTES} bytes."]
-    return []
-
-
 PAYLOAD_SETTING = "NOTIFICATIONS_MAX_PAYLOAD_BYTES"
 
 
 def max_payload_bytes() -> int:
     """NOTIFICATIONS_MAX_PAYLOAD_BYTES, or its default while it is misconfigured (check E016 says so)."""
-    limit = app_settings.MAX_PAYLOAD_BYTES
+    limit: object = app_settings.MAX_PAYLOAD_BYTES
     if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
         return Defaults.MAX_PAYLOAD_BYTES
     return limit

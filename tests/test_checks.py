@@ -12,6 +12,8 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
+from notifications.channels.email import site_mailers
+
 SMTP = "django.core.mail.backends.smtp.EmailBackend"
 
 
@@ -310,6 +312,16 @@ def test_the_default_mailer_on_smtp_without_a_timeout_warns():
 def test_the_default_mailer_on_another_backend_needs_no_timeout():
     with override_settings(MAILERS={"default": {"BACKEND": "django.core.mail.backends.console.EmailBackend"}}):
         assert notification_messages() == []
+
+
+def test_mailers_count_only_where_django_reads_them(monkeypatch):
+    """One answer for the checks and the test double: MAILERS on Django 6.1+, EMAIL_* before."""
+    mailers = {"default": {"BACKEND": SMTP}}
+    with override_settings(MAILERS=mailers):
+        monkeypatch.delattr(mail, "mailers", raising=False)
+        assert site_mailers() is None
+        monkeypatch.setattr(mail, "mailers", object(), raising=False)
+        assert site_mailers() == mailers
 
 
 def test_other_email_backends_need_no_email_timeout():

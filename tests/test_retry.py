@@ -1,4 +1,4 @@
-"""The retry policy: error_count -> Retry(delay) or DeadLetter, per SPEC (pure, table-tested)."""
+"""The retry policy: error_count -> Retry(delay) or DeadLetter, per the README's defaults (pure, table-tested)."""
 
 from __future__ import annotations
 
@@ -7,30 +7,30 @@ import pytest
 from notifications.conf import Defaults
 from notifications.retry import DeadLetter, Retry, after_failure
 
-SPEC_BACKOFF = (60, 300, 1800)
+SEED_BACKOFF = (60, 300, 1800)
 
 
 def test_defaults_are_the_seed_design():
     assert Defaults.MAX_RETRIES == 3
-    assert tuple(Defaults.BACKOFF) == SPEC_BACKOFF
+    assert tuple(Defaults.BACKOFF) == SEED_BACKOFF
 
 
 @pytest.mark.parametrize(
     ("error_count", "max_retries", "backoff", "expected"),
     [
         # Defaults: tried at t, t+60 s, t+360 s, then dead-lettered.
-        (0, 3, SPEC_BACKOFF, Retry(delay=60, error_count=1)),
-        (1, 3, SPEC_BACKOFF, Retry(delay=300, error_count=2)),
-        (2, 3, SPEC_BACKOFF, DeadLetter(error_count=3)),
+        (0, 3, SEED_BACKOFF, Retry(delay=60, error_count=1)),
+        (1, 3, SEED_BACKOFF, Retry(delay=300, error_count=2)),
+        (2, 3, SEED_BACKOFF, DeadLetter(error_count=3)),
         # The 30-minute step is only reached when MAX_RETRIES is raised ...
-        (2, 4, SPEC_BACKOFF, Retry(delay=1800, error_count=3)),
-        (3, 4, SPEC_BACKOFF, DeadLetter(error_count=4)),
+        (2, 4, SEED_BACKOFF, Retry(delay=1800, error_count=3)),
+        (3, 4, SEED_BACKOFF, DeadLetter(error_count=4)),
         # ... and past the end of the list the last step repeats.
-        (3, 6, SPEC_BACKOFF, Retry(delay=1800, error_count=4)),
-        (4, 6, SPEC_BACKOFF, Retry(delay=1800, error_count=5)),
-        (5, 6, SPEC_BACKOFF, DeadLetter(error_count=6)),
+        (3, 6, SEED_BACKOFF, Retry(delay=1800, error_count=4)),
+        (4, 6, SEED_BACKOFF, Retry(delay=1800, error_count=5)),
+        (5, 6, SEED_BACKOFF, DeadLetter(error_count=6)),
         # One attempt only.
-        (0, 1, SPEC_BACKOFF, DeadLetter(error_count=1)),
+        (0, 1, SEED_BACKOFF, DeadLetter(error_count=1)),
         # No backoff at all: nothing to wait for, so nothing to retry.
         (0, 3, (), DeadLetter(error_count=3)),
         # A custom single-step backoff.
@@ -56,19 +56,19 @@ def test_after_failure(error_count, max_retries, backoff, expected):
     ],
 )
 def test_retry_after_stretches_the_wait_up_to_the_last_step(error_count, retry_after, delay):
-    decision = after_failure(error_count, 4, SPEC_BACKOFF, retry_after=retry_after)
+    decision = after_failure(error_count, 4, SEED_BACKOFF, retry_after=retry_after)
     assert decision == Retry(delay=delay, error_count=error_count + 1)
 
 
 def test_retry_after_does_not_postpone_the_dead_letter():
-    assert after_failure(2, 3, SPEC_BACKOFF, retry_after=120) == DeadLetter(error_count=3)
+    assert after_failure(2, 3, SEED_BACKOFF, retry_after=120) == DeadLetter(error_count=3)
 
 
 def test_failure_timeline_with_defaults():
     """Walk the default policy: attempts at t, t+60, t+360, then the dead letter."""
     at, count, attempts = 0.0, 0, [0.0]
     while True:
-        decision = after_failure(count, 3, SPEC_BACKOFF)
+        decision = after_failure(count, 3, SEED_BACKOFF)
         if isinstance(decision, DeadLetter):
             break
         at += decision.delay

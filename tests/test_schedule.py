@@ -16,7 +16,7 @@ def utc(*args: int) -> datetime:
 @pytest.mark.parametrize(
     ("rule", "zone", "after", "expected"),
     [
-        # SPEC: a daily 09:00 in Europe/Berlin is 08:00 UTC in winter, 07:00 UTC in summer.
+        # A daily 09:00 in Europe/Berlin is 08:00 UTC in winter, 07:00 UTC in summer.
         ("0 9 * * *", "Europe/Berlin", utc(2025, 1, 15, 12), utc(2025, 1, 16, 8)),
         ("0 9 * * *", "Europe/Berlin", utc(2025, 7, 15, 12), utc(2025, 7, 16, 7)),
         ("FREQ=DAILY;BYHOUR=9;BYMINUTE=0", "Europe/Berlin", utc(2025, 1, 15, 12), utc(2025, 1, 16, 8)),

@@ -20,6 +20,7 @@ from notifications import checks, guard
 from notifications.api import schedule
 from notifications.engine import run_tick
 from notifications.models import DeliveryAttempt, Notification
+from notifications.secrets import decode_key, secret_errors
 from tests.servers import Reply
 
 pytestmark = pytest.mark.django_db
@@ -41,6 +42,32 @@ def verifies(secret: str, received) -> bool:
     except standardwebhooks.WebhookVerificationError:
         return False
     return True
+
+
+# --- the format (notifications.secrets: one definition for validation, checks, signing, receiving) ---
+
+
+@pytest.mark.parametrize(
+    ("secret", "problem"),
+    [
+        (NEW, None),
+        (NEW.removeprefix("whsec_"), "A webhook secret starts with 'whsec_'."),
+        ("whsec_not base64!", "A webhook secret is 'whsec_' followed by base64."),
+        ("whsec_é", "A webhook secret is 'whsec_' followed by base64."),
+        (secret_of(b"23 bytes is one too few"), "A webhook secret must hold at least 24 bytes."),
+    ],
+)
+def test_a_secret_is_the_prefix_and_base64_of_24_bytes_or_more(secret, problem):
+    assert secret_errors(secret) == ([problem] if problem else [])
+
+
+def test_strict_decoding_refuses_what_lenient_decoding_skips():
+    key = b"the new site key, 32 bytes long!"
+    assert decode_key(NEW) == key == decode_key(NEW.removeprefix("whsec_"))
+    spaced = NEW[:12] + " " + NEW[12:]
+    with pytest.raises(ValueError):
+        decode_key(spaced)
+    assert decode_key(spaced, strict=False) == key  # as the standardwebhooks package reads it
 
 
 # --- rotation -------------------------------------------------------------------------------------

@@ -11,8 +11,12 @@ import json
 import pytest
 from django import forms
 from django.core.exceptions import ValidationError
+from django.utils import timezone
 
+from notifications import validation
 from notifications.api import schedule
+from notifications.channels import ErrorClass, Firing
+from notifications.channels.webhook import MALFORMED_URL, WebhookChannel
 from notifications.models import Notification
 
 pytestmark = pytest.mark.django_db
@@ -131,3 +135,24 @@ def test_every_bad_field_is_named_at_once():
     with pytest.raises(ValidationError) as info:
         schedule(channels=["webhook"], webhook_url="ftp://x", payload=[], timezone="Nowhere/Land")
     assert set(info.value.error_dict) == {"webhook_url", "payload", "timezone"}
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "ftp://example.com/hook",
+        "https:///no-host",
+        "https://user:pw@example.com/hook",
+        "https://example.com:99999/hook",
+    ],
+)
+def test_the_webhook_channel_applies_the_same_url_rule_at_send_time(url):
+    """A row stored around validation (raw SQL) fails as a malformed URL, with no request made."""
+    assert validation.url_errors(url)
+    row = Notification(pk=1, channels=["webhook"], webhook_url=url, payload={})
+    channel = WebhookChannel()
+    try:
+        result = channel.send(Firing(row, "firing", timezone.now(), ["webhook"]))
+    finally:
+        channel.close()
+    assert (result.error, result.error_class) == (MALFORMED_URL, ErrorClass.PERMANENT)

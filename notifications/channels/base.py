@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import abc
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..models import Notification
@@ -40,7 +40,6 @@ class ChannelResult:
     http_status: int | None = None
     retry_after: float | None = None  # seconds the receiver asked us to wait
     duration: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

@@ -5,14 +5,24 @@ from __future__ import annotations
 import contextlib
 import smtplib
 import threading
+from typing import Any, cast
 
 from django.conf import settings
+from django.core import mail
 from django.core.mail import EmailMessage, get_connection
 from django.core.mail.backends.base import BaseEmailBackend
 from django.core.mail.utils import DNS_NAME
 
 from ..templating import TemplateRenderError, render
 from .base import Channel, ChannelResult, ErrorClass, Firing
+
+
+def site_mailers() -> dict[str, Any] | None:
+    """The site's MAILERS where Django reads them (6.1+, instead of EMAIL_BACKEND and EMAIL_*), else None."""
+    mailers = getattr(settings, "MAILERS", None)
+    if mailers is None or not hasattr(mail, "mailers"):
+        return None
+    return cast(dict[str, Any], mailers)
 
 
 def message_id(firing: Firing) -> str:
@@ -31,7 +41,7 @@ class EmailChannel(Channel):
         self._lock = threading.Lock()
 
     def _connection(self) -> BaseEmailBackend:
-        conn = getattr(self._local, "connection", None)
+        conn: BaseEmailBackend | None = getattr(self._local, "connection", None)
         if conn is None:
             conn = get_connection(fail_silently=False)
             with self._lock:
