@@ -1,15 +1,26 @@
 """The app's settings: `NOTIFICATIONS_<NAME>` read at access time, defaults in one table.
 
-Reading lazily keeps `override_settings` working in tests and keeps settings out of
-import time. Values are not validated here: `notifications.checks` reports bad ones
-through `manage.py check`.
+Two views of the same settings:
+
+- `app_settings.TICK_LIMIT` is the raw value, read at each access, so
+  `override_settings` works in tests and nothing is read at import time.
+  `notifications.checks` validates these raw values through `manage.py check`.
+- `TickSettings.read()` is a typed, frozen snapshot that a tick takes once and hands to
+  the parts it creates (channels, transport, write-back policy). A value the checks
+  would report falls back to its default here, so a misconfigured site keeps running
+  on defaults (and `manage.py check` says what is wrong) instead of crashing mid-tick.
 """
 
 from __future__ import annotations
 
+import ipaddress
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings as django_settings
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 class Defaults:
@@ -34,8 +45,15 @@ class Defaults:
     MAX_CLOCK_OFFSET: float = 5
 
 
+# A derived lease outlives everything a tick does with its rows: the budget, a last batch
+# started just before it ends (one deadline), a channel that overran its deadline and was
+# reported by the monitor (another), and this margin for the write-back, a slow database
+# and clock drift between hosts.
+LEASE_MARGIN = 60.0  # seconds
+
+
 class Settings:
-    """Attribute access to the app's settings, e.g. `app_settings.TICK_LIMIT`."""
+    """Attribute access to the app's raw settings, e.g. `app_settings.TICK_LIMIT`."""
 
     prefix = "NOTIFICATIONS_"
 
@@ -45,19 +63,143 @@ class Settings:
         return getattr(django_settings, self.prefix + name, getattr(Defaults, name))
 
     @property
-    def lease(self) -> float:
-        """Seconds a claim lives; by default longer than a tick can hold its rows."""
-        if self.LEASE is not None:
-            return float(self.LEASE)
-        return float(self.TICK_BUDGET) + 2 * float(self.CHANNEL_TIMEOUT) + 60
-
-    @property
     def webhook_secrets(self) -> list[str]:
-        """The site's signing secrets, newest first; a single string is one key."""
-        secret = self.WEBHOOK_SECRET
-        if isinstance(secret, str):
-            return [secret] if secret else []
-        return [s for s in secret if s]
+        """The site's signing secrets, newest first; a single string is one key.
+
+        Raises TypeError when the setting is neither a string nor a list of strings
+        (`manage.py check` reports it as notifications.E009).
+        """
+        secrets = parse_secrets(self.WEBHOOK_SECRET)
+        if secrets is None:
+            raise TypeError("NOTIFICATIONS_WEBHOOK_SECRET must be a string or a list of strings")
+        return list(secrets)
 
 
 app_settings = Settings()
+
+
+# --- typed readers: the value when usable, else the default ------------------------------
+
+
+def is_positive(value: Any, *, integer: bool) -> bool:
+    """A positive int (or, unless `integer`, a positive int or float); bools are not numbers."""
+    if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
+        return False
+    return bool(value > 0)
+
+
+def positive_int(name: str) -> int:
+    """`NOTIFICATIONS_<name>` if it is a positive integer, else its default."""
+    value = getattr(app_settings, name)
+    return value if is_positive(value, integer=True) else int(getattr(Defaults, name))
+
+
+def positive_number(name: str) -> float:
+    """`NOTIFICATIONS_<name>` as a float if it is a positive number, else its default."""
+    value = getattr(app_settings, name)
+    return float(value if is_positive(value, integer=False) else getattr(Defaults, name))
+
+
+def parse_backoff(value: Any) -> tuple[float, ...] | None:
+    """A non-empty list of seconds as floats; None if unusable.
+
+    Zero steps are usable (retry at once; tests rely on it) although `manage.py check`
+    asks for positive ones (E006).
+    """
+    if not isinstance(value, (list, tuple)) or not value:
+        return None
+    if not all(not isinstance(s, bool) and isinstance(s, (int, float)) and s >= 0 for s in value):
+        return None
+    return tuple(float(s) for s in value)
+
+
+def parse_secrets(value: Any) -> tuple[str, ...] | None:
+    """The non-blank secrets of NOTIFICATIONS_WEBHOOK_SECRET; None unless a string or a list of strings."""
+    if isinstance(value, str):
+        return (value,) if value else ()
+    if not isinstance(value, (list, tuple)) or not all(isinstance(s, str) for s in value):
+        return None
+    return tuple(s for s in value if s)
+
+
+def parse_networks(value: Any) -> tuple[IPNetwork, ...]:
+    """NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS as networks; bad entries are skipped.
+
+    `manage.py check` reports bad entries (notifications.E011/E012); skipping them here
+    only ever refuses more addresses, never fewer.
+    """
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        return ()
+    networks = []
+    for entry in value:
+        try:
+            networks.append(ipaddress.ip_network(entry, strict=False))
+        except (TypeError, ValueError):
+            continue
+    return tuple(networks)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The retry settings: attempts of one firing, and the waits between them."""
+
+    max_retries: int
+    backoff: tuple[float, ...]
+
+    @classmethod
+    def from_settings(cls) -> Policy:
+        return TickSettings.read().policy
+
+
+@dataclass(frozen=True)
+class TickSettings:
+    """Every setting one tick and its channels use, typed and read once.
+
+    Numbers are positive and collections parsed (the allowed networks into `ipaddress`
+    networks); a value `manage.py check` would report is replaced by its default.
+    """
+
+    limit: int  # rows claimed per batch (NOTIFICATIONS_TICK_LIMIT, or runtick --limit)
+    budget: float  # seconds after which no new batch is claimed (or runtick --budget)
+    lease: float  # seconds a claim lives
+    channel_timeout: float  # total deadline of one channel send, in seconds
+    concurrency: int  # rows delivered at once
+    policy: Policy  # retries and backoff
+    webhook_secrets: tuple[str, ...] | None  # the site's secrets, newest first; None: malformed (E009)
+    allowed_networks: tuple[IPNetwork, ...]  # ranges a webhook may reach although refused by default
+    response_body_limit: int  # bytes of a webhook response ever read
+    attempt_retention_days: float  # days delivery records are kept
+    max_payload_bytes: int  # bytes of a payload's compact JSON
+    max_clock_offset: float  # seconds of clock skew before it is reported
+
+    @classmethod
+    def read(cls) -> TickSettings:
+        """A snapshot of the settings as they are now (`override_settings` included)."""
+        budget = positive_number("TICK_BUDGET")
+        timeout = positive_number("CHANNEL_TIMEOUT")
+        lease = app_settings.LEASE
+        return cls(
+            limit=positive_int("TICK_LIMIT"),
+            budget=budget,
+            lease=float(lease) if is_positive(lease, integer=False) else budget + 2 * timeout + LEASE_MARGIN,
+            channel_timeout=timeout,
+            concurrency=positive_int("CONCURRENCY"),
+            policy=Policy(
+                max_retries=positive_int("MAX_RETRIES"),
+                backoff=parse_backoff(app_settings.BACKOFF) or tuple(float(s) for s in Defaults.BACKOFF),
+            ),
+            webhook_secrets=parse_secrets(app_settings.WEBHOOK_SECRET),
+            allowed_networks=parse_networks(app_settings.WEBHOOK_ALLOWED_NETWORKS),
+            response_body_limit=positive_int("RESPONSE_BODY_LIMIT"),
+            attempt_retention_days=positive_number("ATTEMPT_RETENTION_DAYS"),
+            max_payload_bytes=positive_int("MAX_PAYLOAD_BYTES"),
+            max_clock_offset=positive_number("MAX_CLOCK_OFFSET"),
+        )
+
+    @property
+    def max_retries(self) -> int:
+        return self.policy.max_retries
+
+    @property
+    def backoff(self) -> tuple[float, ...]:
+        return self.policy.backoff

@@ -19,6 +19,10 @@ from .channels import ChannelResult, Firing
 from .models import DeliveryAttempt, Notification
 from .services import Outcome
 
+# One worker in this many (at least one) is never given to a single target while the tick
+# may still claim rows for others, so rows behind a stuck endpoint leave workers free.
+RESERVED_WORKER_RATIO = 4
+
 
 @dataclass(eq=False)
 class Batch:
@@ -81,7 +85,7 @@ class Dispatcher:
     """
 
     def __init__(self, workers: int) -> None:
-        self.cap = max(1, workers - max(1, workers // 4))
+        self.cap = max(1, workers - max(1, workers // RESERVED_WORKER_RATIO))
         self._cond = threading.Condition()
         self._queues: dict[str, deque[Job]] = {}
         self._running: Counter[str] = Counter()

@@ -26,7 +26,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from django.utils import timezone
@@ -37,10 +37,10 @@ from .channels.email import EmailChannel
 from .channels.webhook import WebhookChannel
 from .claims import claim
 from .clock import measure_offset
-from .conf import app_settings
+from .conf import TickSettings
 from .dispatch import Batch, Dispatcher, Job, target_of
 from .models import DeliveryAttempt
-from .services import Kind, Outcome, Policy
+from .services import Kind, Outcome
 
 logger = logging.getLogger("notifications.tick")
 
@@ -57,6 +57,19 @@ POLL_INTERVAL = 0.005
 WRITE_INTERVAL = 0.25
 # ...and claims only because a capped target leaves workers idle at most this often.
 STARVED_CLAIM_INTERVAL = 0.5
+# Threads for a row's further channels, per worker. A worker sends a row's first channel
+# itself and the other (a row has two at most) through this pool, so one thread per
+# worker is busy at a time; the second is for sends the monitor left behind past their
+# deadline, which keep their thread until they return.
+CHANNEL_THREADS_PER_WORKER = 2
+# Claim the next batch while fewer than this many rows per worker wait, so the workers
+# never run dry while a claim takes its turn at the database.
+LOW_WATER_ROWS_PER_WORKER = 2
+# Rows waiting in the dispatcher at most when a capped target leaves workers idle: this
+# many batches, or this many rows per worker if that is more. Each waiting row holds a
+# claim no other tick can take, so the tick looks past a stuck target only this far.
+HIGH_WATER_BATCHES = 3
+HIGH_WATER_ROWS_PER_WORKER = 4
 
 
 @dataclass
@@ -100,17 +113,23 @@ class Tick:
     """The parts of one tick: settings read once, channels and worker threads."""
 
     def __init__(self, *, limit: int | None = None, budget: float | None = None, stop: threading.Event | None = None):
-        self.limit = int(limit if limit is not None else app_settings.TICK_LIMIT)
-        self.budget = float(budget if budget is not None else app_settings.TICK_BUDGET)
-        self.lease = app_settings.lease
-        self.timeout = float(app_settings.CHANNEL_TIMEOUT)
-        self.concurrency = max(1, int(app_settings.CONCURRENCY))
-        self.policy = Policy.from_settings()
+        settings = TickSettings.read()  # the one read of the settings for this tick
+        if limit is not None:
+            settings = replace(settings, limit=int(limit))
+        if budget is not None:
+            settings = replace(settings, budget=float(budget))
+        self.settings = settings
+        self.limit = settings.limit
+        self.budget = settings.budget
+        self.lease = settings.lease
+        self.timeout = settings.channel_timeout
+        self.concurrency = settings.concurrency
+        self.policy = settings.policy
         self.stop = stop or threading.Event()
         # Claim the next batch while this many rows still wait, so workers never run dry;
         # claim up to `high_water` waiting rows when a capped target leaves workers idle.
-        self.low_water = 2 * self.concurrency
-        self.high_water = max(3 * self.limit, 4 * self.concurrency)
+        self.low_water = LOW_WATER_ROWS_PER_WORKER * self.concurrency
+        self.high_water = max(HIGH_WATER_BATCHES * self.limit, HIGH_WATER_ROWS_PER_WORKER * self.concurrency)
 
     def run(self, now: datetime | None = None, on_outcome: Callable[[Outcome], None] | None = None) -> TickReport:
         self.fixed_now = now
@@ -118,8 +137,10 @@ class Tick:
         self.report = TickReport(started_at=timezone.now())
         clock_offset = measure_offset()  # kept on the tick record and reported; never refuses a tick
         self.started = time.monotonic()
-        self.channels: dict[str, Channel] = {"email": EmailChannel(), "webhook": WebhookChannel()}
-        self.channel_pool = ThreadPoolExecutor(2 * self.concurrency, thread_name_prefix="notifications-send")
+        self.channels: dict[str, Channel] = {"email": EmailChannel(), "webhook": WebhookChannel(self.settings)}
+        self.channel_pool = ThreadPoolExecutor(
+            CHANNEL_THREADS_PER_WORKER * self.concurrency, thread_name_prefix="notifications-send"
+        )
         self.dispatcher = Dispatcher(self.concurrency)
         self.results: queue.SimpleQueue[tuple[Job, Outcome, list[DeliveryAttempt]]] = queue.SimpleQueue()
         self.workers = itertools.count()
@@ -151,7 +172,7 @@ class Tick:
                 channel.close()
         report = self.report
         report.finished_at = timezone.now()
-        services.prune_history(report.finished_at, float(app_settings.ATTEMPT_RETENTION_DAYS))
+        services.prune_history(report.finished_at, self.settings.attempt_retention_days)
         services.record_tick(
             report.started_at, report.finished_at, report.batches, report.counts(), clock_offset=clock_offset
         )
@@ -233,7 +254,7 @@ class Tick:
         With every endpoint stuck, rows take ceil(n / concurrency) timeouts; capping
         the rows held keeps a tick close to its budget whatever the endpoints do.
         """
-        waves = max(1, math.floor((self.budget - elapsed) / max(self.timeout, 0.001)))
+        waves = max(1, math.floor((self.budget - elapsed) / self.timeout))  # the timeout is positive
         return min(self.limit, self.concurrency * waves - held)
 
     def collect_finished(self) -> None:

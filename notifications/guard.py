@@ -24,15 +24,13 @@ import ipaddress
 import socket
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from urllib3.util.connection import allowed_gai_family
-
-from .conf import app_settings
+from .compat import allowed_gai_family
+from .conf import IPNetwork, app_settings, parse_networks
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 AddrInfo = tuple[Any, ...]  # one getaddrinfo() entry: (family, type, proto, canonname, sockaddr)
 
 # The resolver the guard uses for names (not for literals). Tests replace it to make a
@@ -128,21 +126,12 @@ class ResolutionTimeout(TimeoutError):
 
 
 def allowed_networks() -> tuple[IPNetwork, ...]:
-    """`NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS` as networks; bad entries are skipped.
+    """`NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS` as networks, parsed now; bad entries are skipped.
 
-    `manage.py check` reports bad entries (notifications.E011/E012); skipping them here
-    only ever refuses more, never less.
+    The default of the functions below when no `allowed` is passed. A tick parses the
+    setting once (`TickSettings.allowed_networks`) and passes it instead.
     """
-    configured = app_settings.WEBHOOK_ALLOWED_NETWORKS
-    if isinstance(configured, str) or not isinstance(configured, Iterable):
-        return ()
-    networks = []
-    for value in configured:
-        try:
-            networks.append(ipaddress.ip_network(value, strict=False))
-        except (TypeError, ValueError):
-            continue
-    return tuple(networks)
+    return parse_networks(app_settings.WEBHOOK_ALLOWED_NETWORKS)
 
 
 def embedded_ipv4(address: ipaddress.IPv6Address) -> tuple[str, list[ipaddress.IPv4Address]] | None:
@@ -259,12 +248,15 @@ def literal_address(host: str) -> IPAddress | None:
     return ipaddress.ip_address(infos[0][4][0]) if infos else None
 
 
-def literal_refusal(host: str) -> tuple[IPAddress, str] | None:
-    """For a literal host that is refused: the address and why. None for names and allowed literals."""
+def literal_refusal(host: str, allowed: Sequence[IPNetwork] | None = None) -> tuple[IPAddress, str] | None:
+    """For a literal host that is refused: the address and why. None for names and allowed literals.
+
+    `allowed` defaults to NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS.
+    """
     address = literal_address(host)
     if address is None:
         return None
-    reason = refusal(address)
+    reason = refusal(address, allowed)
     return (address, reason) if reason else None
 
 

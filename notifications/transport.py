@@ -9,7 +9,11 @@ or reuses them (`request`), so pooled keep-alive connections are covered too.
 `_new_conn` is also where the address guard sits: the host is resolved once (bounded
 by the deadline), refused if any address is refused, and the socket is connected to a
 validated address itself. The connection object keeps the hostname, so the Host
-header, TLS SNI and certificate verification still use the name in the URL.
+header, TLS SNI and certificate verification still use the name in the URL. The ranges
+opened by NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS come with the deadline (the channel
+passes its tick's parsed networks), so they are not read again per connection.
+
+Overriding `_new_conn` relies on a private urllib3 API: see `notifications.compat`.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import requests
@@ -30,7 +34,24 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 
-from . import guard
+from . import compat, guard
+from .conf import IPNetwork
+
+# Seconds a lookup or connect may take outside any deadline: only direct use of a
+# session does that (a tick always sends under `deadline()`).
+NO_DEADLINE_TIMEOUT = 30.0
+# The shortest wait handed to sockets and requests once the deadline is spent: a socket
+# takes 0 as "non-blocking" and urllib3 refuses a timeout of 0, so the call gets this
+# sliver and fails as a timeout (the watchdog ends the request anyway).
+MIN_WAIT = 0.001
+# Seconds close() waits for the watchdog thread to end; it ends at once unless the
+# interpreter is shutting down, and as a daemon it never holds the process anyway.
+WATCHDOG_JOIN_TIMEOUT = 5.0
+# A session serves one worker thread, which sends one request at a time: a few idle
+# keep-alive connections per host (and pools for a few hosts) are all it can reuse.
+# requests' default of 10 and 10 would keep more idle sockets open per worker.
+POOLED_HOSTS = 4
+CONNECTIONS_PER_HOST = 4
 
 
 class Watchdog:
@@ -55,7 +76,7 @@ class Watchdog:
             self._closed = True
             self._heap.clear()
             self._cond.notify()
-        self._thread.join(timeout=5)
+        self._thread.join(timeout=WATCHDOG_JOIN_TIMEOUT)
 
     def _run(self) -> None:
         with self._cond:
@@ -75,17 +96,21 @@ def _shutdown(sock: socket.socket) -> None:
 
 
 class Deadline:
-    """The moment one request must be over by; `expired` once the watchdog acted."""
+    """The moment one request must be over by; `expired` once the watchdog acted.
 
-    def __init__(self, seconds: float, watchdog: Watchdog) -> None:
-        self.seconds = seconds
+    `allowed` are the networks the request may reach although the guard refuses them by
+    default (None: read NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS when connecting).
+    """
+
+    def __init__(self, seconds: float, watchdog: Watchdog, allowed: Sequence[IPNetwork] | None = None) -> None:
         self.expires = time.monotonic() + seconds
         self.watchdog = watchdog
+        self.allowed = allowed
         self.expired = False
         self.finished = False
 
     def remaining(self) -> float:
-        return max(self.expires - time.monotonic(), 0.001)
+        return max(self.expires - time.monotonic(), MIN_WAIT)
 
     def watch(self, sock: socket.socket) -> None:
         self.watchdog.watch(self, sock)
@@ -115,13 +140,23 @@ def _time_left(fallback: float | None) -> float:
     """Seconds this thread's deadline leaves (or `fallback` outside one)."""
     deadline: Deadline | None = getattr(_current, "deadline", None)
     limits = [t for t in (fallback, deadline.remaining() if deadline else None) if isinstance(t, (int, float))]
-    return min(limits) if limits else 30.0
+    return min(limits) if limits else NO_DEADLINE_TIMEOUT
+
+
+def _allowed_networks() -> Sequence[IPNetwork] | None:
+    """The allowed networks this thread's deadline carries (None: the guard reads the setting)."""
+    deadline: Deadline | None = getattr(_current, "deadline", None)
+    return deadline.allowed if deadline is not None else None
 
 
 @contextmanager
-def deadline(seconds: float, watchdog: Watchdog) -> Iterator[Deadline]:
-    """Every socket this thread's requests touch inside the block dies at the deadline."""
-    limit = Deadline(seconds, watchdog)
+def deadline(seconds: float, watchdog: Watchdog, allowed: Sequence[IPNetwork] | None = None) -> Iterator[Deadline]:
+    """Every socket this thread's requests touch inside the block dies at the deadline.
+
+    Connections made inside the block may reach the `allowed` networks (default:
+    NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS, read at connect time).
+    """
+    limit = Deadline(seconds, watchdog, allowed)
     _current.deadline = limit
     try:
         yield limit
@@ -130,26 +165,27 @@ def deadline(seconds: float, watchdog: Watchdog) -> Iterator[Deadline]:
         _current.deadline = None
 
 
-class DeadlineConnectionMixin:
+class DeadlineConnectionMixin(compat.SocketFactory):
     """Connects only to guard-approved addresses; hands each socket to the thread's deadline."""
 
     sock: socket.socket | None
-    _dns_host: str
     host: str
     port: int
     timeout: float | None
     source_address: tuple[str, int] | None
-    socket_options: list | None
+    socket_options: list[tuple[int, int, int | bytes]] | None
 
-    def _new_conn(self) -> socket.socket:
+    def open_socket(self) -> socket.socket:
         """Resolve once, refuse blocked addresses, connect to a validated address.
 
-        Replaces urllib3's `_new_conn`, which resolves and connects in one call and so
-        leaves no place to check the address between the two. Raises
+        Replaces urllib3's own connect step, which resolves and connects in one call and
+        so leaves no place to check the address between the two. Raises
         `guard.BlockedAddress` before any socket exists when the target is refused.
         """
         try:
-            infos = guard.checked_addresses(self._dns_host, self.port, _time_left(self.timeout))
+            infos = guard.checked_addresses(
+                compat.dns_host(self), self.port, _time_left(self.timeout), allowed=_allowed_networks()
+            )
         except guard.ResolutionTimeout as exc:
             raise ConnectTimeoutError(self, f"Resolving {self.host} timed out.") from exc
         except socket.gaierror as exc:
@@ -203,7 +239,7 @@ class DeadlineAdapter(HTTPAdapter):
 
     def init_poolmanager(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = dict(self.pool_classes)
+        compat.set_pool_classes(self.poolmanager, self.pool_classes)
 
 
 def new_session() -> requests.Session:
@@ -213,7 +249,7 @@ def new_session() -> requests.Session:
     # Redirects are refused per request (allow_redirects=False). Not max_redirects=0:
     # requests still prepares the next hop of a 3xx and would raise TooManyRedirects,
     # hiding the status behind a generic error.
-    adapter = DeadlineAdapter(pool_connections=4, pool_maxsize=4, max_retries=0)
+    adapter = DeadlineAdapter(pool_connections=POOLED_HOSTS, pool_maxsize=CONNECTIONS_PER_HOST, max_retries=0)
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     return session

@@ -10,7 +10,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC
 from email.utils import parsedate_to_datetime
 
@@ -18,14 +18,21 @@ import requests
 import urllib3.exceptions
 from django.core.serializers.json import DjangoJSONEncoder
 
-from .. import guard, signing, transport, validation
-from ..conf import app_settings
+from .. import compat, guard, signing, transport, validation
+from ..conf import TickSettings
 from ..secrets import secret_errors
 from .base import Channel, ChannelResult, ErrorClass, Firing
 
 EVENT_TYPE = "notification.fired"
 BLOCKED = "webhook: blocked address"
 MALFORMED_URL = "webhook: malformed URL"
+USER_AGENT = "django-notifications-queue"
+# Bytes read from a response body at a time; RESPONSE_BODY_LIMIT is checked between reads.
+READ_CHUNK = 8192
+# 4xx answers that ask to come back later (Request Timeout, Too Many Requests): transient.
+RETRY_LATER_STATUSES = (408, 429)
+# Answers whose Retry-After header is honoured (Too Many Requests, Service Unavailable).
+RETRY_AFTER_STATUSES = (429, 503)
 
 logger = logging.getLogger("notifications.webhook")
 
@@ -70,7 +77,7 @@ def classify_status(status: int) -> ErrorClass:
     """
     if 300 <= status < 400:
         return ErrorClass.PERMANENT
-    if 400 <= status < 500 and status not in (408, 429):
+    if 400 <= status < 500 and status not in RETRY_LATER_STATUSES:
         return ErrorClass.PERMANENT
     return ErrorClass.TRANSIENT
 
@@ -93,18 +100,24 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
 
 
 class WebhookChannel(Channel):
-    """POSTs with one requests session per worker thread, kept for the tick."""
+    """POSTs with one requests session per worker thread, kept for the tick.
+
+    `settings` is the tick's snapshot (default: the settings as they are now): the
+    deadline, the body cap, the site's secrets and the allowed networks come from it.
+    """
 
     name = "webhook"
 
-    def __init__(self) -> None:
+    def __init__(self, settings: TickSettings | None = None) -> None:
+        settings = settings or TickSettings.read()
         self._local = threading.local()
         self._sessions: list[requests.Session] = []
         self._lock = threading.Lock()
         self._watchdog = transport.Watchdog()
-        self.timeout = float(app_settings.CHANNEL_TIMEOUT)
-        self.body_limit = int(app_settings.RESPONSE_BODY_LIMIT)
-        self.site_keys, self.site_key_error = _site_keys()
+        self.timeout = settings.channel_timeout
+        self.body_limit = settings.response_body_limit
+        self.allowed_networks = settings.allowed_networks
+        self.site_keys, self.site_key_error = _site_keys(settings.webhook_secrets)
 
     def _session(self) -> requests.Session:
         session = getattr(self._local, "session", None)
@@ -136,8 +149,8 @@ class WebhookChannel(Channel):
         data = body(firing)
         headers = signing.headers(keys, message_id(firing), int(firing.fired_at.timestamp()), data)
         headers["content-type"] = "application/json"
-        headers["user-agent"] = "django-notifications-queue"
-        with transport.deadline(self.timeout, self._watchdog) as limit:
+        headers["user-agent"] = USER_AGENT
+        with transport.deadline(self.timeout, self._watchdog, self.allowed_networks) as limit:
             try:
                 result = self._post(url, data, headers, limit)
             except Exception as exc:  # noqa: BLE001 - mapped to a short error below
@@ -149,7 +162,7 @@ class WebhookChannel(Channel):
                 return self._failure(TimeoutError(), limit)
             return result
 
-    def _post(self, url: str, data: bytes, headers: dict, limit: transport.Deadline) -> ChannelResult:
+    def _post(self, url: str, data: bytes, headers: dict[str, str], limit: transport.Deadline) -> ChannelResult:
         response = self._session().post(
             url,
             data=data,
@@ -166,7 +179,7 @@ class WebhookChannel(Channel):
         if 200 <= status < 300:
             return ChannelResult(self.name, http_status=status)
         retry_after = None
-        if status in (429, 503):
+        if status in RETRY_AFTER_STATUSES:
             retry_after = parse_retry_after(response.headers.get("retry-after"))
         error = f"webhook: HTTP {status}"
         if 300 <= status < 400:
@@ -177,10 +190,10 @@ class WebhookChannel(Channel):
         """Read the body up to the cap; a fully read body frees the connection for reuse."""
         read = 0
         while read <= self.body_limit:
-            chunk = response.raw.read(8192, decode_content=False)
+            chunk = response.raw.read(READ_CHUNK, decode_content=False)
             if not chunk:
                 response.raw.release_conn()
-                response._content_consumed = True  # type: ignore[attr-defined] # close() keeps the pooled connection
+                compat.mark_body_read(response)  # close() keeps the pooled connection
                 return
             read += len(chunk)
         # Over the cap: stop reading; close() drops the connection.
@@ -223,15 +236,19 @@ class WebhookChannel(Channel):
         self._watchdog.close()
 
 
-def _site_keys() -> tuple[list[bytes], str | None]:
+def _site_keys(secrets: Sequence[str] | None) -> tuple[list[bytes], str | None]:
     """The site's signing keys, or the error to report when the setting is malformed.
+
+    `secrets` as the settings snapshot has them: None when NOTIFICATIONS_WEBHOOK_SECRET
+    is not a string or a list of strings.
 
     `manage.py check` reports a malformed NOTIFICATIONS_WEBHOOK_SECRET (E009/E010);
     here it must not crash the tick, and the error must not echo the value.
     """
     malformed = "webhook: NOTIFICATIONS_WEBHOOK_SECRET is malformed"
     try:
-        secrets = app_settings.webhook_secrets
+        if secrets is None:
+            return [], malformed
         # The rule validation applies to a row's secret: a lenient decode would turn a
         # typo into a different, shorter key that no receiver has.
         if any(secret_errors(s) for s in secrets):

@@ -1,0 +1,159 @@
+"""Every private or undocumented API of a library the app relies on, in one place.
+
+One section per library: what the app relies on, the versions it was checked against,
+and why the public API does not do. `tests/test_compat.py` checks each assumption
+against the installed library and fails with a message naming the library, its version
+and what changed, so an upgrade that breaks one fails loudly in CI (both tox
+environments, Django 5.2 and 6.x, run it) rather than quietly in production: a guard
+that no longer guards, a connection pool that leaks, a delivery log stored wrongly.
+
+Stdlib and urllib3 imports only at module level: the address guard imports this module,
+and requests and the ORM are only named in annotations.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from urllib3.util import connection as _urllib3_connection
+
+if TYPE_CHECKING:
+    import requests
+    from django.db.backends.base.base import BaseDatabaseWrapper
+    from django.db.models import Field, Model
+
+
+# === urllib3 ==========================================================================
+#
+# Relies on (checked with urllib3 2.8):
+# - `HTTPConnection.connect()`, and `HTTPSConnection.connect()` before its TLS handshake,
+#   take their socket from the private `self._new_conn()`.
+# - A connection's `_dns_host` (private: the host to resolve as given, a trailing dot kept
+#   where `host` drops it for TLS) beside `host`, `port`, `timeout`, `source_address`
+#   and `socket_options`.
+# - `PoolManager.pool_classes_by_scheme` (undocumented) picks the pool class per scheme;
+#   the pool's `ConnectionCls` (documented) picks the connection class.
+# - `urllib3.util.connection.allowed_gai_family()` (undocumented): the address family
+#   urllib3 itself would resolve (IPv4 only when the host has no IPv6).
+#
+# Why not the public API: urllib3 resolves and connects in one call
+# (`util.connection.create_connection`), so there is no public place to check the
+# resolved address before connecting to it. Checking the name first and letting urllib3
+# resolve it again would leave a DNS-rebinding window; `_new_conn` is the one seam where
+# a single resolution can be both checked and connected to.
+
+allowed_gai_family: Callable[[], socket.AddressFamily] = _urllib3_connection.allowed_gai_family
+
+
+class SocketFactory:
+    """Mixin for urllib3 connection classes: `open_socket()` makes their socket.
+
+    Put it before the urllib3 class in the bases. urllib3's `connect()` calls the
+    private `_new_conn()`; this routes that call to `open_socket()`.
+    """
+
+    def _new_conn(self) -> socket.socket:
+        return self.open_socket()
+
+    def open_socket(self) -> socket.socket:
+        """Resolve, connect and return the socket for this connection's host and port."""
+        raise NotImplementedError(f"{type(self).__name__}.open_socket must return a connected socket")
+
+
+def dns_host(connection: Any) -> str:
+    """The host a urllib3 connection resolves: as given (`host` drops a trailing dot)."""
+    return str(connection._dns_host)
+
+
+def set_pool_classes(pool_manager: Any, classes: Mapping[str, type]) -> None:
+    """Make a urllib3 PoolManager build its per-host pools from `classes` (by scheme)."""
+    pool_manager.pool_classes_by_scheme = dict(classes)
+
+
+# === requests =========================================================================
+#
+# Relies on (checked with requests 2.34): `Response._content_consumed` (private).
+# When it is True, `Response.close()` does not close `response.raw` (which would drop the
+# connection instead of leaving it in the pool), and `.content` / `iter_content()` raise
+# rather than read from `raw` again.
+#
+# Why not the public API: the webhook reads a response body by hand from `response.raw`,
+# undecoded and only up to a cap (`iter_content()` decodes gzip, so a small compressed
+# body could expand without bound before a cap on decoded bytes applied). After such a
+# read, only this flag tells requests the body is done: then `close()` keeps the
+# connection pooled for the worker's next request, and nothing can read from a connection
+# that is already serving another request.
+
+
+def mark_body_read(response: requests.Response) -> None:
+    """Tell `response` that its body has been read to the end from `response.raw`."""
+    response._content_consumed = True  # type: ignore[attr-defined]  # private: not in the stubs
+
+
+# === Django: the ORM and the database backends ========================================
+#
+# Relies on (checked with Django 5.2), all undocumented but used throughout Django's own
+# bulk_create:
+# - `Model._meta.concrete_fields`: the fields that have a column, in declaration order.
+# - `connection.ops.quote_name(name)` and `connection.ops.bulk_batch_size(fields, objs)`
+#   (the rows one statement may carry under the backend's parameter limit).
+# - `connection.ops.adapt_datetimefield_value(value)`: what bulk_create stores for an
+#   aware datetime (text in UTC on SQLite, the datetime itself on PostgreSQL).
+# - `connection.features.has_native_uuid_field`: False where a UUID is stored as 32 hex
+#   digits (SQLite), which `uuid.UUID.hex` gives directly.
+# - `ForeignKey.target_field`: the field a relation points at.
+#
+# Why not the public API: the write-back logs a delivery record per channel per firing.
+# `bulk_create` compiles its multi-row INSERT value by value through the SQL compiler,
+# which dominated the write-back at thousands of rows a second, while SQLite holds the
+# host site's write lock (`services.insert_statements` builds the same statement itself,
+# with values prepared as bulk_create would).
+#
+# Also relied on elsewhere, used in place and checked by the tests:
+# - `connection.features.has_select_for_update_skip_locked` and `has_select_for_update`
+#   (`notifications.claims`, `services.requeue`): which locking clauses the backend has.
+#
+# === Django: the template engine (`notifications.templating`, used in place) ==========
+#
+# The restricted template engine subclasses Django's template classes rather than
+# calling them, so its reliances live there; checked with Django 5.2 by the tests:
+# `Template.compile_nodelist()` (called by `Template.__init__`) and `Parser.extra_data`
+# (Django 5.1+); `Parser.compile_filter`, `find_filter`, `invalid_block_tag` and
+# `extend_nodelist(nodelist, node, token)`; `Variable._resolve_lookup(context)` (called
+# by `Variable.resolve`); `ForNode`'s `sequence`, `nodelist_loop` and `nodelist_empty`;
+# `Engine.get_template_builtins` and `get_template_libraries`.
+# Why not the public API: Django's template language has no public way to restrict tags,
+# filters and lookups, or to bound loops and output while rendering.
+
+
+def concrete_fields(model: type[Model]) -> list[Field[Any, Any]]:
+    """The fields of `model` that have a column, in declaration order."""
+    return list(model._meta.concrete_fields)
+
+
+def quote_name(connection: BaseDatabaseWrapper, name: str) -> str:
+    """`name` quoted as an identifier for `connection`'s database."""
+    return connection.ops.quote_name(name)
+
+
+def rows_per_statement(connection: BaseDatabaseWrapper, fields: Sequence[Field[Any, Any]], objs: Sequence[Any]) -> int:
+    """How many of `objs` one INSERT of `fields` may carry on `connection` (at least 1)."""
+    return max(1, connection.ops.bulk_batch_size(list(fields), list(objs)))
+
+
+def datetime_adapter(connection: BaseDatabaseWrapper) -> Callable[[datetime], Any]:
+    """The function that turns an aware datetime into what `connection` stores for it."""
+    return connection.ops.adapt_datetimefield_value
+
+
+def stores_uuid_natively(connection: BaseDatabaseWrapper) -> bool:
+    """Whether `connection`'s database has a UUID type (else UUIDs are 32 hex digits)."""
+    return bool(connection.features.has_native_uuid_field)
+
+
+def relation_target(field: Field[Any, Any]) -> Field[Any, Any]:
+    """The field a relation (a ForeignKey) points at."""
+    return field.target_field  # type: ignore[attr-defined, no-any-return]  # ForeignKey only: not on Field
