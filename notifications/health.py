@@ -16,7 +16,7 @@ from django.db.models import Count, Min, Q
 from django.utils import timezone
 
 from . import states
-from .conf import Defaults, app_settings
+from .conf import Defaults, app_settings, positive_int
 from .models import Notification, TickRun
 
 # Cron runs a tick every minute; three minutes without one finishing means it stopped.
@@ -142,7 +142,7 @@ def queue_health(
     facts = Notification.objects.aggregate(
         **{f"state_{state.value}": Count("pk", filter=cond.q(now)) for state, cond in states.STATES.items()},
         in_flight=Count("pk", filter=Q(claimed_until__gt=now)),
-        oldest_due_at=Min("next_fire_at", filter=states.ready(now, app_settings.MAX_RETRIES)),
+        oldest_due_at=Min("next_fire_at", filter=states.ready(now, positive_int("MAX_RETRIES"))),
     )
     counts = {state.value: facts[f"state_{state.value}"] for state in states.STATES}
     ticks = list(TickRun.objects.order_by("-pk")[:RECENT_TICKS])

@@ -16,6 +16,7 @@ from notifications.channels.webhook import BLOCKED, WebhookChannel
 from notifications.checks import check_settings
 from notifications.conf import LEASE_MARGIN, Defaults, Policy, TickSettings, app_settings
 from notifications.engine import Tick, run_tick
+from notifications.health import queue_health
 
 LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))  # tests.settings
 
@@ -144,6 +145,22 @@ def test_runtick_options_replace_limit_and_budget_only():
     assert (tick.limit, tick.budget) == (5, 0.0)
     assert tick.settings.lease == TickSettings.read().lease  # from the settings, as before
     assert tick.settings.concurrency == tick.concurrency == 8
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"NOTIFICATIONS_MAX_RETRIES": "3"},
+        {"NOTIFICATIONS_MAX_RETRIES": None},
+        {"NOTIFICATIONS_TICK_LIMIT": "many", "NOTIFICATIONS_CONCURRENCY": [4], "NOTIFICATIONS_LEASE": "long"},
+        {"NOTIFICATIONS_CHANNEL_TIMEOUT": "2s", "NOTIFICATIONS_BACKOFF": 60, "NOTIFICATIONS_TICK_BUDGET": None},
+    ],
+)
+def test_a_tick_runs_on_defaults_when_settings_are_bad(make_row, bad):
+    make_row()
+    with override_settings(**bad):
+        assert run_tick().counts()["succeeded"] == 1
+        assert queue_health().counts["due"] == 0  # the admin header and notifications_status too
 
 
 # --- read once, passed down ---------------------------------------------------------------
