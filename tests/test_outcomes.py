@@ -2,25 +2,25 @@
 
 Email goes through a locmem backend that refuses chosen recipients with real smtplib
 errors; webhooks go to a real local HTTP server whose answer is chosen by the path.
+How an error's class (permanent or transient) and a Retry-After header steer a failure
+is in test_error_classes.py.
 """
 
 from __future__ import annotations
 
 import importlib
-import smtplib
 from datetime import UTC, datetime, timedelta
-from typing import ClassVar
 
 import pytest
 import time_machine
 from django.core import mail
-from django.core.mail.backends import locmem
 from django.db import connection
 
 from notifications import signals
+from notifications.api import run_tick
 from notifications.channels.email import EmailChannel
-from notifications.engine import run_tick
-from notifications.models import Notification
+from notifications.models import DeliveryAttempt, Notification
+from tests.mail_doubles import BACKEND, DOWN_TO, OK_TO, REFUSED_TO
 from tests.servers import Received, Reply, WebhookServer
 
 pytestmark = pytest.mark.django_db
@@ -31,41 +31,18 @@ EVERY_5_MIN = "*/5 * * * *"
 NEXT_SLOT = datetime(2025, 1, 15, 12, 5, tzinfo=UTC)  # first */5 occurrence after NOW
 KINDS = ["one_shot", "recurring"]
 
-OK_TO = "ada@example.com"
-REFUSED_TO = "refused@example.com"  # SMTPRecipientsRefused: permanent
-DOWN_TO = "down@example.com"  # SMTPServerDisconnected: transient
-
-
-class FlakyEmailBackend(locmem.EmailBackend):
-    """The locmem backend, except that `failures` recipients raise real smtplib errors."""
-
-    failures: ClassVar[dict[str, Exception]] = {
-        REFUSED_TO: smtplib.SMTPRecipientsRefused({REFUSED_TO: (550, b"5.1.1 no such user")}),
-        DOWN_TO: smtplib.SMTPServerDisconnected("Connection unexpectedly closed"),
-        "busy@example.com": smtplib.SMTPDataError(451, b"4.3.0 try again later"),
-    }
-
-    def send_messages(self, messages):
-        for message in messages:
-            for recipient in message.to:
-                if recipient in self.failures:
-                    raise self.failures[recipient]
-        return super().send_messages(messages)
-
 
 @pytest.fixture(autouse=True)
-def flaky_email(settings):
-    settings.EMAIL_BACKEND = f"{__name__}.FlakyEmailBackend"
+def failing_recipients(settings):
+    settings.EMAIL_BACKEND = BACKEND
 
 
 def answer_by_path(request: Received) -> Reply:
-    """`/status/503` answers 503; `/status/429/retry-after/120` adds a Retry-After header."""
+    """`/status/503` answers 503."""
     parts = request.path.strip("/").split("/")
     reply = Reply()
     if len(parts) >= 2 and parts[0] == "status":
         reply.status = int(parts[1])
-    if len(parts) >= 4 and parts[2] == "retry-after":
-        reply.headers["Retry-After"] = parts[3]
     return reply
 
 
@@ -85,9 +62,8 @@ def hook(shared_server):
     with webhook_server._lock:
         webhook_server.received.clear()
 
-    def url(status: int = 200, retry_after: str | None = None) -> str:
-        path = f"/status/{status}" + (f"/retry-after/{retry_after}" if retry_after else "")
-        return webhook_server.url(path)
+    def url(status: int = 200) -> str:
+        return webhook_server.url(f"/status/{status}")
 
     url.server = webhook_server
     return url
@@ -157,11 +133,18 @@ def test_full_success_recurring_advances_and_clears_errors(row_of, hook):
 
 
 @pytest.mark.parametrize(
-    ("email", "webhook", "last_error"),
-    [(OK_TO, 503, "partial: webhook"), (DOWN_TO, 200, "partial: email")],
-    ids=["webhook-failed", "email-failed"],
+    ("email", "webhook", "failed", "error_class"),
+    [
+        (OK_TO, 503, "webhook", "transient"),
+        (DOWN_TO, 200, "email", "transient"),
+        (OK_TO, 410, "webhook", "permanent"),
+        (REFUSED_TO, 200, "email", "permanent"),
+    ],
+    ids=["webhook-transient", "email-transient", "webhook-permanent", "email-permanent"],
 )
-def test_partial_one_shot_is_parked_and_never_retried_as_a_whole(row_of, hook, email, webhook, last_error):
+def test_partial_one_shot_is_parked_and_never_retried_as_a_whole(row_of, hook, email, webhook, failed, error_class):
+    # Whatever the failed channel's error class: a partial success is never a retry
+    # (it would send the other channel again) nor a dead letter.
     row = row_of("one_shot", email=email, webhook=webhook)
     set_state(row, error_count=1)  # untouched by a partial success
 
@@ -170,10 +153,13 @@ def test_partial_one_shot_is_parked_and_never_retried_as_a_whole(row_of, hook, e
     row = reload(row)
     assert report.counts()["partial"] == 1
     assert row.next_fire_at is None
-    assert row.last_error == last_error
+    assert row.last_error == f"partial: {failed}"
     assert row.error_count == 1
     assert row.last_fired_at == NOW
     assert row.dead_lettered_at is None
+    classes = dict(DeliveryAttempt.objects.filter(notification_id=row.pk).values_list("channel", "error_class"))
+    assert classes[failed] == error_class
+    assert classes[({"email", "webhook"} - {failed}).pop()] == ""  # a success has no class
     sent = (len(mail.outbox), len(hook.server.received))
 
     later = run_tick(now=NOW + timedelta(days=1))
@@ -220,7 +206,7 @@ def test_partial_recurring_next_firing_sends_every_channel_under_a_new_id(row_of
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize(("prior", "delay"), [(0, 60), (1, 300)])
-def test_full_failure_with_retries_left_backs_off(row_of, kind, prior, delay):
+def test_full_failure_with_retries_left_backs_off(row_of, hook, kind, prior, delay):
     row = row_of(kind, webhook=503)
     set_state(row, error_count=prior)
 
@@ -228,6 +214,7 @@ def test_full_failure_with_retries_left_backs_off(row_of, kind, prior, delay):
 
     row = reload(row)
     assert report.counts()["retried"] == 1
+    assert len(hook.server.received) == 1
     assert row.error_count == prior + 1
     assert row.next_fire_at == NOW + timedelta(seconds=delay)
     assert row.last_error == "webhook: HTTP 503"
@@ -291,74 +278,6 @@ def test_exhausted_recurring_dead_letters_the_firing_and_skips_forward(row_of, h
     run_tick(now=NEXT_SLOT)
     ids = [r.headers["webhook-id"] for r in hook.server.received]
     assert len(ids) == 2 and ids[0] != ids[1]
-
-
-# --- permanent errors and Retry-After ---------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("channel", "target", "error"),
-    [
-        ("webhook", 410, "webhook: HTTP 410"),
-        ("webhook", 404, "webhook: HTTP 404"),
-        ("email", REFUSED_TO, "email: SMTPRecipientsRefused"),
-    ],
-)
-def test_permanent_error_dead_letters_after_one_attempt(row_of, hook, channel, target, error):
-    row = row_of("one_shot", **{channel: target})
-
-    report = run_tick(now=NOW)
-
-    row = reload(row)
-    assert report.counts()["dead_lettered"] == 1
-    assert row.last_error == error
-    assert row.dead_lettered_at == NOW
-    assert row.next_fire_at is None
-    assert row.error_count == 3
-    assert run_tick(now=NOW + timedelta(days=1)).claimed == 0
-
-
-def test_permanent_error_on_a_recurring_row_skips_to_the_next_occurrence(row_of):
-    row = row_of("recurring", webhook=410)
-
-    run_tick(now=NOW)
-
-    row = reload(row)
-    assert (row.last_error, row.dead_lettered_at) == ("webhook: HTTP 410", NOW)
-    assert (row.error_count, row.next_fire_at) == (0, NEXT_SLOT)
-
-
-def test_one_permanent_and_one_transient_error_is_retried(row_of):
-    row = row_of("one_shot", email=REFUSED_TO, webhook=503)
-
-    run_tick(now=NOW)
-
-    row = reload(row)
-    assert row.error_count == 1
-    assert row.next_fire_at == NOW + timedelta(seconds=60)
-    assert row.dead_lettered_at is None
-
-
-@pytest.mark.parametrize(
-    ("status", "retry_after", "delay"),
-    [
-        (429, "120", 120),  # the receiver's wait is honoured
-        (503, None, 60),  # normal backoff
-        (503, "120", 120),
-        (429, None, 60),
-        (429, "5", 60),  # never shorter than the backoff step
-        (429, "86400", 1800),  # never beyond the last backoff step
-    ],
-)
-def test_retry_after(row_of, hook, status, retry_after, delay):
-    row = row_of("one_shot", webhook=status, webhook_url=hook(status, retry_after))
-
-    run_tick(now=NOW)
-
-    row = reload(row)
-    assert row.last_error == f"webhook: HTTP {status}"
-    assert row.error_count == 1
-    assert row.next_fire_at == NOW + timedelta(seconds=delay)
 
 
 # --- the failure timeline ---------------------------------------------------------------------
@@ -483,7 +402,10 @@ VALID = {"channels": ["email"], "email_to": "ada@example.com", "subject": "s", "
         ({"recurrence_rule": "FREQ=SOMETIMES"}, "invalid: recurrence_rule: "),
         ({"payload": [1, 2]}, "invalid: payload: The payload must be a JSON object."),
         ({"timezone": "Nowhere/Land"}, "invalid: timezone: Unknown time zone 'Nowhere/Land'."),
-        ({"channels": ["webhook"], "webhook_url": "ftp://example.com/x"}, "invalid: webhook_url: "),
+        (
+            {"channels": ["webhook"], "webhook_url": "ftp://example.com/x"},
+            "invalid: webhook_url: Webhook URLs must use http or https.",
+        ),
     ],
     ids=[
         "unknown-channel",
