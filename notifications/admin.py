@@ -9,7 +9,7 @@ only the row itself, and the health header is two aggregate queries.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
 from django.contrib import admin, messages
@@ -29,8 +29,15 @@ from . import schedule, services, validation
 from .admin_forms import SECRET_FIELD, NotificationForm
 from .conf import app_settings
 from .health import queue_health
-from .models import DeliveryAttempt, Notification, NotificationQuerySet, State, TickRun
-from .states import STATES
+from .models import DeliveryAttempt, Notification, NotificationQuerySet, TickRun
+from .states import STATES, State
+
+if TYPE_CHECKING:  # django-stubs makes the admin classes generic; at run time they are not
+    ModelAdmin = admin.ModelAdmin[Any]
+    TabularInline = admin.TabularInline[Any, Any]
+else:
+    ModelAdmin = admin.ModelAdmin
+    TabularInline = admin.TabularInline
 from .validation import CHANNELS
 
 ATTEMPTS_SHOWN = 20  # delivery attempts on a change page; the rest are one click away
@@ -64,10 +71,10 @@ class StateFilter(admin.SimpleListFilter):
     title = "state"
     parameter_name = "state"
 
-    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]) -> list[tuple[str, str]]:
         return [(s.value, s.label) for s in FILTER_STATES]
 
-    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         value = self.value()
         if value in State.values:
             return cast(NotificationQuerySet, queryset).in_state(value)
@@ -78,10 +85,10 @@ class ChannelFilter(admin.SimpleListFilter):
     title = "channel"
     parameter_name = "channel"
 
-    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]) -> list[tuple[str, str]]:
         return [(c, c) for c in CHANNELS]
 
-    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         value = self.value()
         if value not in CHANNELS:
             return queryset
@@ -96,10 +103,10 @@ class RecurrenceFilter(admin.SimpleListFilter):
     title = "schedule"
     parameter_name = "schedule"
 
-    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]) -> list[tuple[str, str]]:
         return [("one-shot", "one-shot"), ("recurring", "recurring")]
 
-    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         if self.value() == "one-shot":
             return queryset.filter(recurrence_rule="")
         if self.value() == "recurring":
@@ -128,7 +135,7 @@ def when(moment: datetime | None, zone: str | None = None) -> str:
     return local.strftime("%Y-%m-%d %H:%M %Z (%z)")
 
 
-class AttemptInline(admin.TabularInline):
+class AttemptInline(TabularInline):
     """The row's latest delivery attempts, newest first; read-only and bounded."""
 
     model = DeliveryAttempt
@@ -161,12 +168,12 @@ class AttemptInline(admin.TabularInline):
 class NotificationChangeList(ChangeList):
     """The changelist, reading only `LIST_COLUMNS` (so are the rows its actions get)."""
 
-    def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet:
+    def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet[Any]:
         return super().get_queryset(request, exclude_parameters).only(*LIST_COLUMNS)
 
 
 @admin.register(Notification)
-class NotificationAdmin(admin.ModelAdmin):
+class NotificationAdmin(ModelAdmin):
     form = NotificationForm
     change_list_template = "notifications/admin/notification_change_list.html"
     list_display = [
@@ -306,7 +313,7 @@ class NotificationAdmin(admin.ModelAdmin):
         count = DeliveryAttempt.objects.filter(notification_id=obj.pk).count()
         return format_html('<a href="{}">all {} attempts</a> (kept {} days)', url, count, retention_days())
 
-    def get_fieldsets(self, request: HttpRequest, obj: Notification | None = None) -> list:
+    def get_fieldsets(self, request: HttpRequest, obj: Notification | None = None) -> list[Any]:
         if obj is None:
             return self.add_fieldsets
         hidden: set[str] = set()
@@ -330,7 +337,7 @@ class NotificationAdmin(admin.ModelAdmin):
         warning, so the operator can enter a new one or purge the row instead of getting a 500.
         """
         try:
-            obj = super().get_object(request, object_id, from_field)
+            obj = cast(Notification | None, super().get_object(request, object_id, from_field))
         except RecursionError:
             obj = None
         if obj is not None and not validation.payload_too_deep(obj.payload):
@@ -338,7 +345,7 @@ class NotificationAdmin(admin.ModelAdmin):
         queryset = self.get_queryset(request).defer("payload")
         field = queryset.model._meta.pk if from_field is None else queryset.model._meta.get_field(from_field)
         try:
-            obj = queryset.get(**{field.name: field.to_python(object_id)})
+            obj = cast(Notification, queryset.get(**{field.name: field.to_python(object_id)}))
         except (Notification.DoesNotExist, ValidationError, ValueError):
             return None
         obj.payload = None
@@ -358,7 +365,7 @@ class NotificationAdmin(admin.ModelAdmin):
     def get_readonly_fields(self, request: HttpRequest, obj: Notification | None = None) -> list[str]:
         return self.readonly_fields if obj is not None else []
 
-    def get_inline_instances(self, request: HttpRequest, obj: Notification | None = None) -> list:
+    def get_inline_instances(self, request: HttpRequest, obj: Notification | None = None) -> list[Any]:
         return super().get_inline_instances(request, obj) if obj is not None else []
 
     def get_formset_kwargs(self, request: HttpRequest, obj: Any, inline: Any, prefix: str) -> dict[str, Any]:
@@ -394,7 +401,7 @@ class NotificationAdmin(admin.ModelAdmin):
         return actions
 
     @admin.action(description="Requeue selected dead letters and partial failures", permissions=["change"])
-    def requeue(self, request: HttpRequest, queryset: QuerySet) -> None:
+    def requeue(self, request: HttpRequest, queryset: QuerySet[Notification]) -> None:
         result = services.requeue(queryset)
         if result.rows:
             LogEntry.objects.log_actions(
@@ -411,7 +418,7 @@ class NotificationAdmin(admin.ModelAdmin):
         self.message_user(request, message, level)
 
     @admin.action(description="Purge selected notifications", permissions=["delete"])
-    def purge(self, request: HttpRequest, queryset: QuerySet) -> TemplateResponse | None:
+    def purge(self, request: HttpRequest, queryset: QuerySet[Notification]) -> TemplateResponse | None:
         """Delete after a confirmation page, like Django's `delete_selected`."""
         if request.POST.get("post"):
             selected = list(queryset)
@@ -461,11 +468,11 @@ class NotificationIdFilter(admin.SimpleListFilter):
     title = "notification"
     parameter_name = "notification_id"
 
-    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]) -> list[tuple[str, str]]:
         value = self.value()
         return [(value, f"#{value}")] if value and value.isdigit() else []
 
-    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         value = self.value()
         if value and value.isdigit():
             return queryset.filter(notification_id=int(value))
@@ -473,7 +480,7 @@ class NotificationIdFilter(admin.SimpleListFilter):
 
 
 @admin.register(DeliveryAttempt)
-class DeliveryAttemptAdmin(admin.ModelAdmin):
+class DeliveryAttemptAdmin(ModelAdmin):
     """The append-only delivery log: read-only, kept for NOTIFICATIONS_ATTEMPT_RETENTION_DAYS."""
 
     list_display = [
@@ -503,10 +510,10 @@ class DeliveryAttemptAdmin(admin.ModelAdmin):
     )
     fields = readonly_fields
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet:
+    def get_queryset(self, request: HttpRequest) -> QuerySet[DeliveryAttempt]:
         # One EXISTS per page, not one query per row, tells a purged row's history apart.
         alive = Notification.objects.filter(pk=OuterRef("notification_id"))
-        return super().get_queryset(request).annotate(row_exists=Exists(alive))
+        return cast(QuerySet[DeliveryAttempt], super().get_queryset(request).annotate(row_exists=Exists(alive)))
 
     @admin.display(description="notification", ordering="notification_id")
     def notification_link(self, obj: DeliveryAttempt) -> str:
@@ -534,7 +541,7 @@ class DeliveryAttemptAdmin(admin.ModelAdmin):
 
 
 @admin.register(TickRun)
-class TickRunAdmin(admin.ModelAdmin):
+class TickRunAdmin(ModelAdmin):
     """Recent ticks: when, where, and what each did. Read-only."""
 
     list_display = [

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.core.exceptions import ValidationError
@@ -12,6 +12,11 @@ from django.utils import timezone
 from . import services
 from .models import USER_FIELDS, Notification
 from .validation import CHANNELS, MAX_PAYLOAD_DEPTH, payload_too_deep
+
+if TYPE_CHECKING:  # django-stubs makes ModelForm generic; at run time it is not
+    ModelForm = forms.ModelForm[Notification]
+else:
+    ModelForm = forms.ModelForm
 
 SECRET_FIELD = "webhook_secret"  # noqa: S105 - a field name, not a secret
 
@@ -47,7 +52,7 @@ class PayloadField(forms.JSONField):
         return value
 
 
-class NotificationForm(forms.ModelForm):
+class NotificationForm(ModelForm):
     """Edits a row; `Notification.clean()` (the rules of `schedule()`) validates the result.
 
     The signing secret is write-only: the field never renders the stored value, a blank

@@ -46,7 +46,7 @@ class Claim:
         return len(self.rows) + len(self.unloadable)
 
 
-def due_query(now: datetime, limit: int) -> QuerySet:
+def due_query(now: datetime, limit: int) -> QuerySet[Notification, Any]:
     """The ids of the next `limit` claimable rows, oldest first (a range scan of the due index)."""
     return Notification.objects.due(now).order_by("next_fire_at", "id").values("pk")[:limit]
 
@@ -81,7 +81,7 @@ def mark(token: uuid.UUID, now: datetime, limit: int, lease: float) -> int:
         )
 
 
-def load_defensively(query: QuerySet) -> tuple[list[Notification], dict[Any, str]]:
+def load_defensively(query: QuerySet[Notification]) -> tuple[list[Notification], dict[Any, str]]:
     """`list(query)`, except that rows the ORM cannot convert are returned apart, by id.
 
     One SELECT for the lot; only when it fails is each row read on its own (ids never

@@ -72,6 +72,10 @@ HIGH_WATER_BATCHES = 3
 HIGH_WATER_ROWS_PER_WORKER = 4
 
 
+# What a worker (or the monitor) hands back for one row.
+Reported = tuple[Job, Outcome, list[DeliveryAttempt]]
+
+
 @dataclass
 class TickReport:
     """What one tick did, for the summary line and for monitoring.
@@ -83,7 +87,7 @@ class TickReport:
     started_at: datetime
     finished_at: datetime | None = None
     batches: int = 0
-    tally: Counter = field(default_factory=Counter)
+    tally: Counter[Kind] = field(default_factory=Counter)
 
     @property
     def claimed(self) -> int:
@@ -142,7 +146,7 @@ class Tick:
             CHANNEL_THREADS_PER_WORKER * self.concurrency, thread_name_prefix="notifications-send"
         )
         self.dispatcher = Dispatcher(self.concurrency)
-        self.results: queue.SimpleQueue[tuple[Job, Outcome, list[DeliveryAttempt]]] = queue.SimpleQueue()
+        self.results: queue.SimpleQueue[Reported] = queue.SimpleQueue()
         self.workers = itertools.count()
         self.held = 0  # rows claimed and not yet given an outcome
         self.exhausted = False  # a claim came back short: nothing more is due
@@ -290,7 +294,7 @@ class Tick:
     def work(
         self,
         dispatcher: Dispatcher,
-        results: queue.SimpleQueue,
+        results: queue.SimpleQueue[Reported],
         channels: dict[str, Channel],
         pool: ThreadPoolExecutor,
     ) -> None:
@@ -365,7 +369,7 @@ class Tick:
                     future.cancel()
         return [job.results.get(name) or self.timed_out(name) for name in firing.channels]
 
-    def abandon_overdue(self, dispatcher: Dispatcher, results: queue.SimpleQueue) -> list[Job]:
+    def abandon_overdue(self, dispatcher: Dispatcher, results: queue.SimpleQueue[Reported]) -> list[Job]:
         """Report rows whose sends overran every deadline as timed out; return them."""
         abandoned = []
         for job in dispatcher.overdue(time.monotonic() - self.timeout - DEADLINE_GRACE):

@@ -38,7 +38,7 @@ USER_FIELDS = (
 )
 
 
-class NotificationQuerySet(models.QuerySet):
+class NotificationQuerySet(models.QuerySet["Notification"]):
     """Row states as filters (`notifications.states` defines each). `now` is passed in so
     callers and tests control time."""
 

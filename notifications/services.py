@@ -33,8 +33,8 @@ from . import compat, retry, schedule, validation
 from .channels import ChannelResult, ErrorClass
 from .claims import load_defensively
 from .conf import Policy
-from .models import USER_FIELDS, DeliveryAttempt, Notification, State, TickRun
-from .states import partial_error
+from .models import USER_FIELDS, DeliveryAttempt, Notification, TickRun
+from .states import State, partial_error
 
 
 class Kind(StrEnum):
@@ -404,7 +404,7 @@ def insert_statements(model: type[Model], objs: Sequence[Model]) -> list[tuple[s
     return statements
 
 
-def _preparer(field: Field) -> Callable[[Any], Any]:
+def _preparer(field: Field[Any, Any]) -> Callable[[Any], Any]:
     """The cheapest correct conversion of one field's Python value for the database."""
     if field.get_internal_type() in _PLAIN_TYPES:
         return lambda value: value

@@ -161,46 +161,63 @@ def body_errors(body: str) -> list[str]:
     return []
 
 
-def field_errors(row: Notification) -> dict[str, list[str]]:
+Errors = dict[str, list[str]]
+
+
+def field_errors(row: Notification) -> Errors:
     """Every problem of `row`, by field name; empty when the row can be delivered."""
-    errors: dict[str, list[str]] = {}
-
-    def add(field: str, messages: list[str]) -> None:
-        if messages:
-            errors.setdefault(field, []).extend(messages)
-
-    add("channels", channel_errors(row.channels))
     channels = row.channels if isinstance(row.channels, list) else []
-    if "email" in channels:
-        if not row.email_to:
-            add("email_to", ["The email channel needs a recipient."])
-        else:
-            try:
-                validate_email(row.email_to)
-            except ValidationError:
-                add("email_to", ["Enter a valid email address."])
-    if "webhook" in channels and not row.webhook_url:
-        add("webhook_url", ["The webhook channel needs a URL."])
-    if row.webhook_url:
-        add("webhook_url", url_errors(row.webhook_url))
-    if row.webhook_secret:
-        add("webhook_secret", secret_errors(row.webhook_secret))
-    add("payload", payload_errors(row.payload))
-    add("body", body_errors(row.body or ""))
-    if "email" in channels:
-        # Subject and body are Django templates rendered with the payload at send time.
-        add("subject", template_errors(row.subject or ""))
-        if "body" not in errors:  # an oversized body is not worth parsing
-            add("body", template_errors(row.body or ""))
+    errors: Errors = {}
+    for part in (
+        {"channels": channel_errors(row.channels)},
+        _email_errors(row) if "email" in channels else {},
+        _webhook_errors(row, needed="webhook" in channels),
+        {"payload": payload_errors(row.payload)},
+        _schedule_errors(row),
+    ):
+        for field, messages in part.items():
+            if messages:
+                errors.setdefault(field, []).extend(messages)
+    if "email" not in channels:  # the body is bounded whatever the channels
+        body = body_errors(row.body or "")
+        if body:
+            errors["body"] = body
+    return errors
+
+
+def _email_errors(row: Notification) -> Errors:
+    """The recipient, and subject and body: Django templates rendered with the payload at send time."""
+    recipient: list[str] = []
+    if not row.email_to:
+        recipient = ["The email channel needs a recipient."]
+    else:
+        try:
+            validate_email(row.email_to)
+        except ValidationError:
+            recipient = ["Enter a valid email address."]
+    # An oversized body is not worth parsing as a template.
+    body = body_errors(row.body or "") or template_errors(row.body or "")
+    return {"email_to": recipient, "subject": template_errors(row.subject or ""), "body": body}
+
+
+def _webhook_errors(row: Notification, *, needed: bool) -> Errors:
+    if not row.webhook_url:
+        return {"webhook_url": ["The webhook channel needs a URL."] if needed else []}
+    secret = secret_errors(row.webhook_secret) if row.webhook_secret else []
+    return {"webhook_url": url_errors(row.webhook_url), "webhook_secret": secret}
+
+
+def _schedule_errors(row: Notification) -> Errors:
+    errors: Errors = {}
     try:
         schedule.get_zone(row.timezone)
     except schedule.InvalidRule as exc:
-        add("timezone", [_sentence(exc)])
+        errors["timezone"] = [_sentence(exc)]
     if row.recurrence_rule:
         try:
             schedule.validate_rule(row.recurrence_rule)
         except schedule.InvalidRule as exc:
-            add("recurrence_rule", [_sentence(exc)])
+            errors["recurrence_rule"] = [_sentence(exc)]
     return errors
 
 
