@@ -12,7 +12,6 @@ import socket
 import ssl
 import struct
 import threading
-import time
 from collections.abc import Callable
 
 FIFTY_MB = 50 * 1024 * 1024
@@ -66,8 +65,10 @@ class HostileServer:
         self.connections = 0
         self.requests: list[bytes] = []
         self.bytes_sent = 0
+        self.handled = 0  # connections the server is done with (answered, given up or cut off)
         self.server_names: list[str | None] = []
         self._lock = threading.Lock()
+        self._done = threading.Condition(self._lock)
         self._stop = threading.Event()
         self._conns: list[socket.socket] = []
         self.sock = socket.create_server(("127.0.0.1", 0))
@@ -119,6 +120,15 @@ class HostileServer:
         finally:
             with contextlib.suppress(OSError):
                 conn.close()
+            with self._done:
+                self.handled += 1
+                self._done.notify_all()
+
+    def wait_handled(self, count: int, timeout: float = 30) -> None:
+        """Block until the server is done with `count` connections: nothing more leaves it on them."""
+        with self._done:
+            if not self._done.wait_for(lambda: self.handled >= count, timeout):
+                raise AssertionError(f"expected {count} connections over within {timeout}s, got {self.handled}")
 
     def _send(self, conn: socket.socket, data: bytes) -> None:
         conn.sendall(data)
@@ -174,13 +184,3 @@ class HostileServer:
             with contextlib.suppress(OSError):
                 conn.close()
         self.thread.join(timeout=5)
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
-    """Poll `predicate` until it holds or `timeout` passes."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()

@@ -53,6 +53,7 @@ class WebhookServer:
         self.reply = Reply()
         self.responder: Callable[[Received], Reply] | None = None
         self.body_bytes_sent = 0  # response body bytes written by `endless` answers
+        self.answered = 0  # requests whose answer is over: written, or cut off by the client
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
         self._stop = threading.Event()
@@ -72,7 +73,12 @@ class WebhookServer:
                     server.received.append(request)
                     server._arrived.notify_all()
                 reply = server.responder(request) if server.responder else server.reply
-                server._answer(self, reply)
+                try:
+                    server._answer(self, reply)
+                finally:
+                    with server._arrived:
+                        server.answered += 1
+                        server._arrived.notify_all()
 
             do_GET = do_POST  # a redirect target may be fetched with GET
 
@@ -93,6 +99,12 @@ class WebhookServer:
             if not self._arrived.wait_for(lambda: len(self.received) >= count, timeout):
                 raise AssertionError(f"expected {count} requests within {timeout}s, got {len(self.received)}")
             return list(self.received)
+
+    def wait_answered(self, count: int, timeout: float = 30) -> None:
+        """Block until the server is done answering `count` requests: nothing more leaves it for them."""
+        with self._arrived:
+            if not self._arrived.wait_for(lambda: self.answered >= count, timeout):
+                raise AssertionError(f"expected {count} answers over within {timeout}s, got {self.answered}")
 
     def webhook_ids(self) -> Counter[str]:
         """How many requests arrived for each `webhook-id`."""

@@ -51,7 +51,8 @@ def test_killed_tick_is_redelivered_after_the_lease_and_only_then(make_row, webh
     assert timezone.now() < lease_ends, "the check above ran after the lease: raise LEASE"
     assert Notification.objects.filter(pk__in=[r.pk for r in rows], claim_token__isnull=False).count() == ROWS
 
-    # After the lease, the next tick delivers every one of them.
+    # After the lease (real time must pass: claims are compared with the clock), the next
+    # tick delivers every one of them.
     time.sleep(max((lease_ends - timezone.now()).total_seconds(), 0) + 0.2)
     report = run_tick()
 
@@ -79,6 +80,7 @@ def test_killed_tick_rows_come_back_to_a_later_runtick_process(make_row, webhook
     assert early.summaries()[0]["claimed"] == 0  # claims of the dead tick are still live
 
     lease_ends = max(Notification.objects.values_list("claimed_until", flat=True))
+    # Real time must pass: the dead tick's claims end only when their lease runs out.
     time.sleep(max((lease_ends - timezone.now()).total_seconds(), 0) + 0.2)
     late = children.start(settings=CHILD_SETTINGS)
     assert late.wait(60) == 0
