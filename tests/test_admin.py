@@ -14,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from notifications.engine import run_tick
+from notifications.api import run_tick
 from notifications.models import DeliveryAttempt, Notification
 from tests.queue_states import SECRET, make, one_of_each
 

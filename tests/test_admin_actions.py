@@ -13,7 +13,7 @@ from django.test import Client
 from django.utils import timezone
 
 from notifications import services
-from notifications.engine import run_tick
+from notifications.api import purge, requeue, run_tick
 from notifications.models import DeliveryAttempt, Notification, State
 from tests.queue_states import make, one_of_each
 
@@ -295,21 +295,21 @@ def test_actions_cannot_run_from_a_get(admin_client):
     assert Notification.objects.get(pk=dead.pk).state() == State.DEAD
 
 
-# --- the service functions directly ----------------------------------------------------------------
+# --- the API functions directly, as host code calls them --------------------------------------------
 
 
-def test_service_requeue_and_purge_accept_querysets_and_lists():
+def test_requeue_and_purge_accept_querysets_and_lists():
     rows = [make("dead") for _ in range(3)]
-    result = services.requeue(Notification.objects.dead())
+    result = requeue(Notification.objects.dead())
     assert (result.changed, result.skipped) == (3, {})
-    assert services.purge(Notification.objects.filter(pk__in=[r.pk for r in rows[:2]])) == 2
-    assert services.purge([rows[2]]) == 1
-    assert services.purge([]) == 0
+    assert purge(Notification.objects.filter(pk__in=[r.pk for r in rows[:2]])) == 2
+    assert purge([rows[2]]) == 1
+    assert purge([]) == 0
 
 
-def test_service_purge_deletes_in_batches(monkeypatch):
+def test_purge_deletes_in_batches(monkeypatch):
     monkeypatch.setattr(services, "PURGE_BATCH", 2)
     for _ in range(5):
         make("dead")
-    assert services.purge(Notification.objects.all()) == 5
+    assert purge(Notification.objects.all()) == 5
     assert not Notification.objects.exists()

@@ -13,8 +13,7 @@ import pytest
 from django.core import mail
 from django.urls import reverse
 
-from notifications.api import schedule
-from notifications.engine import run_tick
+from notifications.api import run_tick, schedule
 from notifications.models import Notification
 
 pytestmark = pytest.mark.django_db

@@ -23,8 +23,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from notifications import clock
-from notifications.api import schedule
-from notifications.engine import run_tick
+from notifications.api import run_tick, schedule
 from notifications.health import describe_offset, queue_health
 from notifications.models import Notification, TickRun
 from notifications.testing import capture_notifications

@@ -8,7 +8,7 @@ import time
 import pytest
 from django.utils import timezone
 
-from notifications.engine import run_tick
+from notifications.api import run_tick
 from notifications.models import Notification
 from tests.servers import Reply
 

@@ -18,8 +18,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from notifications import guard, transport
-from notifications.api import schedule
-from notifications.engine import run_tick
+from notifications.api import run_tick, schedule
 from notifications.models import DeliveryAttempt, Notification
 
 CLOSED = override_settings(NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS=[])

@@ -18,7 +18,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from notifications import services
-from notifications.engine import run_tick
+from notifications.api import run_tick
 from notifications.health import humanize, queue_health
 from notifications.models import DeliveryAttempt, Notification, State, TickRun
 from tests.queue_states import make, one_of_each

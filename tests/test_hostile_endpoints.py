@@ -10,10 +10,9 @@ import uuid
 import pytest
 from django.utils import timezone
 
-from notifications.api import schedule
+from notifications.api import run_tick, schedule
 from notifications.channels import ErrorClass, Firing
 from notifications.channels.webhook import WebhookChannel
-from notifications.engine import run_tick
 from notifications.models import DeliveryAttempt, Notification
 from tests.hostile_servers import FIFTY_MB
 

@@ -23,9 +23,8 @@ from django.utils import timezone
 
 from notifications import validation
 from notifications.admin_forms import NotificationForm
-from notifications.api import schedule
+from notifications.api import run_tick, schedule
 from notifications.conf import Defaults
-from notifications.engine import run_tick
 from notifications.models import Notification
 from notifications.validation import MAX_BODY_BYTES, MAX_PAYLOAD_DEPTH, field_errors
 

@@ -17,7 +17,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
-from notifications.engine import run_tick
+from notifications.api import run_tick
 from notifications.models import Notification
 
 HEALTHY = 250

@@ -14,8 +14,7 @@ import standardwebhooks
 from django.urls import path
 
 from notifications import receiving, signing
-from notifications.api import schedule
-from notifications.engine import run_tick
+from notifications.api import run_tick, schedule
 from notifications.receiving import InvalidWebhook, verify
 from tests.vectors import BODY, MSG_ID, SECRET, SIGNATURE, TIMESTAMP
 

@@ -5,7 +5,7 @@ import json
 import responses
 from standardwebhooks import Webhook
 
-from notifications.engine import run_tick
+from notifications.api import run_tick
 from notifications.models import Notification
 from tests.settings import NOTIFICATIONS_WEBHOOK_SECRET
 

@@ -12,8 +12,8 @@ from django.core import mail
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
+from notifications.api import run_tick
 from notifications.conf import app_settings
-from notifications.engine import run_tick
 from notifications.models import DeliveryAttempt, Notification, TickRun
 from tests.processes import claim_gate, parse_summary, run
 from tests.servers import Reply

@@ -17,8 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from notifications import checks, guard
-from notifications.api import schedule
-from notifications.engine import run_tick
+from notifications.api import run_tick, schedule
 from notifications.models import DeliveryAttempt, Notification
 from notifications.secrets import decode_key, secret_errors
 from tests.servers import Reply

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
+from notifications.api import run_tick
 from notifications.channels import ChannelResult
-from notifications.engine import run_tick
 from notifications.models import Notification
 from notifications.signals import (
     notification_dead_lettered,

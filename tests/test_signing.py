@@ -16,7 +16,7 @@ from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
 from notifications import signing
-from notifications.engine import run_tick
+from notifications.api import run_tick
 from notifications.models import Notification
 from tests import vectors
 

@@ -11,8 +11,7 @@ import pytest
 from django.utils import timezone
 
 from notifications import states
-from notifications.api import requeue
-from notifications.engine import run_tick
+from notifications.api import requeue, run_tick
 from notifications.health import queue_health
 from notifications.models import Notification, State
 

@@ -17,8 +17,7 @@ from django.template import defaultfilters, defaulttags
 from django.urls import reverse
 
 from notifications import templating
-from notifications.api import schedule
-from notifications.engine import run_tick
+from notifications.api import run_tick, schedule
 from notifications.models import Notification
 from notifications.templating import TemplateRenderError, render, template_errors
 

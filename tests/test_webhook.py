@@ -13,9 +13,9 @@ from django.test import override_settings
 from django.utils import timezone
 from standardwebhooks import Webhook
 
+from notifications.api import run_tick
 from notifications.channels import Firing
 from notifications.channels.webhook import WebhookChannel
-from notifications.engine import run_tick
 from notifications.models import Notification
 from tests.servers import Reply, WebhookServer
 
