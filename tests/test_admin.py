@@ -16,14 +16,11 @@ from django.utils import timezone
 
 from notifications.api import run_tick
 from notifications.models import DeliveryAttempt, Notification
+from tests.admin_forms import change_form, change_url
 from tests.queue_states import SECRET, make, one_of_each
 
 CHANGELIST = "/admin/notifications/notification/"
 ATTEMPTS = "/admin/notifications/deliveryattempt/"
-
-
-def change_url(row: Notification) -> str:
-    return reverse("admin:notifications_notification_change", args=[row.pk])
 
 
 def listed_ids(response) -> set[int]:
@@ -238,30 +235,6 @@ def test_change_page_shows_next_five_occurrences_in_zone_and_utc_across_dst(admi
     assert "2030-04-03" not in html
 
 
-def form_data(row: Notification, **changes) -> dict:
-    """What the change form posts for `row` unchanged, plus `changes`."""
-    local = row.next_fire_at.astimezone(timezone.get_current_timezone()) if row.next_fire_at else None
-    data = {
-        "channels": row.channel_list,
-        "email_to": row.email_to,
-        "subject": row.subject,
-        "body": row.body,
-        "webhook_url": row.webhook_url,
-        "webhook_secret": "",
-        "payload": "{}",
-        "recurrence_rule": row.recurrence_rule,
-        "timezone": row.timezone,
-        "next_fire_at_0": local.strftime("%Y-%m-%d") if local else "",
-        "next_fire_at_1": local.strftime("%H:%M:%S") if local else "",
-        "attempts-TOTAL_FORMS": "0",
-        "attempts-INITIAL_FORMS": "0",
-        "attempts-MIN_NUM_FORMS": "0",
-        "attempts-MAX_NUM_FORMS": "0",
-    }
-    data.update(changes)
-    return data
-
-
 @pytest.mark.parametrize(
     ("changes", "field", "message"),
     [
@@ -279,7 +252,7 @@ def test_change_page_validates_edits_like_schedule(admin_client, changes, field,
     row = make("scheduled")
     before = Notification.objects.get(pk=row.pk)
 
-    response = admin_client.post(change_url(row), form_data(row, **changes))
+    response = admin_client.post(change_url(row), change_form(row, **changes))
 
     assert response.status_code == 200  # the form again, with the error
     errors = response.context["adminform"].form.errors
@@ -299,7 +272,9 @@ def test_editing_the_rule_moves_the_due_time_to_the_new_rules_next_occurrence(ad
     time_machine.move_to(datetime(2030, 1, 7, 12, tzinfo=UTC), tick=False)  # a Monday, noon
     admin_client.force_login(admin_user)
 
-    response = admin_client.post(change_url(row), form_data(row, recurrence_rule="30 18 * * *", timezone="Asia/Tokyo"))
+    response = admin_client.post(
+        change_url(row), change_form(row, recurrence_rule="30 18 * * *", timezone="Asia/Tokyo")
+    )
     assert response.status_code == 302, response.context and response.context["adminform"].form.errors
     row.refresh_from_db()
     assert row.recurrence_rule == "30 18 * * *"
@@ -313,7 +288,7 @@ def test_admin_edit_never_writes_back_the_ticks_bookkeeping(admin_client):
     token = uuid.uuid4()
     Notification.objects.filter(pk=row.pk).update(claim_token=token, error_count=1, last_error="webhook: HTTP 503")
 
-    response = admin_client.post(change_url(page_loaded), form_data(page_loaded, subject="New subject"))
+    response = admin_client.post(change_url(page_loaded), change_form(page_loaded, subject="New subject"))
 
     assert response.status_code == 302
     row.refresh_from_db()
@@ -329,19 +304,19 @@ def test_secret_is_write_only_keep_rotate_remove(admin_client):
     assert 'type="password"' in html
 
     # A blank field keeps the secret.
-    assert admin_client.post(change_url(row), form_data(row, subject="x")).status_code == 302
+    assert admin_client.post(change_url(row), change_form(row, subject="x")).status_code == 302
     row.refresh_from_db()
     assert row.webhook_secret == SECRET
 
     # A new value rotates it.
     rotated = "whsec_" + "cm90YXRlZC1zZWNyZXQtZm9yLXRoaXMtcm93LW9ubHk="
-    assert admin_client.post(change_url(row), form_data(row, webhook_secret=rotated)).status_code == 302
+    assert admin_client.post(change_url(row), change_form(row, webhook_secret=rotated)).status_code == 302
     row.refresh_from_db()
     assert row.webhook_secret == rotated
     assert rotated not in admin_client.get(change_url(row)).content.decode()
 
     # The box removes it (the site default signs from then on).
-    assert admin_client.post(change_url(row), form_data(row, clear_webhook_secret="on")).status_code == 302
+    assert admin_client.post(change_url(row), change_form(row, clear_webhook_secret="on")).status_code == 302
     row.refresh_from_db()
     assert row.webhook_secret == ""
     assert "No secret of its own" in admin_client.get(change_url(row)).content.decode()
@@ -350,7 +325,7 @@ def test_secret_is_write_only_keep_rotate_remove(admin_client):
 def test_rejected_secret_is_not_echoed_back(admin_client):
     row = make("scheduled")
     bad = "whsec_dG9vLXNob3J0"  # valid base64, too short
-    response = admin_client.post(change_url(row), form_data(row, webhook_secret=bad))
+    response = admin_client.post(change_url(row), change_form(row, webhook_secret=bad))
     assert response.status_code == 200
     assert "at least 24 bytes" in response.content.decode()
     assert bad not in response.content.decode()
@@ -383,7 +358,7 @@ def test_secrets_absent_from_every_admin_page(admin_client, webhook_server):
     run_tick()  # a real attempt on record, then a dead letter
     row.refresh_from_db()
     assert row.dead_lettered_at is not None
-    admin_client.post(change_url(row), form_data(row, subject="edited"))  # a history entry
+    admin_client.post(change_url(row), change_form(row, subject="edited"))  # a history entry
     attempt = DeliveryAttempt.objects.get()
 
     pages = {

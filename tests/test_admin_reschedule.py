@@ -11,10 +11,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.core import mail
-from django.urls import reverse
 
 from notifications.api import run_tick, schedule
-from notifications.models import Notification
+from tests.admin_forms import change_form, change_url
 
 pytestmark = pytest.mark.django_db
 
@@ -22,36 +21,6 @@ CREATED = datetime(2029, 12, 20, 12, tzinfo=UTC)
 FIRST_DUE = datetime(2030, 3, 1, 9, tzinfo=UTC)  # a Friday, months ahead: the old rule's start
 EDITED = datetime(2030, 1, 1, 12, tzinfo=UTC)  # a Tuesday
 MONDAYS = [datetime(2030, 1, 7, 9, tzinfo=UTC) + timedelta(weeks=w) for w in range(6)]
-
-
-def change_url(row: Notification) -> str:
-    return reverse("admin:notifications_notification_change", args=[row.pk])
-
-
-def posted(row: Notification, **changes: str) -> dict:
-    """What the change page posts for `row` unchanged (its due time included), plus `changes`."""
-    return {
-        "channels": row.channel_list,
-        "email_to": row.email_to,
-        "subject": row.subject,
-        "body": row.body,
-        "webhook_url": row.webhook_url,
-        "webhook_secret": "",
-        "payload": "{}",
-        "recurrence_rule": row.recurrence_rule,
-        "timezone": row.timezone,
-        # The page's hidden initial values (fields with callable defaults): what the row
-        # held when the page was loaded, against which Django tells what was edited.
-        "initial-timezone": row.timezone,
-        "initial-payload": "{}",
-        "next_fire_at_0": row.next_fire_at.strftime("%Y-%m-%d"),
-        "next_fire_at_1": row.next_fire_at.strftime("%H:%M:%S"),
-        "attempts-TOTAL_FORMS": "0",
-        "attempts-INITIAL_FORMS": "0",
-        "attempts-MIN_NUM_FORMS": "0",
-        "attempts-MAX_NUM_FORMS": "0",
-        **changes,
-    }
 
 
 def preview_row(moment: datetime) -> str:
@@ -84,7 +53,7 @@ def test_a_rule_edited_in_the_admin_governs_the_preview_and_the_next_two_firings
 
     time_machine.move_to(EDITED, tick=False)
     admin_client.force_login(admin_user)
-    response = admin_client.post(change_url(row), posted(row, recurrence_rule=new_rule))
+    response = admin_client.post(change_url(row), change_form(row, recurrence_rule=new_rule))
 
     assert response.status_code == 302, response.context and response.context["adminform"].form.errors
     row.refresh_from_db()
@@ -127,7 +96,7 @@ def test_a_rule_edited_with_a_due_time_set_by_hand_counts_from_that_due_time(adm
     changes = {"recurrence_rule": "FREQ=WEEKLY;INTERVAL=2;BYHOUR=9;BYMINUTE=0"}
     changes |= {"next_fire_at_0": "2030-01-09", "next_fire_at_1": "09:00:00"}
 
-    response = admin_client.post(change_url(row), posted(row, **changes))
+    response = admin_client.post(change_url(row), change_form(row, **changes))
 
     assert response.status_code == 302, response.context and response.context["adminform"].form.errors
     row.refresh_from_db()
@@ -151,7 +120,7 @@ def test_editing_other_fields_leaves_the_schedule_alone(admin_client, admin_user
     time_machine.move_to(EDITED, tick=False)
     admin_client.force_login(admin_user)
 
-    assert admin_client.post(change_url(row), posted(row, subject="Daily standup")).status_code == 302
+    assert admin_client.post(change_url(row), change_form(row, subject="Daily standup")).status_code == 302
 
     row.refresh_from_db()
     assert (row.subject, row.next_fire_at, row.starts_at) == ("Daily standup", FIRST_DUE, FIRST_DUE)

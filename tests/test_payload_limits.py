@@ -27,6 +27,7 @@ from notifications.api import run_tick, schedule
 from notifications.conf import Defaults
 from notifications.models import Notification
 from notifications.validation import MAX_BODY_BYTES, MAX_PAYLOAD_DEPTH, field_errors
+from tests.admin_forms import change_form, change_url
 
 pytestmark = pytest.mark.django_db
 
@@ -195,10 +196,6 @@ def test_a_raw_sql_row_over_the_limit_is_dead_lettered():
 # --- in the admin ---------------------------------------------------------------------------------
 
 
-def change_url(row: Notification) -> str:
-    return reverse("admin:notifications_notification_change", args=[row.pk])
-
-
 def selected_columns(queries) -> str:
     return "\n".join(q["sql"] for q in queries if q["sql"].lstrip().upper().startswith("SELECT"))
 
@@ -227,32 +224,10 @@ def test_the_changelist_and_its_actions_never_select_payloads_or_bodies(admin_cl
     assert "p" * 1000 not in response.content.decode()
 
 
-def form_data(row: Notification, **changes) -> dict:
-    data = {
-        "channels": row.channel_list,
-        "email_to": row.email_to,
-        "subject": row.subject,
-        "body": row.body,
-        "webhook_url": row.webhook_url,
-        "webhook_secret": "",
-        "payload": "{}",
-        "recurrence_rule": row.recurrence_rule,
-        "timezone": row.timezone,
-        "next_fire_at_0": "",
-        "next_fire_at_1": "",
-        "attempts-TOTAL_FORMS": "0",
-        "attempts-INITIAL_FORMS": "0",
-        "attempts-MIN_NUM_FORMS": "0",
-        "attempts-MAX_NUM_FORMS": "0",
-    }
-    data.update(changes)
-    return data
-
-
 @pytest.mark.parametrize("depth", [33, 500, 950, 5_000])
 def test_the_change_form_refuses_deep_payloads_without_a_500(admin_client, depth):
     row = schedule(**EMAIL, payload={"kept": 1})
-    response = admin_client.post(change_url(row), form_data(row, payload=nested_text(depth)))
+    response = admin_client.post(change_url(row), change_form(row, payload=nested_text(depth)))
     assert response.status_code == 200
     errors = response.context["adminform"].form.errors
     assert errors["payload"] == ["The payload is nested deeper than 32 levels."]
@@ -263,7 +238,7 @@ def test_the_change_form_refuses_deep_payloads_without_a_500(admin_client, depth
 @override_settings(NOTIFICATIONS_MAX_PAYLOAD_BYTES=1000)
 def test_the_change_form_refuses_a_payload_over_the_limit(admin_client):
     row = schedule(**EMAIL, payload={"kept": 1})
-    response = admin_client.post(change_url(row), form_data(row, payload=json.dumps({"a": "x" * 2000})))
+    response = admin_client.post(change_url(row), change_form(row, payload=json.dumps({"a": "x" * 2000})))
     assert response.status_code == 200
     assert response.context["adminform"].form.errors["payload"] == [
         "The payload is larger than 1,000 bytes of compact JSON (NOTIFICATIONS_MAX_PAYLOAD_BYTES)."
@@ -314,10 +289,10 @@ def test_a_row_with_a_payload_too_deep_to_show_opens_with_a_warning_and_can_be_r
         assert listing.status_code == 200 and f'href="{change_url(row)}"' in listing.content.decode()
 
     # Saving without a new payload is refused; a new payload repairs the row.
-    kept = admin_client.post(change_url(row), form_data(row, payload="null"))
+    kept = admin_client.post(change_url(row), change_form(row, payload="null"))
     assert kept.status_code == 200
     assert kept.context["adminform"].form.errors["payload"] == ["The payload must be a JSON object."]
-    repaired = admin_client.post(change_url(row), form_data(row, payload='{"fixed": true}'))
+    repaired = admin_client.post(change_url(row), change_form(row, payload='{"fixed": true}'))
     assert repaired.status_code == 302
     row = Notification.objects.get(pk=row.pk)
     assert row.payload == {"fixed": True}

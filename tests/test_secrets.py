@@ -20,6 +20,7 @@ from notifications import checks, guard
 from notifications.api import run_tick, schedule
 from notifications.models import DeliveryAttempt, Notification
 from notifications.secrets import decode_key, secret_errors
+from tests.admin_forms import change_form, change_url
 from tests.servers import Reply
 
 pytestmark = pytest.mark.django_db
@@ -253,13 +254,13 @@ def admin_pages(client, rows: list[Notification], *, can_change: bool) -> dict[s
         "search key": client.get(CHANGELIST, {"q": CANARY.removeprefix("whsec_")[:12]}),
     }
     for row in rows:
-        pages[f"change {row.pk}"] = client.get(reverse("admin:notifications_notification_change", args=[row.pk]))
+        pages[f"change {row.pk}"] = client.get(change_url(row))
         pages[f"history {row.pk}"] = client.get(reverse("admin:notifications_notification_history", args=[row.pk]))
     if can_change:
         pages["add"] = client.get(reverse("admin:notifications_notification_add"))
         secret_row = rows[0]
         # Error re-renders of the form: an invalid edit, and an invalid rotation.
-        url = reverse("admin:notifications_notification_change", args=[secret_row.pk])
+        url = change_url(secret_row)
         for name, changes in {
             "bad edit": {"channels": []},
             "bad rotation": {"webhook_secret": "whsec_c2hvcnQ="},
@@ -272,28 +273,6 @@ def admin_pages(client, rows: list[Notification], *, can_change: bool) -> dict[s
     return pages
 
 
-def change_form(row: Notification, **changes) -> dict:
-    data = {
-        "channels": row.channel_list,
-        "email_to": row.email_to,
-        "subject": row.subject,
-        "body": row.body,
-        "webhook_url": row.webhook_url,
-        "webhook_secret": "",
-        "payload": "{}",
-        "recurrence_rule": row.recurrence_rule,
-        "timezone": row.timezone,
-        "next_fire_at_0": "",
-        "next_fire_at_1": "",
-        "attempts-TOTAL_FORMS": "0",
-        "attempts-INITIAL_FORMS": "0",
-        "attempts-MIN_NUM_FORMS": "0",
-        "attempts-MAX_NUM_FORMS": "0",
-    }
-    data.update(changes)
-    return data
-
-
 @pytest.mark.parametrize("who", ["view-only", "change", "superuser"])
 def test_no_admin_page_shows_a_rows_secret_whatever_the_permission(client, who):
     with_secret = schedule(channels=["webhook"], webhook_url="https://example.com/hook", webhook_secret=CANARY)
@@ -302,7 +281,7 @@ def test_no_admin_page_shows_a_rows_secret_whatever_the_permission(client, who):
     editor = User.objects.create_superuser("editor", "editor@example.com", "pw")
     client.force_login(editor)
     for row in (with_secret, without):
-        url = reverse("admin:notifications_notification_change", args=[row.pk])
+        url = change_url(row)
         assert client.post(url, change_form(row, subject="edited")).status_code == 302
     with_secret.refresh_from_db()
     assert with_secret.webhook_secret == CANARY  # the edit kept it
@@ -337,7 +316,7 @@ def test_no_admin_page_shows_a_rows_secret_whatever_the_permission(client, who):
 def test_a_view_only_user_cannot_change_or_read_the_secret_by_posting(client):
     row = schedule(channels=["webhook"], webhook_url="https://example.com/hook", webhook_secret=CANARY)
     client.force_login(staff("viewer", "view_notification"))
-    url = reverse("admin:notifications_notification_change", args=[row.pk])
+    url = change_url(row)
     response = client.post(url, change_form(row, webhook_secret=ROW, clear_webhook_secret="on"))
     assert response.status_code == 403
     assert_no_secret(response.content.decode(), CANARY)

@@ -1,0 +1,46 @@
+"""The admin change page of a row: its address, and what a browser posts back from it."""
+
+from __future__ import annotations
+
+import json
+
+from django.urls import reverse
+from django.utils import timezone
+
+from notifications.models import Notification
+
+
+def change_url(row: Notification) -> str:
+    return reverse("admin:notifications_notification_change", args=[row.pk])
+
+
+def change_form(row: Notification, **changes: str | list[str]) -> dict:
+    """What the change page posts for `row` left as it is, plus `changes`.
+
+    As a browser sends it: the due time as shown (in the current time zone; blank for a
+    parked row), the secret box empty (the page never shows the stored secret), and the
+    hidden `initial-*` values of the fields with callable defaults: what the row held
+    when the page was loaded, against which Django tells what was edited.
+    """
+    due = timezone.localtime(row.next_fire_at) if row.next_fire_at else None
+    payload = json.dumps(row.payload)
+    return {
+        "channels": row.channel_list,
+        "email_to": row.email_to,
+        "subject": row.subject,
+        "body": row.body,
+        "webhook_url": row.webhook_url,
+        "webhook_secret": "",
+        "payload": payload,
+        "initial-payload": payload,
+        "recurrence_rule": row.recurrence_rule,
+        "timezone": row.timezone,
+        "initial-timezone": row.timezone,
+        "next_fire_at_0": due.strftime("%Y-%m-%d") if due else "",
+        "next_fire_at_1": due.strftime("%H:%M:%S") if due else "",
+        "attempts-TOTAL_FORMS": "0",
+        "attempts-INITIAL_FORMS": "0",
+        "attempts-MIN_NUM_FORMS": "0",
+        "attempts-MAX_NUM_FORMS": "0",
+        **changes,
+    }
