@@ -13,6 +13,7 @@ import pytest
 from django.core import mail
 
 from notifications.api import run_tick, schedule
+from notifications.models import Notification
 from tests.admin_forms import change_form, change_url
 
 pytestmark = pytest.mark.django_db
@@ -20,7 +21,25 @@ pytestmark = pytest.mark.django_db
 CREATED = datetime(2029, 12, 20, 12, tzinfo=UTC)
 FIRST_DUE = datetime(2030, 3, 1, 9, tzinfo=UTC)  # a Friday, months ahead: the old rule's start
 EDITED = datetime(2030, 1, 1, 12, tzinfo=UTC)  # a Tuesday
+DAILY_AT_9 = "FREQ=DAILY;BYHOUR=9;BYMINUTE=0"
 MONDAYS = [datetime(2030, 1, 7, 9, tzinfo=UTC) + timedelta(weeks=w) for w in range(6)]
+
+
+def standup_opened_later(time_machine, admin_client, admin_user, rule: str = DAILY_AT_9) -> Notification:
+    """A recurring row scheduled at CREATED, first due FIRST_DUE; then, at EDITED, a superuser opens the admin."""
+    time_machine.move_to(CREATED, tick=False)
+    row = schedule(
+        channels=["email"],
+        email_to="ada@example.com",
+        subject="Standup",
+        body="Hello",
+        recurrence_rule=rule,
+        timezone="UTC",
+        fire_at=FIRST_DUE,
+    )
+    time_machine.move_to(EDITED, tick=False)
+    admin_client.force_login(admin_user)
+    return row
 
 
 def preview_row(moment: datetime) -> str:
@@ -31,7 +50,7 @@ def preview_row(moment: datetime) -> str:
 @pytest.mark.parametrize(
     ("old_rule", "new_rule"),
     [
-        ("FREQ=DAILY;BYHOUR=9;BYMINUTE=0", "FREQ=WEEKLY;BYDAY=MO;BYHOUR=9;BYMINUTE=0"),
+        (DAILY_AT_9, "FREQ=WEEKLY;BYDAY=MO;BYHOUR=9;BYMINUTE=0"),
         ("0 9 * * *", "0 9 * * 1"),
     ],
     ids=["rrule", "cron"],
@@ -39,20 +58,9 @@ def preview_row(moment: datetime) -> str:
 def test_a_rule_edited_in_the_admin_governs_the_preview_and_the_next_two_firings(
     admin_client, admin_user, time_machine, old_rule, new_rule
 ):
-    time_machine.move_to(CREATED, tick=False)
-    row = schedule(
-        channels=["email"],
-        email_to="ada@example.com",
-        subject="Standup",
-        body="Hello",
-        recurrence_rule=old_rule,
-        timezone="UTC",
-        fire_at=FIRST_DUE,
-    )
+    row = standup_opened_later(time_machine, admin_client, admin_user, old_rule)
     assert row.starts_at == FIRST_DUE
 
-    time_machine.move_to(EDITED, tick=False)
-    admin_client.force_login(admin_user)
     response = admin_client.post(change_url(row), change_form(row, recurrence_rule=new_rule))
 
     assert response.status_code == 302, response.context and response.context["adminform"].form.errors
@@ -80,18 +88,7 @@ def test_a_rule_edited_in_the_admin_governs_the_preview_and_the_next_two_firings
 
 
 def test_a_rule_edited_with_a_due_time_set_by_hand_counts_from_that_due_time(admin_client, admin_user, time_machine):
-    time_machine.move_to(CREATED, tick=False)
-    row = schedule(
-        channels=["email"],
-        email_to="ada@example.com",
-        subject="Standup",
-        body="Hello",
-        recurrence_rule="FREQ=DAILY;BYHOUR=9;BYMINUTE=0",
-        timezone="UTC",
-        fire_at=FIRST_DUE,
-    )
-    time_machine.move_to(EDITED, tick=False)
-    admin_client.force_login(admin_user)
+    row = standup_opened_later(time_machine, admin_client, admin_user)
     # Every other week from a Wednesday: the phase comes from the rule's start.
     changes = {"recurrence_rule": "FREQ=WEEKLY;INTERVAL=2;BYHOUR=9;BYMINUTE=0"}
     changes |= {"next_fire_at_0": "2030-01-09", "next_fire_at_1": "09:00:00"}
@@ -107,18 +104,7 @@ def test_a_rule_edited_with_a_due_time_set_by_hand_counts_from_that_due_time(adm
 
 
 def test_editing_other_fields_leaves_the_schedule_alone(admin_client, admin_user, time_machine):
-    time_machine.move_to(CREATED, tick=False)
-    row = schedule(
-        channels=["email"],
-        email_to="ada@example.com",
-        subject="Standup",
-        body="Hello",
-        recurrence_rule="FREQ=DAILY;BYHOUR=9;BYMINUTE=0",
-        timezone="UTC",
-        fire_at=FIRST_DUE,
-    )
-    time_machine.move_to(EDITED, tick=False)
-    admin_client.force_login(admin_user)
+    row = standup_opened_later(time_machine, admin_client, admin_user)
 
     assert admin_client.post(change_url(row), change_form(row, subject="Daily standup")).status_code == 302
 
