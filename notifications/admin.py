@@ -59,6 +59,8 @@ LIST_COLUMNS = (
     "last_error",
     "failed_channels",
     "dead_lettered_at",
+    "paused_at",
+    "expired_at",
 )
 
 # The filter's values, in the order an operator triages them.

@@ -86,11 +86,39 @@ class Notification(models.Model):
     )
     timezone = models.CharField(max_length=64, default=default_timezone)
 
+    # Lifecycle (all optional): the host's own name for the row, pausing, expiry, quiet
+    # hours and a retry policy of its own.
+    key = models.CharField(
+        max_length=200,
+        blank=True,
+        default="",
+        help_text="Your own name for this reminder (e.g. invoice-7-reminder); unique among rows that have one.",
+    )
+    paused_at = models.DateTimeField(null=True, blank=True, editable=False)
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="No firing is sent after this instant.")
+    max_delay = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Seconds: a firing later than this after its due time is not sent."
+    )
+    quiet_hours = models.CharField(
+        max_length=11,
+        blank=True,
+        help_text='"HH:MM-HH:MM" in the row\'s time zone, may wrap midnight ("21:00-08:00"): nothing is sent inside.',
+    )
+    max_retries = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="Attempts of one firing before it is dead-lettered; blank: the site's."
+    )
+    backoff = models.JSONField(
+        null=True, blank=True, help_text="Seconds before retry 1, 2, 3 ... (a list); blank: the site's."
+    )
+
     next_fire_at = models.DateTimeField(null=True, blank=True, help_text="Blank parks the row.")
     last_fired_at = models.DateTimeField(null=True, blank=True, editable=False)
     error_count = models.PositiveIntegerField(default=0, editable=False)
     last_error = models.TextField(null=True, blank=True, editable=False)  # noqa: DJ001 - NULL, never "", means clean
     dead_lettered_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # When the last firing was not sent because it came too late (`expires_at`, `max_delay`);
+    # NULL otherwise. The EXPIRED state is this column.
+    expired_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     # The current firing: its id is the webhook-id (and Message-ID) of every attempt,
     # so receivers can de-duplicate; `pending_channels` lists the channels it still owes,
@@ -121,11 +149,16 @@ class Notification(models.Model):
             models.Index(
                 fields=["next_fire_at", "error_count"],
                 name="notification_due_idx",
-                condition=Q(next_fire_at__isnull=False),
+                condition=Q(next_fire_at__isnull=False, paused_at__isnull=True),
             ),
             # Claimed rows are read back and written by token; only rows in flight
             # carry one, so this index stays tiny.
             models.Index(fields=["claim_token"], name="notification_claim_idx", condition=Q(claim_token__isnull=False)),
+        ]
+        constraints = [
+            # Keys are unique among rows that have one, enforced by the database so that
+            # concurrent schedule(key=...) calls leave one row.
+            models.UniqueConstraint(fields=["key"], condition=~Q(key=""), name="notification_key_unique"),
         ]
 
     def __str__(self) -> str:
@@ -220,6 +253,8 @@ class TickRun(models.Model):
     partial = models.PositiveIntegerField(default=0)
     retried = models.PositiveIntegerField(default=0)
     dead_lettered = models.PositiveIntegerField(default=0)
+    expired = models.PositiveIntegerField(default=0)
+    deferred = models.PositiveIntegerField(default=0)
     released = models.PositiveIntegerField(default=0)
     clock_offset = models.FloatField(
         null=True,

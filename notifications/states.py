@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 
 class State(models.TextChoices):
@@ -31,6 +31,8 @@ class State(models.TextChoices):
     PARTIAL = "partial", "Partial failure"
     DEAD = "dead", "Dead letter"
     PARKED = "parked", "Parked"
+    PAUSED = "paused", "Paused"
+    EXPIRED = "expired", "Expired"
 
 
 # What `last_error` starts with after a partial failure: operators read it there (the
@@ -82,16 +84,26 @@ AHEAD = Condition(
     lambda now: Q(next_fire_at__gt=now), lambda r, now: r.next_fire_at is not None and r.next_fire_at > now
 )
 
+PAUSED = Condition(Q(paused_at__isnull=False), lambda r, now: r.paused_at is not None)
+RUNNING = Condition(Q(paused_at__isnull=True), lambda r, now: r.paused_at is None)
+
+EXPIRED = Condition(Q(expired_at__isnull=False), lambda r, now: r.expired_at is not None)
+IN_TIME = Condition(Q(expired_at__isnull=True), lambda r, now: r.expired_at is None)
+
+ACTIVE = RUNNING & IN_TIME  # neither paused by hand nor holding an expired firing
 HEALTHY = ALIVE & WHOLE & CLEAN  # no failure on record: the row just waits for its due time
 
-# The states, in the order an operator triages them (the admin filter's order).
+# The states, in the order an operator triages them (the admin filter's order). A paused
+# row is paused whatever else it holds; an expired firing shows before a dead letter.
 STATES: dict[State, Condition] = {
-    State.DUE: HEALTHY & REACHED,
-    State.SCHEDULED: HEALTHY & AHEAD,
-    State.RETRYING: ALIVE & WHOLE & FAILING,
-    State.PARTIAL: ALIVE & PARTLY_FAILED,
-    State.DEAD: DEAD_LETTERED,
-    State.PARKED: HEALTHY & UNSCHEDULED,
+    State.DUE: ACTIVE & HEALTHY & REACHED,
+    State.SCHEDULED: ACTIVE & HEALTHY & AHEAD,
+    State.RETRYING: ACTIVE & ALIVE & WHOLE & FAILING,
+    State.PARTIAL: ACTIVE & ALIVE & PARTLY_FAILED,
+    State.DEAD: ACTIVE & DEAD_LETTERED,
+    State.PARKED: ACTIVE & HEALTHY & UNSCHEDULED,
+    State.PAUSED: PAUSED,
+    State.EXPIRED: RUNNING & EXPIRED,
 }
 
 
@@ -115,10 +127,14 @@ def state_of(row: Any, now: datetime) -> State:
 
 
 def ready(now: datetime, max_retries: int) -> Q:
-    """Due by `now` with retries left: what a tick claims, live claims aside. Not a state:
-    a retrying row is ready when its backoff is over, and so is a recurring partial failure
-    or dead letter at its next occurrence."""
-    return Q(next_fire_at__lte=now, error_count__lt=max_retries)
+    """Due by `now`, not paused, with retries left (the row's own `max_retries`, else the
+    site's): what a tick claims, live claims aside. Not a state: a retrying row is ready
+    when its backoff is over, and so is a recurring partial failure or dead letter at its
+    next occurrence."""
+    retries_left = Q(max_retries__isnull=True, error_count__lt=max_retries) | Q(
+        max_retries__isnull=False, error_count__lt=F("max_retries")
+    )
+    return Q(retries_left, next_fire_at__lte=now, paused_at__isnull=True)
 
 
 def claimable(now: datetime, max_retries: int) -> Q:
