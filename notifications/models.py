@@ -35,6 +35,11 @@ USER_FIELDS = (
     "payload",
     "recurrence_rule",
     "timezone",
+    "expires_at",
+    "max_delay",
+    "quiet_hours",
+    "max_retries",
+    "backoff",
 )
 
 
@@ -88,10 +93,12 @@ class Notification(models.Model):
 
     # Lifecycle (all optional): the host's own name for the row, pausing, expiry, quiet
     # hours and a retry policy of its own.
+    # db_default: rows inserted by raw SQL that predates these columns still get a value.
     key = models.CharField(
         max_length=200,
         blank=True,
         default="",
+        db_default="",
         help_text="Your own name for this reminder (e.g. invoice-7-reminder); unique among rows that have one.",
     )
     paused_at = models.DateTimeField(null=True, blank=True, editable=False)
@@ -102,6 +109,8 @@ class Notification(models.Model):
     quiet_hours = models.CharField(
         max_length=11,
         blank=True,
+        default="",
+        db_default="",
         help_text='"HH:MM-HH:MM" in the row\'s time zone, may wrap midnight ("21:00-08:00"): nothing is sent inside.',
     )
     max_retries = models.PositiveSmallIntegerField(
@@ -253,8 +262,8 @@ class TickRun(models.Model):
     partial = models.PositiveIntegerField(default=0)
     retried = models.PositiveIntegerField(default=0)
     dead_lettered = models.PositiveIntegerField(default=0)
-    expired = models.PositiveIntegerField(default=0)
-    deferred = models.PositiveIntegerField(default=0)
+    expired = models.PositiveIntegerField(default=0, db_default=0)
+    deferred = models.PositiveIntegerField(default=0, db_default=0)
     released = models.PositiveIntegerField(default=0)
     clock_offset = models.FloatField(
         null=True,
