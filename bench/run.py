@@ -8,7 +8,9 @@ Needs bench/requirements.txt (django-post-office, the peer).
 
 One scenario alone: `--scenario host-writes` (a comma-separated list; `--only` is the same):
 the host site's own `schedule()` writes, alone and beside a tick draining a backlog, about
-80 s with the defaults (`--host-seconds 8 --repeats 3`).
+80 s with the defaults (`--host-seconds 8 --repeats 3`). `--scenario fast-lane` (PostgreSQL
+only, about 15 s): the latency from `schedule()` returning to the sink receiving the webhook,
+with `runtick --loop 60` woken by LISTEN/NOTIFY (`--fast-lane-rows 200 --fast-lane-rate 20`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -645,9 +648,113 @@ def scenario_host_writes(
         )
 
 
+# --- 9. the fast lane: `runtick --loop` woken by LISTEN/NOTIFY -----------------------------------
+
+# The loop's interval: far beyond any latency measured, so a row delivered in time was
+# woken for, not found at the interval.
+FAST_LANE_INTERVAL = 60
+
+
+def start_loop(log: Path) -> subprocess.Popen:
+    """`manage.py runtick --loop 60` on the bench database, its output in `log`."""
+    from django.db import connections
+
+    connections.close_all()
+    with log.open("w") as out:
+        return subprocess.Popen(
+            [sys.executable, "manage.py", "runtick", "--loop", str(FAST_LANE_INTERVAL), "--settings=bench.settings"],
+            cwd=ROOT,
+            env=dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1"),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+
+
+def summaries(log: Path) -> list[str]:
+    return [line for line in log.read_text().splitlines() if "claimed=" in line]
+
+
+def wait_listening(loop: subprocess.Popen, log: Path, timeout: float = 60) -> None:
+    """Until the loop has ticked once and its LISTEN connection is up."""
+    from django.db import connection
+
+    from notifications import wake
+
+    deadline = time.monotonic() + timeout
+    while True:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = %s",
+                [wake.LISTENER_NAME],
+            )
+            listening = cursor.fetchone()[0]
+        if listening and summaries(log):
+            return
+        if loop.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"runtick --loop did not start listening:\n{log.read_text()[-3000:]}")
+        time.sleep(0.05)
+
+
+def scenario_fast_lane(table: Table, sink: Sink, rows: int, per_second: float, vendor: str) -> None:
+    """From `schedule()` returning to the sink receiving the webhook, rows due now scheduled one
+    at a time at a steady pace while `runtick --loop 60` waits (PostgreSQL only)."""
+    label = f"9. fast lane ({vendor}): schedule() returned -> webhook received"
+    if vendor != "postgresql":
+        print("  fast lane: skipped, LISTEN/NOTIFY needs PostgreSQL (DATABASE_URL=postgres://...)", flush=True)
+        table.add(label, "skipped: PostgreSQL only (SQLite's --loop polls at its interval)")
+        return
+    from notifications.api import schedule
+
+    clear()
+    sink.reset()
+    log = Path(tempfile.mkdtemp(prefix="bench-fast-lane-")) / "loop.log"
+    loop = start_loop(log)
+    try:
+        wait_listening(loop, log)
+        before = len(summaries(log))
+        returned: dict[str, float] = {}
+        began = time.monotonic()
+        for i in range(rows):
+            time.sleep(max(0.0, began + i / per_second - time.monotonic()))
+            schedule(channels=["webhook"], webhook_url=sink.url(f"/fast-lane-{i}"), payload=PAYLOAD)
+            returned[f"fast-lane-{i}"] = time.time()
+        deadline = time.monotonic() + FAST_LANE_INTERVAL / 2  # well before the loop would look anyway
+        while len(arrived := {k: v for k, v in sink.stats()["paths"].items() if k in returned}) < rows:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        ticks = len(summaries(log)) - before
+    finally:
+        loop.send_signal(signal.SIGTERM)
+        loop.wait(30)
+    latencies = sorted(arrived[k]["first"] - at for k, at in returned.items() if k in arrived)
+    figures = latency_figures(latencies, rows / per_second)
+    stats = sink.stats()
+    table.add(
+        f"{label}, {rows} rows at {per_second:g}/s, runtick --loop {FAST_LANE_INTERVAL}",
+        f"**p50 {figures['p50']:.0f} ms, p99 {figures['p99']:.0f} ms**, max {figures['max']:.0f} ms; "
+        f"delivered {len(latencies)}/{rows} in {ticks} ticks, duplicates {stats['duplicates']}",
+        "p99 < 1 s",
+        len(latencies) == rows and figures["p99"] < 1000,
+    )
+    clear()
+
+
 # --- main --------------------------------------------------------------------------------------
 
-SCENARIOS = ["ceiling", "drain", "statements", "backlog", "peer", "scale", "memory", "stuck", "host-writes"]
+SCENARIOS = [
+    "ceiling",
+    "drain",
+    "statements",
+    "backlog",
+    "peer",
+    "scale",
+    "memory",
+    "stuck",
+    "host-writes",
+    "fast-lane",
+]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -665,12 +772,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=CRON_TICK["NOTIFICATIONS_TICK_BUDGET"],
         help="the tick's budget in scenario 8 (default: the product's, 50 s)",
     )
+    parser.add_argument("--fast-lane-rows", type=int, default=200, help="rows scheduled one by one (scenario 9)")
+    parser.add_argument("--fast-lane-rate", type=float, default=20, help="rows scheduled per second (scenario 9)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the benchmark runs")
     parser.add_argument("--out", help="results file (default bench/results/<database>-<time>.md)")
     args = parser.parse_args(argv)
     if args.quick:
         args.rows, args.emails, args.backlog, args.repeats, args.sweep = 200, 100, 2_000, 1, ""
         args.host_seconds = 1
+        args.fast_lane_rows = 20
     return args
 
 
@@ -718,6 +828,8 @@ def main(argv: list[str] | None = None) -> Path:
                 scenario_stuck(table, sink, 200 if not args.quick else 20, 200 if not args.quick else 20, concurrency)
             if "host-writes" in only:
                 scenario_host_writes(table, sink, args.rows, args.host_seconds, args.repeats, vendor, args.tick_budget)
+            if "fast-lane" in only:
+                scenario_fast_lane(table, sink, args.fast_lane_rows, args.fast_lane_rate, vendor)
         finally:
             sink.close()
         load = os.getloadavg()

@@ -2,7 +2,8 @@
 
 A long-running loop (a container, a systemd service) must not pin a PostgreSQL
 connection slot or an SQLite file handle for hours; each tick opens what it needs
-and the loop closes it before sleeping.
+and the loop closes it before sleeping. On PostgreSQL the one exception is the fast
+lane's LISTEN connection (notifications.wake), idle and named by its application_name.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
+from notifications import wake
 from tests.processes import Runtick
 
 pytestmark = pytest.mark.slow
@@ -28,7 +30,9 @@ def open_connections(child: Runtick) -> int:
             cursor.execute("SELECT pg_stat_clear_snapshot()")  # pg_stat_activity is cached per transaction
             cursor.execute(
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+                "AND backend_type = 'client backend' AND pid <> pg_backend_pid() "
+                "AND application_name <> %s",  # the fast lane's LISTEN connection stays, on purpose
+                [wake.LISTENER_NAME],
             )
             return cursor.fetchone()[0]
     database = os.path.realpath(connection.settings_dict["NAME"])

@@ -13,6 +13,7 @@ from django.core.management.base import BaseCommand
 from django.db import connections
 from django.utils import timezone
 
+from notifications import wake
 from notifications.claims import load_defensively
 from notifications.engine import run_tick
 from notifications.models import Notification
@@ -42,8 +43,9 @@ def interval(value: str) -> float:
     return number
 
 
-# How often a sleeping `--loop` looks for a stop request.
-SLEEP_STEP = 0.1
+# Seconds a woken `--loop` lets pass after a tick before the next: a flood of
+# announcements cannot make it spin.
+MIN_TICK_GAP = 0.1
 
 
 class Command(BaseCommand):
@@ -71,31 +73,31 @@ class Command(BaseCommand):
             return
         stop = threading.Event()
         received = self.install_signal_handlers(stop)
-        every = options["loop"]
-        while True:
-            started = time.monotonic()
-            if every is None:
-                self.tick(options, stop)  # a failure is cron's to report: non-zero exit
-                break
-            self.tick_in_loop(options, stop)
-            if stop.is_set():
-                break
-            connections.close_all()  # nothing is held across ticks
-            self.sleep_until(started + every, stop)
-            if stop.is_set():
-                break
+        if options["loop"] is None:
+            self.tick(options, stop)  # a failure is cron's to report: non-zero exit
+        else:
+            self.loop(options, stop, options["loop"])
         if received:
             self.stderr.write(f"received signal {received[0]}: finished the rows in flight, released the rest")
 
-    @staticmethod
-    def sleep_until(deadline: float, stop: threading.Event) -> None:
-        """Sleep until `deadline` (monotonic) or a stop request, whichever comes first.
+    def loop(self, options: dict[str, Any], stop: threading.Event, every: float) -> None:
+        """Tick every `every` seconds until stopped.
 
-        Polls instead of `stop.wait()`: the signal handler sets `stop`, and a handler that
-        runs while this thread holds the event's lock inside `wait()` would deadlock.
+        On PostgreSQL the wait between ticks also ends when a row is announced due
+        (`notifications.wake`), at most one tick per `MIN_TICK_GAP`; elsewhere, or while
+        the listening connection is down, the loop ticks at its interval.
         """
-        while not stop.is_set() and (left := deadline - time.monotonic()) > 0:
-            time.sleep(min(left, SLEEP_STEP))
+        waiter = wake.open_waiter()  # before the first tick: a row announced during it wakes the next
+        try:
+            while not stop.is_set():
+                started = time.monotonic()
+                self.tick_in_loop(options, stop)
+                if stop.is_set():
+                    break
+                connections.close_all()  # nothing is held across ticks (the waiter's own connection aside)
+                waiter.wait(started + every, stop, not_before=time.monotonic() + MIN_TICK_GAP)
+        finally:
+            waiter.close()
 
     def tick(self, options: dict[str, Any], stop: threading.Event) -> None:
         verbose = options["verbosity"] >= 2
@@ -138,7 +140,8 @@ class Command(BaseCommand):
             )
         for pk, error in unloadable.items():
             self.stdout.write(f"#{pk} cannot be loaded ({error}): the tick will dead-letter it")
-        self.stdout.write(f"dry run: due={total} claimed=0 succeeded=0 partial=0 retried=0 dead_lettered=0")
+        zeros = "claimed=0 succeeded=0 partial=0 retried=0 dead_lettered=0 expired=0 deferred=0"
+        self.stdout.write(f"dry run: due={total} {zeros}")
 
     def install_signal_handlers(self, stop: threading.Event) -> list[int]:
         """SIGTERM/SIGINT: stop claiming, finish or release what is held, then exit.
