@@ -8,3 +8,6 @@ class NotificationsConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks  # noqa: F401 - registers the system checks
+        from .suppression import connect_anymail
+
+        connect_anymail()  # with django-anymail installed: its bounces and complaints suppress addresses

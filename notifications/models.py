@@ -8,10 +8,11 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import JSONField, Q, Value
 from django.utils import timezone
 
 from . import states, validation
+from .addresses import AddressesField
 from .conf import positive_int
 from .states import State
 
@@ -28,8 +29,14 @@ def default_channels() -> list[str]:
 USER_FIELDS = (
     "channels",
     "email_to",
+    "email_cc",
+    "email_bcc",
+    "reply_to",
     "subject",
     "body",
+    "html_body",
+    "template",
+    "language",
     "webhook_url",
     "webhook_secret",
     "payload",
@@ -74,9 +81,37 @@ class Notification(models.Model):
     """A reminder: when it is due, where it goes, and how its last firing went."""
 
     channels = models.JSONField(default=default_channels, help_text='Any of "email", "webhook".')
-    email_to = models.CharField("email recipient", max_length=254, blank=True)
+    # Email: recipients (JSON: `email_to` one address as a string or several as a list,
+    # the others lists), the message (subject, body and html_body are templates rendered
+    # with the payload; or `template` names files of the site's), and its language.
+    email_to = AddressesField("to", single=True, blank=True, default=str)
+    email_cc = AddressesField("cc", blank=True, default=list, db_default=Value([], JSONField()))
+    email_bcc = AddressesField("bcc", blank=True, default=list, db_default=Value([], JSONField()))
+    reply_to = AddressesField("reply-to", blank=True, default=list, db_default=Value([], JSONField()))
     subject = models.CharField(max_length=255, blank=True)
     body = models.TextField(blank=True)
+    html_body = models.TextField(
+        "HTML body",
+        blank=True,
+        default="",
+        db_default="",
+        help_text="Optional: sent as the text/html alternative of the body; the payload's values are escaped.",
+    )
+    template = models.CharField(
+        max_length=200,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="A prefix of the site's templates, e.g. reminders/invoice: <prefix>/subject.txt, "
+        "<prefix>/body.txt and, if it exists, <prefix>/body.html. Leave subject and bodies blank.",
+    )
+    language = models.CharField(
+        max_length=15,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="A code from the site's LANGUAGES, active while the message is rendered.",
+    )
     webhook_url = models.URLField("webhook URL", max_length=2000, blank=True)
     webhook_secret = models.CharField(
         max_length=200,
@@ -278,3 +313,26 @@ class TickRun(models.Model):
 
     def __str__(self) -> str:
         return f"tick on {self.host} at {self.finished_at:%Y-%m-%d %H:%M:%S}"
+
+
+class Suppression(models.Model):
+    """An address email is no longer sent to: refused permanently, bounced, complained about.
+
+    Added by the tick (an SMTP 5xx for the recipient, a provider's rejection) and by
+    django-anymail's tracking webhooks; an operator lifts one by deleting it. Addresses
+    are stored lowercased and compared that way.
+    """
+
+    address = models.EmailField(max_length=254, unique=True)
+    reason = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return self.address
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.address = self.address.strip().lower()
+        super().save(*args, **kwargs)

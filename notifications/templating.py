@@ -1,11 +1,12 @@
 """Notification templates: a restricted Django template engine with bounded work.
 
-A row's `subject` and `body` are Django templates rendered with its `payload`. They are
-written by host code and by staff in the admin, so they get less than a site template:
+A row's `subject`, `body` and `html_body` (and the files a row's `template` names) are
+Django templates rendered with its `payload`. They are written by host code and by staff
+in the admin, so they get less than a site template:
 
-- An allow-list of tags and filters (`ALLOWED_TAGS`, `ALLOWED_FILTERS`). Nothing that
-  reaches the site (`url`, `include`, `extends`, `load`, `debug`, `csrf_token`), generates
-  text by itself (`lorem`), or calls into code.
+- An allow-list of tags and filters (`ALLOWED_TAGS`, `I18N_TAGS`, `ALLOWED_FILTERS`).
+  Nothing that reaches the site (`url`, `include`, `extends`, `load` of anything but
+  i18n, `debug`, `csrf_token`), generates text by itself (`lorem`), or calls into code.
 - Values are looked up by key and by index only: no method of a payload value is called,
   except `items`, `keys` and `values` of an object (`{% for k, v in d.items %}`).
 - Bounds on the work of one render: `MAX_LOOP_ITERATIONS` across all `for` loops,
@@ -46,10 +47,11 @@ from django.template.base import (
 from django.template.context import BaseContext, Context
 from django.template.engine import Engine
 from django.template.library import Library
+from django.templatetags import i18n
 from django.utils.safestring import mark_safe
 
 # Tags a notification template may use. Left out on purpose: `url`, `include`, `extends`,
-# `block`, `load`, `debug`, `csrf_token`, `querystring` (they reach the site, its files or
+# `block`, `load` (but `{% load i18n %}`), `debug`, `csrf_token`, `querystring` (they reach the site, its files or
 # its settings), `lorem` (text without bound), `widthratio`, `regroup` (not needed in a
 # reminder; regroup does unbudgeted work per item).
 ALLOWED_TAGS: tuple[str, ...] = (
@@ -68,6 +70,10 @@ ALLOWED_TAGS: tuple[str, ...] = (
     "verbatim",
     "with",
 )
+
+# Translation tags, built in (no `{% load i18n %}` needed, though it is accepted): the row's
+# `language` is active while its templates render.
+I18N_TAGS: tuple[str, ...] = ("blocktrans", "blocktranslate", "trans", "translate")
 
 # Filters a notification template may use. Left out on purpose: `dictsort` and
 # `dictsortreversed` (they call methods of values), `date`, `time`, `timesince`,
@@ -384,6 +390,16 @@ def _do_for(parser: Parser, token: Any) -> _ForNode:
     return _ForNode(node.loopvars, node.sequence, node.is_reversed, node.nodelist_loop, node.nodelist_empty)
 
 
+def _do_load(parser: Parser, token: Any) -> Node:
+    """`{% load i18n %}` is accepted (its tags are built in); no other library can be loaded."""
+    if token.split_contents()[1:] != ["i18n"]:
+        raise TemplateSyntaxError(
+            f"The tag {{% load %}} on line {token.lineno} may only load i18n in notification templates "
+            "(its tags are built in)."
+        )
+    return defaulttags.LoadNode()
+
+
 # --- parsing ----------------------------------------------------------------------------------
 
 
@@ -468,6 +484,9 @@ def _library() -> Library:
     library = Library()
     for name in ALLOWED_TAGS:
         library.tags[name] = _do_for if name == "for" else defaulttags.register.tags[name]
+    for name in I18N_TAGS:
+        library.tags[name] = i18n.register.tags[name]
+    library.tags["load"] = _do_load
     for name in ALLOWED_FILTERS:
         library.filters[name] = _bounded_filter(name, defaultfilters.register.filters[name])
     return library

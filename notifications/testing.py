@@ -30,6 +30,7 @@ from typing import Any
 from unittest import mock
 
 import requests
+from django.core import mail
 from django.core.mail import EmailMessage
 from django.core.mail.backends import locmem
 from django.test.utils import override_settings
@@ -186,11 +187,13 @@ class EmailBackend(locmem.EmailBackend):
 
 
 def _email_to_capture() -> override_settings:
-    """Route the site's mail to EmailBackend: every mailer on Django 6.1+, else EMAIL_BACKEND."""
+    """Route the site's mail to EmailBackend: every mailer on Django 6.1+ (a site still on
+    the deprecated EMAIL_* settings gets a default one; setting EMAIL_BACKEND there would
+    warn), else EMAIL_BACKEND."""
     backend = f"{__name__}.EmailBackend"
-    mailers = site_mailers()
-    if mailers is not None:
-        return override_settings(MAILERS={alias: {"BACKEND": backend} for alias in mailers})
+    if hasattr(mail, "mailers"):
+        aliases = site_mailers() or {"default": {}}
+        return override_settings(MAILERS={alias: {"BACKEND": backend} for alias in aliases})
     return override_settings(EMAIL_BACKEND=backend)
 
 

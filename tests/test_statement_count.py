@@ -25,7 +25,8 @@ ROWS = 100
 # rows at limit 100: the reading of the database's clock (one SELECT: the tick's clock
 # offset, see notifications.clock), the claim (one UPDATE ... RETURNING the ids, then
 # one SELECT that loads the rows, so a row the ORM cannot convert costs only itself),
-# the write-back (DELETE or
+# one SELECT per batch with email rows of the suppressed addresses among its recipients
+# (the email channel's `prepare`: workers touch no database), the write-back (DELETE or
 # bulk UPDATE, and one INSERT of the delivery log, in a transaction), the empty claim
 # that finds nothing more due, history pruning and the tick's record. SQLite claims
 # without BEGIN/COMMIT, and its bulk_update splits 100 rows into two UPDATEs (999
@@ -33,8 +34,8 @@ ROWS = 100
 # transaction, and one UPDATE holds the whole batch. The delivery log is one multi-row
 # INSERT per 111 records on SQLite (999 parameters), one in all on PostgreSQL.
 PINNED = {
-    "sqlite": {"succeeded": 15, "recurring": 16, "retried": 16, "partial": 17},
-    "postgresql": {"succeeded": 19, "recurring": 19, "retried": 19, "partial": 19},
+    "sqlite": {"succeeded": 16, "recurring": 17, "retried": 16, "partial": 18},
+    "postgresql": {"succeeded": 20, "recurring": 20, "retried": 19, "partial": 20},
 }
 
 

@@ -14,6 +14,7 @@ import pytest
 from django.core import mail
 from django.core.exceptions import ValidationError
 from django.template import defaultfilters, defaulttags
+from django.templatetags import i18n
 from django.urls import reverse
 
 from notifications import templating
@@ -105,10 +106,12 @@ def test_engine_loads_only_the_allow_list():
     [library] = engine.template_builtins
     assert templating.RestrictedEngine.default_builtins == []
     assert engine.template_libraries == {}
-    assert sorted(library.tags) == sorted(templating.ALLOWED_TAGS)
+    # The allow-list, the translation tags, and a `load` that takes only i18n.
+    assert sorted(library.tags) == sorted([*templating.ALLOWED_TAGS, *templating.I18N_TAGS, "load"])
     assert sorted(library.filters) == sorted(templating.ALLOWED_FILTERS)
     # Every name on the lists is one of Django's own (on every supported Django version).
     assert set(templating.ALLOWED_TAGS) <= set(defaulttags.register.tags)
+    assert set(templating.I18N_TAGS) <= set(i18n.register.tags)
     assert set(templating.ALLOWED_FILTERS) <= set(defaultfilters.register.filters)
 
 

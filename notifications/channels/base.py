@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -40,6 +41,9 @@ class ChannelResult:
     http_status: int | None = None
     retry_after: float | None = None  # seconds the receiver asked us to wait
     duration: float = 0.0
+    # Addresses refused for good by this send, with why (an SMTP 5xx for the recipient, a
+    # provider's rejection): the tick's write-back adds them to the suppression list.
+    refused: tuple[tuple[str, str], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -66,6 +70,13 @@ class Channel(abc.ABC):
     @abc.abstractmethod
     def deliver(self, firing: Firing) -> ChannelResult:
         """Send `firing` and describe the outcome. May raise; `send` catches."""
+
+    def prepare(self, rows: Sequence[Notification]) -> None:
+        """Read what sending `rows` needs from the database, before any of them is sent.
+
+        Called in the tick's own thread with each claimed batch: worker threads touch no
+        database.
+        """
 
     def close(self) -> None:
         """Release what the channel opened during the tick (connections, sessions)."""

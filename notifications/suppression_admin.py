@@ -1,0 +1,32 @@
+"""Admin: the suppression list. Deleting an entry lifts it; the next firing sends to it again."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from .models import Suppression
+
+if TYPE_CHECKING:  # django-stubs makes the admin classes generic; at run time they are not
+    ModelAdmin = admin.ModelAdmin[Any]
+else:
+    ModelAdmin = admin.ModelAdmin
+
+
+@admin.register(Suppression)
+class SuppressionAdmin(ModelAdmin):
+    """Addresses email is not sent to: refused for good by a mail server or provider,
+    bounced or complained about (django-anymail's tracking), or added by hand."""
+
+    list_display = ["address", "reason", "created_at"]
+    search_fields = ["address", "reason"]
+    date_hierarchy = "created_at"
+    list_per_page = 100
+    fields = ["address", "reason", "created_at"]
+    readonly_fields = ["created_at"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        # An entry is about one address: lift it (delete) rather than point it elsewhere.
+        return ["address", *self.readonly_fields] if obj is not None else list(self.readonly_fields)
