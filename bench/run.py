@@ -295,7 +295,7 @@ def fill_not_due(n: int, start: int = 0) -> None:
     if connection.vendor == "postgresql":
         sql = f"""
             INSERT INTO {table} ({columns})
-            SELECT '["email"]'::jsonb, 'ada@example.com', 'Later', 'Not yet', '', '', '{{}}'::jsonb, '', 'UTC',
+            SELECT '["email"]'::jsonb, '"ada@example.com"'::jsonb, 'Later', 'Not yet', '', '', '{{}}'::jsonb, '', 'UTC',
                    CASE WHEN i %% 4 < 2 THEN now() + interval '1 hour' + i * interval '1 second' END,
                    CASE i %% 4 WHEN 1 THEN 1 WHEN 3 THEN 3 ELSE 0 END,
                    CASE WHEN i %% 4 IN (1, 3) THEN 'webhook: HTTP 503' END,
@@ -308,7 +308,7 @@ def fill_not_due(n: int, start: int = 0) -> None:
         sql = f"""
             INSERT INTO {table} ({columns})
             WITH RECURSIVE seq(i) AS (SELECT %s UNION ALL SELECT i + 1 FROM seq WHERE i < %s)
-            SELECT '["email"]', 'ada@example.com', 'Later', 'Not yet', '', '', '{{}}', '', 'UTC',
+            SELECT '["email"]', '"ada@example.com"', 'Later', 'Not yet', '', '', '{{}}', '', 'UTC',
                    CASE WHEN i % 4 < 2
                         THEN strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '+' || (3600 + i) || ' seconds') END,
                    CASE i % 4 WHEN 1 THEN 1 WHEN 3 THEN 3 ELSE 0 END,

@@ -25,7 +25,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import ngettext
 
-from . import schedule, services, validation
+from . import addresses, schedule, services, validation
 from .admin_forms import SECRET_FIELD, NotificationForm
 from .conf import app_settings
 from .health import queue_health
@@ -218,7 +218,22 @@ class NotificationAdmin(ModelAdmin):
             {"fields": ["state_column", "error_count", "full_error", "owed", "last_fired_at", "dead_lettered_at"]},
         ),
         ("Schedule", {"fields": ["recurrence_rule", "timezone", "next_fire_at", "upcoming"]}),
-        ("Email", {"fields": ["email_to", "subject", "body"]}),
+        (
+            "Email",
+            {
+                "fields": [
+                    "email_to",
+                    "email_cc",
+                    "email_bcc",
+                    "reply_to",
+                    "subject",
+                    "body",
+                    "html_body",
+                    "template",
+                    "language",
+                ]
+            },
+        ),
         ("Webhook", {"fields": ["webhook_url", "secret_status", "webhook_secret", "clear_webhook_secret"]}),
         ("Delivery", {"fields": ["channels", "payload", "firing_id", "claim", "history", "created_at", "updated_at"]}),
     ]
@@ -241,7 +256,7 @@ class NotificationAdmin(ModelAdmin):
         """Recipient and webhook host: never the URL's path or query, never a secret."""
         parts = []
         if obj.email_to:
-            parts.append(obj.email_to)
+            parts.append(addresses.compact(obj.email_to))  # ada@example.com +2
         if obj.webhook_url:
             try:
                 parts.append(urlsplit(obj.webhook_url).hostname or "?")
@@ -397,8 +412,11 @@ class NotificationAdmin(ModelAdmin):
         context = {"health": health, "health_states": states, **(extra_context or {})}
         return super().changelist_view(request, extra_context=context)
 
-    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
-        actions = super().get_actions(request)
+    def get_actions(self, request: HttpRequest, action_location: Any = None) -> dict[str, Any]:
+        # Django 6.1 passes where the actions show (list or change form) and deprecates an
+        # override without the parameter; 5.2 has none.
+        base = super().get_actions
+        actions = base(request) if action_location is None else base(request, action_location)  # type: ignore[call-arg]
         actions.pop("delete_selected", None)  # `purge` replaces it, with the queue's own confirmation
         return actions
 
@@ -574,3 +592,5 @@ class TickRunAdmin(ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+from .suppression_admin import SuppressionAdmin  # noqa: E402, F401 - registers the Suppressions list

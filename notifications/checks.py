@@ -27,7 +27,7 @@ A bad value is reported here rather than by a crash mid-tick.
 | W003 | django_crontab is installed but there is no `crontab` binary |
 | W004 | SQLite without WAL while ticks are expected to overlap |
 | W005 | a NOTIFICATIONS_* setting the app does not know (a typo?) |
-| W006 | that timeout is longer than CHANNEL_TIMEOUT |
+| W006 | that timeout, or django-anymail's REQUESTS_TIMEOUT (30 s unless set), is longer than CHANNEL_TIMEOUT |
 | W100 | no tick has finished lately (database check) |
 | W101 | a host's clock is further than MAX_CLOCK_OFFSET from the database's (database check) |
 """
@@ -48,11 +48,10 @@ from django.conf import settings
 from django.core import checks
 from django.db import connections, router
 
-from .channels.email import site_mailers
 from .conf import Defaults, app_settings
+from .mailer_settings import mail_timeout
 from .secrets import secret_errors
 
-SMTP_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
 # How long a tick may outlive its budget: one channel deadline plus the engine's grace.
 TICK_OVERRUN_GRACE = 1.0
 DEFAULT_TICK_INTERVAL = 60.0  # the README's cron line: every minute
@@ -214,30 +213,19 @@ def _check_unknown_settings() -> Messages:
     return messages
 
 
-def _mail_timeout() -> tuple[bool, Any, str, str]:
-    """(SMTP in use?, its timeout, the setting's name, an example) for the mail the tick sends.
-
-    Django 6.1 moved email configuration into MAILERS (and refuses to read EMAIL_* once
-    MAILERS is defined); the tick sends through the default mailer.
-    """
-    mailers = site_mailers()
-    if mailers is not None:
-        default = mailers.get("default") or {}
-        backend = default.get("BACKEND", SMTP_BACKEND)
-        timeout = (default.get("OPTIONS") or {}).get("timeout")
-        return backend == SMTP_BACKEND, timeout, 'MAILERS["default"]["OPTIONS"]["timeout"]', '"timeout": 10'
-    uses_smtp = settings.EMAIL_BACKEND == SMTP_BACKEND
-    return uses_smtp, getattr(settings, "EMAIL_TIMEOUT", None), "EMAIL_TIMEOUT", "EMAIL_TIMEOUT = 10"
-
-
 @checks.register()
 def check_email(app_configs: Any = None, **kwargs: Any) -> Messages:
-    """An SMTP server that never answers must not hold a tick's worker past its deadline."""
-    uses_smtp, email_timeout, name, example = _mail_timeout()
-    if not uses_smtp:
+    """A mail server or email provider that never answers must not hold a tick's worker past its deadline.
+
+    The timeout is the default mailer's (MAILERS on Django 6.1+, EMAIL_* before): SMTP's,
+    or django-anymail's REQUESTS_TIMEOUT for a provider's HTTP API (30 s unless set).
+    """
+    timeout = mail_timeout()
+    if timeout is None:
         return []
+    name, example = timeout.setting, timeout.example
     channel_timeout = app_settings.CHANNEL_TIMEOUT
-    if email_timeout is None:
+    if timeout.seconds is None:
         return [
             checks.Warning(
                 f"{name} is not set while the SMTP email backend is in use: a stuck mail server holds "
@@ -247,14 +235,15 @@ def check_email(app_configs: Any = None, **kwargs: Any) -> Messages:
             )
         ]
     if (
-        _positive(email_timeout, integer=False)
+        _positive(timeout.seconds, integer=False)
         and _positive(channel_timeout, integer=False)
-        and email_timeout > channel_timeout
+        and timeout.seconds > channel_timeout
     ):
+        default = ", anymail's default" if timeout.defaulted else ""
         return [
             checks.Warning(
-                f"{name} ({email_timeout:g}s) is longer than NOTIFICATIONS_CHANNEL_TIMEOUT "
-                f"({channel_timeout:g}s): a slow mail server may still accept a message after the tick "
+                f"{name} ({timeout.seconds:g}s{default}) is longer than NOTIFICATIONS_CHANNEL_TIMEOUT "
+                f"({channel_timeout:g}s): a slow {timeout.waits_on} may still accept a message after the tick "
                 "recorded a timeout, and the retry sends it twice.",
                 hint=f"Set {name} no higher than NOTIFICATIONS_CHANNEL_TIMEOUT.",
                 id="notifications.W006",

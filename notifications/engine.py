@@ -232,6 +232,8 @@ class Tick:
             self.report.tally[Kind.DEAD_LETTERED] += dead
         if claimed.rows:
             self.held += len(claimed.rows)
+            for channel in self.channels.values():
+                channel.prepare(claimed.rows)  # e.g. the suppressed addresses: workers touch no database
             batch = Batch(claimed.token, batch_now, len(claimed.rows))
             self.dispatcher.put([Job(batch, row, target_of(row)) for row in claimed.rows])
         return True

@@ -33,7 +33,7 @@ from . import compat, retry, schedule, validation
 from .channels import ChannelResult, ErrorClass
 from .claims import load_defensively
 from .conf import Policy
-from .models import USER_FIELDS, DeliveryAttempt, Notification, TickRun
+from .models import USER_FIELDS, DeliveryAttempt, Notification, Suppression, TickRun
 from .states import State, partial_error
 
 
@@ -361,6 +361,7 @@ def save_outcomes(batches: Iterable[tuple[uuid.UUID, Iterable[Outcome]]], attemp
     released = [o.row.pk for o in outcomes if o.kind == Kind.RELEASED]
     kept = [o.row for o in outcomes if not o.delete and o.kind != Kind.RELEASED]
     log = insert_statements(DeliveryAttempt, attempts)
+    refused = [refusal for o in outcomes for result in o.results for refusal in result.refused]
     claimed = Notification.objects.filter(claim_token__in=tokens)
     with transaction.atomic():
         if doomed:
@@ -373,6 +374,20 @@ def save_outcomes(batches: Iterable[tuple[uuid.UUID, Iterable[Outcome]]], attemp
             with connection.cursor() as cursor:
                 for sql, params in log:
                     cursor.execute(sql, params)
+        if refused:  # addresses refused for good, whatever became of the claim
+            suppress(refused)
+
+
+def suppress(refusals: Iterable[tuple[str, str]], now: datetime | None = None) -> None:
+    """Add (address, reason) pairs to the suppression list; an address already there keeps
+    its entry. The tick's write-back and django-anymail's tracking signal call this."""
+    entries: dict[str, Suppression] = {}
+    for address, reason in refusals:
+        key = address.strip().lower()
+        if key and key not in entries:
+            entries[key] = Suppression(address=key, reason=reason[:200], created_at=now or timezone.now())
+    if entries:
+        Suppression.objects.bulk_create(entries.values(), ignore_conflicts=True)
 
 
 def insert_statements(model: type[Model], objs: Sequence[Model]) -> list[tuple[str, list[Any]]]:

@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
-from django.core.validators import validate_email
 
-from . import guard, schedule
+from . import addresses, email_content, guard, schedule
 from .conf import Defaults, app_settings
 from .secrets import secret_errors
 from .templating import template_errors
@@ -186,18 +185,29 @@ def field_errors(row: Notification) -> Errors:
 
 
 def _email_errors(row: Notification) -> Errors:
-    """The recipient, and subject and body: Django templates rendered with the payload at send time."""
-    recipient: list[str] = []
-    if not row.email_to:
-        recipient = ["The email channel needs a recipient."]
-    else:
-        try:
-            validate_email(row.email_to)
-        except ValidationError:
-            recipient = ["Enter a valid email address."]
+    """Recipients, language, and the message: subject, body and html_body (templates rendered
+    with the payload at send time), or `template`, a prefix of the site's template files."""
+    errors: Errors = {
+        "email_to": addresses.errors(row.email_to, single=True, required=True),
+        "email_cc": addresses.errors(row.email_cc, single=False),
+        "email_bcc": addresses.errors(row.email_bcc, single=False),
+        "reply_to": addresses.errors(row.reply_to, single=False),
+    }
+    if not any(errors.values()):
+        errors["email_to"] = addresses.too_many(row.email_to, row.email_cc, row.email_bcc)
+    if row.language:
+        errors["language"] = email_content.language_errors(row.language)
+    if row.template:
+        errors["template"] = email_content.template_field_errors(row.template)
+        for name in ("subject", "body", "html_body"):
+            if getattr(row, name):
+                errors[name] = ["Leave this blank: the template's files give the message."]
+        return errors
     # An oversized body is not worth parsing as a template.
-    body = body_errors(row.body or "") or template_errors(row.body or "")
-    return {"email_to": recipient, "subject": template_errors(row.subject or ""), "body": body}
+    errors["subject"] = template_errors(row.subject or "")
+    errors["body"] = body_errors(row.body or "") or template_errors(row.body or "")
+    errors["html_body"] = body_errors(row.html_body or "") or template_errors(row.html_body or "")
+    return errors
 
 
 def _webhook_errors(row: Notification, *, needed: bool) -> Errors:
