@@ -218,6 +218,7 @@ class NotificationAdmin(ModelAdmin):
             {"fields": ["state_column", "error_count", "full_error", "owed", "last_fired_at", "dead_lettered_at"]},
         ),
         ("Schedule", {"fields": ["recurrence_rule", "timezone", "next_fire_at", "upcoming"]}),
+        ("Limits", {"fields": ["expires_at", "max_delay", "quiet_hours", "max_retries", "backoff"]}),
         (
             "Email",
             {

@@ -22,6 +22,7 @@ A bad value is reported here rather than by a crash mid-tick.
 | E014 | ATTEMPT_RETENTION_DAYS is not a positive number |
 | E015 | MAX_CLOCK_OFFSET is not a positive number |
 | E016 | MAX_PAYLOAD_BYTES is not a positive integer |
+| E017 | QUIET_HOURS is not blank or "HH:MM-HH:MM" |
 | W001 | BACKOFF has fewer steps than MAX_RETRIES - 1 |
 | W002 | the SMTP backend is in use and its timeout (EMAIL_TIMEOUT, or the default mailer's) is unset |
 | W003 | django_crontab is installed but there is no `crontab` binary |
@@ -48,7 +49,8 @@ from django.conf import settings
 from django.core import checks
 from django.db import connections, router
 
-from .conf import Defaults, app_settings
+from . import quiet
+from .conf import Defaults, app_settings, is_backoff
 from .mailer_settings import mail_timeout
 from .secrets import secret_errors
 
@@ -97,14 +99,14 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> Messages:
     )
     errors += _number("MAX_CLOCK_OFFSET", app_settings.MAX_CLOCK_OFFSET, integer=False, id="notifications.E015")
     errors += _number("MAX_PAYLOAD_BYTES", app_settings.MAX_PAYLOAD_BYTES, integer=True, id="notifications.E016")
+    errors += _check_quiet_hours()
     errors += _check_unknown_settings()
     return errors
 
 
 def _check_backoff() -> Messages:
     backoff = app_settings.BACKOFF
-    valid = isinstance(backoff, (list, tuple)) and all(_positive(s, integer=False) for s in backoff)
-    if not valid or not backoff:
+    if not is_backoff(backoff):
         return [
             checks.Error(
                 f"NOTIFICATIONS_BACKOFF must be a non-empty list of positive seconds, not {backoff!r}.",
@@ -123,6 +125,21 @@ def _check_backoff() -> Messages:
             )
         ]
     return []
+
+
+def _check_quiet_hours() -> Messages:
+    value = app_settings.QUIET_HOURS
+    problems = quiet.errors(value)
+    if not problems:
+        return []
+    return [
+        checks.Error(
+            f"NOTIFICATIONS_QUIET_HOURS is not a quiet window: {problems[0]}",
+            hint='For example "21:00-08:00" (read in each row\'s time zone; it may wrap midnight), '
+            "or blank for none. Until it is fixed, rows without quiet hours of their own have none.",
+            id="notifications.E017",
+        )
+    ]
 
 
 def _check_lease() -> Messages:

@@ -20,6 +20,8 @@ from typing import Any
 
 from django.conf import settings as django_settings
 
+from . import quiet
+
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
@@ -43,6 +45,9 @@ class Defaults:
     # Seconds a host's clock may differ from the database's before it is reported:
     # leases and due times are read on each host's own clock (see notifications.clock).
     MAX_CLOCK_OFFSET: float = 5
+    # "HH:MM-HH:MM" in each row's own time zone: nothing is sent inside (blank: no window).
+    # A row's own `quiet_hours` overrides it ("off": none for that row).
+    QUIET_HOURS: str = ""
 
 
 # A derived lease outlives everything a tick does with its rows: the budget, a last batch
@@ -100,6 +105,12 @@ def positive_number(name: str) -> float:
     return float(value if is_positive(value, integer=False) else getattr(Defaults, name))
 
 
+def is_backoff(value: Any) -> bool:
+    """A non-empty list of positive seconds: what `manage.py check` (E006) and a row's own
+    `backoff` must be."""
+    return isinstance(value, (list, tuple)) and bool(value) and all(is_positive(s, integer=False) for s in value)
+
+
 def parse_backoff(value: Any) -> tuple[float, ...] | None:
     """A non-empty list of seconds as floats; None if unusable.
 
@@ -111,6 +122,12 @@ def parse_backoff(value: Any) -> tuple[float, ...] | None:
     if not all(not isinstance(s, bool) and isinstance(s, (int, float)) and s >= 0 for s in value):
         return None
     return tuple(float(s) for s in value)
+
+
+def quiet_hours() -> str:
+    """NOTIFICATIONS_QUIET_HOURS if it is a window (or blank), else blank (E017 says why)."""
+    value = app_settings.QUIET_HOURS
+    return value if isinstance(value, str) and not quiet.errors(value) else Defaults.QUIET_HOURS
 
 
 def parse_secrets(value: Any) -> tuple[str, ...] | None:
@@ -150,6 +167,18 @@ class Policy:
     def from_settings(cls) -> Policy:
         return TickSettings.read().policy
 
+    def for_row(self, max_retries: Any, backoff: Any) -> Policy:
+        """This policy with a row's own `max_retries` and `backoff` where it has usable ones.
+
+        Saving validates both; a value that reached the table some other way falls back
+        to the site's here (and the tick dead-letters the row as invalid).
+        """
+        own = Policy(
+            max_retries if is_positive(max_retries, integer=True) else self.max_retries,
+            parse_backoff(backoff) or self.backoff,
+        )
+        return self if own == self else own
+
 
 @dataclass(frozen=True)
 class TickSettings:
@@ -171,6 +200,7 @@ class TickSettings:
     attempt_retention_days: float  # days delivery records are kept
     max_payload_bytes: int  # bytes of a payload's compact JSON
     max_clock_offset: float  # seconds of clock skew before it is reported
+    quiet_hours: str  # the site's quiet window for rows without one of their own; blank: none
 
     @classmethod
     def read(cls) -> TickSettings:
@@ -194,6 +224,7 @@ class TickSettings:
             attempt_retention_days=positive_number("ATTEMPT_RETENTION_DAYS"),
             max_payload_bytes=positive_int("MAX_PAYLOAD_BYTES"),
             max_clock_offset=positive_number("MAX_CLOCK_OFFSET"),
+            quiet_hours=quiet_hours(),
         )
 
     @property

@@ -100,6 +100,8 @@ class TickReport:
             "partial": self.tally[Kind.PARTIAL],
             "retried": self.tally[Kind.RETRIED],
             "dead_lettered": self.tally[Kind.DEAD_LETTERED],
+            "expired": self.tally[Kind.EXPIRED],
+            "deferred": self.tally[Kind.DEFERRED],
             "released": self.tally[Kind.RELEASED],
         }
 
@@ -129,6 +131,7 @@ class Tick:
         self.timeout = settings.channel_timeout
         self.concurrency = settings.concurrency
         self.policy = settings.policy
+        self.quiet_hours = settings.quiet_hours
         self.stop = stop or threading.Event()
         # Claim the next batch while this many rows still wait, so workers never run dry;
         # claim up to `high_water` waiting rows when a capped target leaves workers idle.
@@ -319,12 +322,16 @@ class Tick:
     ) -> tuple[Outcome, list[DeliveryAttempt]] | None:
         """Validate and deliver one row: its outcome and delivery records, or None when
         the monitor settled the row first. Whoever settles a job computes its outcome
-        (which changes the row in memory); the other side drops what it has."""
+        (which changes the row in memory); the other side drops what it has.
+
+        A valid row that comes too late (`expires_at`, `max_delay`) or inside quiet hours
+        is not sent: no delivery record, no retry spent."""
         row, now = job.row, job.batch.now
         mine = False
         try:
             errors = validation.field_errors(row)
-            if not errors:
+            hold = None if errors else services.held_back(row, now, self.quiet_hours)
+            if not errors and hold is None:
                 job.firing = Firing(row, str(row.firing_id), timezone.now(), row.owed_channels)
                 channel_results = self.deliver(job, channels, pool)
             mine = job.settle()
@@ -332,6 +339,8 @@ class Tick:
                 return None
             if errors:
                 return services.record_invalid(row, errors, now, self.policy), []
+            if hold is not None:
+                return services.record_held(row, hold, now), []
             return self.record(job, channel_results)
         except Exception as exc:  # noqa: BLE001 - logged by internal_error()
             if not mine and not job.settle():

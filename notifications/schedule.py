@@ -60,7 +60,7 @@ def next_occurrence(rule: str, zone: str, after: datetime, anchor: datetime | No
     wall_after = after.astimezone(tz).replace(tzinfo=None)
     wall_anchor = (anchor or after).astimezone(tz).replace(tzinfo=None, second=0, microsecond=0)
     for skipped, wall in enumerate(_wall_clock_matches(rule, wall_after, wall_anchor)):
-        instant = _place(wall, tz)
+        instant = place(wall, tz)
         if instant > after:
             return instant.astimezone(UTC)
         if skipped >= _MAX_SKIPPED:
@@ -114,8 +114,11 @@ def _wall_clock_matches(rule: str, wall_after: datetime, anchor: datetime) -> It
             raise InvalidRule(f"cron expression never fires: {exc}") from exc
 
 
-def _place(wall: datetime, tz: ZoneInfo) -> datetime:
-    """The instant a wall-clock time names: first instance if repeated, gap end if skipped."""
+def place(wall: datetime, tz: ZoneInfo) -> datetime:
+    """The instant a wall-clock time names: first instance if repeated, gap end if skipped.
+
+    The DST rule of schedules, and of quiet hours' ends (`notifications.quiet`).
+    """
     first = wall.replace(tzinfo=tz, fold=0)
     if first.astimezone(UTC).astimezone(tz).replace(tzinfo=None) == wall:
         return first  # exists (once, or twice and fold=0 is the earlier)

@@ -29,10 +29,10 @@ from django.db import connection, transaction
 from django.db.models import DateTimeField, Field, Model, QuerySet, UUIDField
 from django.utils import timezone
 
-from . import compat, retry, schedule, validation
+from . import compat, expiry, quiet, retry, schedule, validation
 from .channels import ChannelResult, ErrorClass
 from .claims import load_defensively
-from .conf import Policy
+from .conf import Policy, quiet_hours
 from .models import USER_FIELDS, DeliveryAttempt, Notification, Suppression, TickRun
 from .states import State, partial_error
 
@@ -44,6 +44,8 @@ class Kind(StrEnum):
     PARTIAL = "partial"
     RETRIED = "retried"
     DEAD_LETTERED = "dead_lettered"
+    EXPIRED = "expired"  # not sent: too late (`expires_at`, `max_delay`)
+    DEFERRED = "deferred"  # not sent yet: inside quiet hours, due again at the window's end
     RELEASED = "released"  # not attempted (the tick was stopping): claim handed back
 
 
@@ -67,6 +69,7 @@ WRITE_BACK_FIELDS = [
     "error_count",
     "last_error",
     "dead_lettered_at",
+    "expired_at",
     "firing_id",
     "pending_channels",
     "failed_channels",
@@ -74,6 +77,9 @@ WRITE_BACK_FIELDS = [
     "claimed_until",
     "updated_at",
 ]
+
+# A deferred row's write-back: the due time moves, the claim goes, nothing else changes.
+DEFER_FIELDS = ["next_fire_at", "claim_token", "claimed_until", "updated_at"]
 
 REQUEUE_FIELDS = [
     "pending_channels",
@@ -83,6 +89,7 @@ REQUEUE_FIELDS = [
     "error_count",
     "dead_lettered_at",
     "last_error",
+    "expired_at",
     "updated_at",
 ]
 
@@ -93,6 +100,8 @@ NO_OCCURRENCE_LEFT = "The rule has no occurrence left after now."
 
 # Editing either moves a recurring row's schedule: it starts again under the new rule.
 RULE_FIELDS = frozenset({"recurrence_rule", "timezone"})
+# Editing any of these may put the due time inside quiet hours: it moves to the window's end.
+QUIET_FIELDS = frozenset({"next_fire_at", "quiet_hours", "timezone"})
 
 
 def schedule_notification(*, fire_at: datetime | None = None, **fields: Any) -> Notification:
@@ -116,13 +125,16 @@ def schedule_notification(*, fire_at: datetime | None = None, **fields: Any) -> 
 _SCHEDULE_FIELDS = set(USER_FIELDS)
 
 
-def start(row: Notification, start_at: datetime, *, fire_at: datetime | None = None) -> None:
+def start(
+    row: Notification, start_at: datetime, *, fire_at: datetime | None = None, now: datetime | None = None
+) -> None:
     """The due-time rule, in memory: `row`'s schedule starts at `start_at`.
 
     `starts_at` = `start_at`: an RRULE's time of day, phase and COUNT count from it.
     `next_fire_at` = `fire_at`, or without one the first due time: `start_at` for a
     one-shot row, the rule's first occurrence after it for a recurring one. Raises
-    ValidationError on `recurrence_rule` when the rule has no occurrence left.
+    ValidationError on `recurrence_rule` when the rule has no occurrence left. A due time
+    inside the row's quiet hours moves to the window's end (`quiet_start`, at `now`).
     """
     row.starts_at = start_at
     if fire_at is None:
@@ -130,6 +142,26 @@ def start(row: Notification, start_at: datetime, *, fire_at: datetime | None = N
         if fire_at is None:  # COUNT or UNTIL already spent: the row would never fire
             raise ValidationError({"recurrence_rule": [NO_OCCURRENCE_LEFT]})
     row.next_fire_at = fire_at
+    quiet_start(row, now or timezone.now())
+
+
+def quiet_start(row: Notification, now: datetime) -> bool:
+    """A due time inside the row's quiet hours moves to the window's end; True if it moved.
+
+    The save path's half of the rule (the tick defers what it finds due inside a window):
+    a row due in the past is sent at `now`, so `now` is what counts then.
+    """
+    if row.next_fire_at is None:
+        return False
+    window = quiet.effective(row.quiet_hours, quiet_hours())
+    try:
+        end = quiet.end_of_window(window, row.timezone, max(row.next_fire_at, now))
+    except ValueError:  # a bad window or zone: validation names it, on this same save
+        return False
+    if end is None:
+        return False
+    row.next_fire_at = end
+    return True
 
 
 def edit(
@@ -152,6 +184,9 @@ def edit(
     with `next_fire_at`, so the occurrence preview and every firing after the next follow
     the new rule. A row made one-shot keeps its due time.
 
+    A due time the edit puts inside the row's quiet hours (a new due time, quiet hours or
+    time zone) moves to the window's end.
+
     A new row is saved whole; an existing one only in the fields edited (and those the
     rule moved): the tick's bookkeeping (claim, retry count, errors) may have moved since
     the page was loaded and is never written back stale. Raises ValidationError on
@@ -164,7 +199,7 @@ def edit(
     if dry_run:
         row = copy.copy(row)
     if row._state.adding:
-        start(row, row.next_fire_at or now, fire_at=row.next_fire_at)
+        start(row, row.next_fire_at or now, fire_at=row.next_fire_at, now=now)
         if not dry_run:
             row.save()
         return [f.name for f in Notification._meta.concrete_fields]  # saved whole
@@ -174,8 +209,10 @@ def edit(
         if "next_fire_at" in edited:  # a due time set by hand: the new rule counts from it
             row.starts_at = row.next_fire_at or now
         else:
-            start(row, now)
+            start(row, now, now=now)
         written += [name for name in ("next_fire_at", "starts_at") if name not in written]
+    if QUIET_FIELDS & edited and quiet_start(row, now) and "next_fire_at" not in written:
+        written.append("next_fire_at")
     if not dry_run:
         row.save(update_fields=[*written, "updated_at"])
     return written
@@ -198,11 +235,15 @@ def _release_claim(row: Notification, now: datetime) -> None:
     row.updated_at = now
 
 
-def _note_error(row: Notification, error: str | None, *, failed: list[str] | None = None) -> None:
-    """Set `last_error` and `failed_channels`, which always move together: `failed` names
-    the channels of a partial failure (`last_error` then reads `partial: ...`)."""
+def _note_error(
+    row: Notification, error: str | None, *, failed: list[str] | None = None, expired: datetime | None = None
+) -> None:
+    """Set `last_error`, `failed_channels` and `expired_at`, which always move together:
+    `failed` names the channels of a partial failure (`last_error` then reads
+    `partial: ...`), `expired` is when a firing came too late (it reads `expired: ...`)."""
     row.last_error = partial_error(failed) if failed else error
     row.failed_channels = failed or None
+    row.expired_at = expired
 
 
 def record_firing(row: Notification, results: list[ChannelResult], now: datetime, policy: Policy) -> Outcome:
@@ -218,8 +259,9 @@ def record_firing(row: Notification, results: list[ChannelResult], now: datetime
         return _advance(row, now, Kind.PARTIAL, failed=[r.channel for r in failed], results=results)
     error = "; ".join(r.error or r.channel for r in failed)
     if all(r.error_class == ErrorClass.PERMANENT for r in failed):
-        # No retry can help (blocked address, 410 Gone, recipient refused ...).
-        return _dead_letter(row, now, error, policy, results=results)
+        # No retry can help (blocked address, 410 Gone, recipient refused ...), nor can the
+        # next occurrence: a recurring row stops too, until an operator requeues it.
+        return _dead_letter(row, now, error, policy, results=results, skip_forward=False)
     retry_after = max((r.retry_after for r in failed if r.retry_after is not None), default=None)
     return _fail(row, now, error, policy, results=results, retry_after=retry_after)
 
@@ -270,11 +312,17 @@ def _fail(
     results: list[ChannelResult] | None = None,
     retry_after: float | None = None,
 ) -> Outcome:
+    policy = policy.for_row(row.max_retries, row.backoff)
     decision = retry.after_failure(row.error_count, policy.max_retries, policy.backoff, retry_after=retry_after)
     if isinstance(decision, retry.DeadLetter):
         return _dead_letter(row, now, error, policy, results=results)
+    retry_at = now + timedelta(seconds=decision.delay)
+    late = expiry.past_deadline(retry_at, row.expires_at)
+    if late is not None:  # the retry could not be sent anyway: the firing expires now
+        reason = f"the next retry would come {expiry.describe(late)} past expires_at; {error}"
+        return _expire(row, now, reason, results=results)
     row.error_count = decision.error_count
-    row.next_fire_at = now + timedelta(seconds=decision.delay)
+    row.next_fire_at = retry_at
     _note_error(row, error)
     _release_claim(row, now)
     return Outcome(row, Kind.RETRIED, detail=f"retry in {decision.delay:g}s: {error}", results=results or [])
@@ -290,6 +338,7 @@ def _dead_letter(
     skip_forward: bool = True,
 ) -> Outcome:
     """Dead-letter the firing; a recurring row's schedule skips forward past now."""
+    policy = policy.for_row(row.max_retries, row.backoff)
     row.dead_lettered_at = now
     _note_error(row, error)
     next_at = None
@@ -309,6 +358,72 @@ def _dead_letter(
         row.next_fire_at = None
     _release_claim(row, now)
     return Outcome(row, Kind.DEAD_LETTERED, detail=error, results=results or [])
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Why a claimed row is not sent now: too late (`EXPIRED`, with `reason`) or inside
+    quiet hours (`DEFERRED` until `until`)."""
+
+    kind: Kind
+    reason: str = ""
+    until: datetime | None = None
+
+
+def held_back(row: Notification, now: datetime, site_quiet_hours: str) -> Hold | None:
+    """Whether `row`, claimed and valid, must not be sent at `now`, and why. Changes nothing.
+
+    Too late (past `expires_at`, or more than `max_delay` after `next_fire_at`) expires the
+    firing; inside quiet hours defers it to the window's end, unless that end is past
+    `expires_at` too. `site_quiet_hours` is NOTIFICATIONS_QUIET_HOURS as the tick read it.
+    """
+    late = expiry.too_late(now, due_at=row.next_fire_at, expires_at=row.expires_at, max_delay=row.max_delay)
+    if late is not None:
+        return Hold(Kind.EXPIRED, reason=late)
+    end = quiet.end_of_window(quiet.effective(row.quiet_hours, site_quiet_hours), row.timezone, now)
+    if end is None:
+        return None
+    past = expiry.past_deadline(end, row.expires_at)
+    if past is not None:
+        return Hold(Kind.EXPIRED, reason=f"quiet hours end {expiry.describe(past)} past expires_at")
+    return Hold(Kind.DEFERRED, until=end)
+
+
+def record_held(row: Notification, hold: Hold, now: datetime) -> Outcome:
+    """Apply a `Hold` to `row`: nothing was sent, no retry is spent."""
+    if hold.kind == Kind.DEFERRED and hold.until is not None:
+        row.next_fire_at = hold.until
+        _release_claim(row, now)
+        return Outcome(row, Kind.DEFERRED, detail=f"quiet hours until {hold.until:%Y-%m-%d %H:%M} UTC")
+    return _expire(row, now, hold.reason)
+
+
+def _expire(row: Notification, now: datetime, reason: str, *, results: list[ChannelResult] | None = None) -> Outcome:
+    """The firing came too late and is not sent: `last_error` says why, `expired_at` when.
+
+    A recurring row moves on to its first occurrence after now, a new firing; a one-shot
+    row, or a recurring one with no occurrence left before `expires_at`, is kept as a dead
+    letter (`next_fire_at` NULL). No retry is spent: `error_count` is left as it was.
+    """
+    _note_error(row, expiry.PREFIX + reason, expired=now)
+    next_at = None
+    if row.is_recurring:
+        try:
+            next_at = _next_occurrence(row, now)
+        except Exception:  # noqa: BLE001 - a schedule that cannot advance parks the row
+            next_at = None
+        if next_at is not None and expiry.past_deadline(next_at, row.expires_at) is not None:
+            next_at = None  # every later firing would expire too
+    if next_at is not None:
+        row.error_count = 0
+        row.next_fire_at = next_at
+        row.firing_id = uuid.uuid4()
+        row.pending_channels = None
+    else:
+        row.next_fire_at = None
+        row.dead_lettered_at = now
+    _release_claim(row, now)
+    return Outcome(row, Kind.EXPIRED, detail=reason, results=results or [])
 
 
 def dead_letter_unloadable(token: uuid.UUID, unloadable: dict[Any, str], now: datetime, policy: Policy) -> int:
@@ -359,7 +474,8 @@ def save_outcomes(batches: Iterable[tuple[uuid.UUID, Iterable[Outcome]]], attemp
         outcomes.extend(batch)
     doomed = [o.row.pk for o in outcomes if o.delete]
     released = [o.row.pk for o in outcomes if o.kind == Kind.RELEASED]
-    kept = [o.row for o in outcomes if not o.delete and o.kind != Kind.RELEASED]
+    deferred = [o.row for o in outcomes if o.kind == Kind.DEFERRED]
+    kept = [o.row for o in outcomes if not o.delete and o.kind not in (Kind.RELEASED, Kind.DEFERRED)]
     log = insert_statements(DeliveryAttempt, attempts)
     refused = [refusal for o in outcomes for result in o.results for refusal in result.refused]
     claimed = Notification.objects.filter(claim_token__in=tokens)
@@ -368,6 +484,8 @@ def save_outcomes(batches: Iterable[tuple[uuid.UUID, Iterable[Outcome]]], attemp
             claimed.filter(pk__in=doomed).delete()
         if kept:
             claimed.bulk_update(kept, WRITE_BACK_FIELDS)
+        if deferred:
+            claimed.bulk_update(deferred, DEFER_FIELDS)
         if released:
             claimed.filter(pk__in=released).update(claim_token=None, claimed_until=None)
         if log:
@@ -454,6 +572,7 @@ def announce(outcomes: Iterable[Outcome]) -> None:
         Kind.SUCCEEDED: signals.notification_delivered,
         Kind.PARTIAL: signals.notification_partially_delivered,
         Kind.DEAD_LETTERED: signals.notification_dead_lettered,
+        Kind.EXPIRED: signals.notification_expired,
     }
     for outcome in outcomes:
         signal = by_kind.get(outcome.kind)
@@ -516,7 +635,11 @@ def requeue(rows: Iterable[Notification], now: datetime | None = None) -> Action
     """Make dead letters and partial failures due now, with a clean retry count.
 
     A partial failure owes only the channels that failed, and only those are sent; a
-    dead letter owes what its firing still owed. Other rows are skipped with a reason:
+    dead letter owes what its firing still owed. A recurring row stopped by a permanent
+    failure (`next_fire_at` NULL) fires now and then resumes its schedule (the write-back
+    of a firing moves it to its first occurrence after now). An expired firing kept as a
+    dead letter is requeued like any dead letter, once its `expires_at` (if any) is ahead
+    again. Other rows are skipped with a reason:
     requeueing a healthy row would fire it early, and a retrying row retries by itself.
     Rows are re-read inside the transaction (locked on PostgreSQL) so a tick's claim or
     write-back in between is never overwritten.
@@ -560,6 +683,8 @@ def requeue(rows: Iterable[Notification], now: datetime | None = None) -> Action
 def _requeue_refusal(row: Notification, now: datetime) -> str | None:
     """Why `row` must not be requeued, or None when it may."""
     state = row.state(now)
+    if state == State.EXPIRED and row.dead_lettered_at is not None:
+        state = State.DEAD  # an expired firing kept as a dead letter
     if state == State.RETRYING:
         return "still retrying on its own"
     if state not in (State.DEAD, State.PARTIAL):
@@ -568,6 +693,8 @@ def _requeue_refusal(row: Notification, now: datetime) -> str | None:
         return "being delivered by a tick right now"
     if state == State.PARTIAL and not row.resend_channels:
         return "the failed channels are no longer configured"
+    if row.expires_at is not None and row.expires_at < now:
+        return "past its expires_at (it would expire again): extend or clear expires_at first"
     return None
 
 

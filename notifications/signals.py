@@ -5,6 +5,10 @@ one-shot keeps its field values but no longer exists) and `results` (a list of
 `notifications.channels.ChannelResult`, one per channel attempted). Receivers that
 raise are logged and do not stop the tick.
 
+`notification_expired` is sent when a firing came too late to be sent (`expires_at`,
+`max_delay`), once per such firing; its `results` are those of the attempt that made a
+retry pointless, or empty when nothing was attempted.
+
     from django.dispatch import receiver
     from notifications.signals import notification_dead_lettered
 
@@ -17,3 +21,4 @@ from django.dispatch import Signal
 notification_delivered = Signal()
 notification_partially_delivered = Signal()
 notification_dead_lettered = Signal()
+notification_expired = Signal()

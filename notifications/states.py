@@ -130,9 +130,10 @@ def ready(now: datetime, max_retries: int) -> Q:
     """Due by `now`, not paused, with retries left (the row's own `max_retries`, else the
     site's): what a tick claims, live claims aside. Not a state: a retrying row is ready
     when its backoff is over, and so is a recurring partial failure or dead letter at its
-    next occurrence."""
-    retries_left = Q(max_retries__isnull=True, error_count__lt=max_retries) | Q(
-        max_retries__isnull=False, error_count__lt=F("max_retries")
+    next occurrence. A row's `max_retries` below 1 (written around validation) counts as
+    the site's, so the tick claims the row and dead-letters it as invalid."""
+    retries_left = Q(Q(max_retries__isnull=True) | Q(max_retries__lt=1), error_count__lt=max_retries) | Q(
+        max_retries__gte=1, error_count__lt=F("max_retries")
     )
     return Q(retries_left, next_fire_at__lte=now, paused_at__isnull=True)
 

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
+from django.utils import timezone
 
-from . import addresses, email_content, guard, schedule
-from .conf import Defaults, app_settings
+from . import addresses, email_content, guard, quiet, schedule
+from .conf import Defaults, app_settings, is_backoff, is_positive
 from .secrets import secret_errors
 from .templating import template_errors
 
@@ -173,6 +175,7 @@ def field_errors(row: Notification) -> Errors:
         _webhook_errors(row, needed="webhook" in channels),
         {"payload": payload_errors(row.payload)},
         _schedule_errors(row),
+        _limit_errors(row),
     ):
         for field, messages in part.items():
             if messages:
@@ -228,6 +231,22 @@ def _schedule_errors(row: Notification) -> Errors:
             schedule.validate_rule(row.recurrence_rule)
         except schedule.InvalidRule as exc:
             errors["recurrence_rule"] = [_sentence(exc)]
+    return errors
+
+
+def _limit_errors(row: Notification) -> Errors:
+    """Expiry, quiet hours and the row's own retry policy (blank: none, or the site's)."""
+    errors: Errors = {}
+    if isinstance(row.expires_at, datetime) and timezone.is_naive(row.expires_at):
+        errors["expires_at"] = ["Give an aware datetime (USE_TZ is on)."]
+    if row.max_delay is not None and not is_positive(row.max_delay, integer=True):
+        errors["max_delay"] = ["Give a positive number of seconds."]
+    if row.quiet_hours:
+        errors["quiet_hours"] = quiet.errors(row.quiet_hours)
+    if row.max_retries is not None and not is_positive(row.max_retries, integer=True):
+        errors["max_retries"] = ["Give at least 1 (attempts of one firing before it is dead-lettered)."]
+    if row.backoff is not None and not is_backoff(row.backoff):
+        errors["backoff"] = ["Give a non-empty list of positive seconds, e.g. [60, 300, 1800]."]
     return errors
 
 

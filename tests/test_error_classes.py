@@ -7,7 +7,7 @@ email recipient refused. Transient: timeouts, connection errors, 5xx, 408, 429.
 from __future__ import annotations
 
 import socket
-from datetime import datetime, timedelta
+from datetime import timedelta
 from email.utils import formatdate
 
 import pytest
@@ -106,20 +106,16 @@ def test_permanent_error_dead_letters_a_one_shot_after_one_attempt(webhook_serve
     assert run_tick(now=now + timedelta(days=1)).claimed == 0  # no retry is ever spent
 
 
-def test_permanent_failure_of_a_recurring_row_dead_letters_the_firing_and_skips_forward(webhook_server, now):
+def test_permanent_failure_of_a_recurring_row_stops_it_as_a_dead_letter(webhook_server, now):
+    # Not the next occurrence either: it would hit the same dead target (tests/test_permanent_recurring.py).
     webhook_server.reply = Reply(status=410)
     row = schedule(channels=["webhook"], webhook_url=webhook_server.url(), recurrence_rule="0 9 * * *", fire_at=now)
 
     run_tick(now=now)
 
     row.refresh_from_db()
-    assert (row.last_error, row.dead_lettered_at, row.error_count) == ("webhook: HTTP 410", now, 0)
-    assert row.next_fire_at == next_nine_oclock(now)  # the next occurrence, not a retry
-
-
-def next_nine_oclock(after: datetime) -> datetime:
-    nine = after.replace(hour=9, minute=0, second=0)
-    return nine if nine > after else nine + timedelta(days=1)
+    assert (row.last_error, row.dead_lettered_at, row.error_count) == ("webhook: HTTP 410", now, 3)
+    assert row.next_fire_at is None
 
 
 @pytest.mark.parametrize("status", [408, 429, 500, 502, 503])

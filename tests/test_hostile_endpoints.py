@@ -130,6 +130,8 @@ def test_hostile_endpoints_leave_the_other_rows_of_the_tick_alone(hostile, webho
         "partial": 0,
         "retried": 4,
         "dead_lettered": 1,  # the redirect: permanent
+        "expired": 0,
+        "deferred": 0,
         "released": 0,
     }
     assert not Notification.objects.filter(pk__in=[healthy_hook.pk, healthy_mail.pk]).exists()

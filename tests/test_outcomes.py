@@ -443,6 +443,8 @@ def test_bulk_created_invalid_row_is_dead_lettered_without_blocking(fields, last
         "partial": 0,
         "retried": 0,
         "dead_lettered": 1,
+        "expired": 0,
+        "deferred": 0,
         "released": 0,
     }
 
