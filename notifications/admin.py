@@ -15,14 +15,17 @@ from urllib.parse import urlsplit
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.models import CHANGE, LogEntry
+from django.contrib.admin.utils import quote, unquote
 from django.contrib.admin.views.main import ChangeList
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Exists, OuterRef, Q, QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, HttpResponseNotAllowed
+from django.shortcuts import redirect
 from django.template.response import TemplateResponse
-from django.urls import reverse
+from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 from django.utils.translation import ngettext
 
 from . import addresses, schedule, services, validation
@@ -68,7 +71,8 @@ FILTER_STATES = list(STATES)
 
 
 class StateFilter(admin.SimpleListFilter):
-    """`?state=due|scheduled|retrying|partial|dead|parked`: public values (bookmarks, the README), keep them."""
+    """`?state=due|scheduled|retrying|partial|dead|parked|paused|expired`: public values
+    (bookmarks, the README), keep them."""
 
     title = "state"
     parameter_name = "state"
@@ -191,13 +195,16 @@ class NotificationAdmin(ModelAdmin):
     ]
     list_display_links = ["id"]
     list_filter = [StateFilter, ChannelFilter, RecurrenceFilter]
-    search_fields = ["email_to", "webhook_url", "last_error"]
+    search_fields = ["key", "email_to", "webhook_url", "last_error"]
     date_hierarchy = "next_fire_at"
     list_per_page = 100
     show_full_result_count = False  # a second COUNT(*) per page; the health header has the totals
-    actions = ["requeue", "purge"]
+    actions = ["requeue", "run_now", "pause", "resume", "purge"]
+    change_form_template = "notifications/admin/notification_change_form.html"
     inlines = [AttemptInline]
     readonly_fields = [
+        "key",
+        "paused_at",
         "state_column",
         "upcoming",
         "owed",
@@ -215,7 +222,18 @@ class NotificationAdmin(ModelAdmin):
     fieldsets = [
         (
             "Status",
-            {"fields": ["state_column", "error_count", "full_error", "owed", "last_fired_at", "dead_lettered_at"]},
+            {
+                "fields": [
+                    "key",
+                    "state_column",
+                    "error_count",
+                    "full_error",
+                    "owed",
+                    "last_fired_at",
+                    "dead_lettered_at",
+                    "paused_at",
+                ]
+            },
         ),
         ("Schedule", {"fields": ["recurrence_rule", "timezone", "next_fire_at", "upcoming"]}),
         ("Limits", {"fields": ["expires_at", "max_delay", "quiet_hours", "max_retries", "backoff"]}),
@@ -401,6 +419,75 @@ class NotificationAdmin(ModelAdmin):
         # The form applied the due-time rule to check it; this saves it, at the same instant.
         services.edit(obj, form.cleaned_data, changed=form.changed_data, now=form.edited_at)
 
+    def delete_model(self, request: HttpRequest, obj: Notification) -> None:
+        services.purge([obj])  # the change page's Delete link: the one writer deletes
+
+    # --- the change page's buttons: the list actions, on one row ---------------------
+
+    def get_urls(self) -> list[URLPattern]:
+        act = path(
+            "<path:object_id>/act/<str:action>/",
+            self.admin_site.admin_view(self.row_action_view),  # login, staff, CSRF
+            name=f"{self.opts.app_label}_{self.opts.model_name}_act",
+        )
+        return [act, *super().get_urls()]
+
+    def row_action_view(self, request: HttpRequest, object_id: str, action: str) -> HttpResponseBase:
+        """A button of the change page: the list action `action` on this one row, POST only.
+
+        The same permissions, messages and (for purge) confirmation page as the list: the
+        confirmation posts back here.
+        """
+        if action not in ROW_ACTIONS:
+            raise Http404(f"No action {action!r}.")
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        site = self.admin_site.name
+        changelist = reverse(f"{site}:notifications_notification_changelist", current_app=site)
+        obj = self.get_object(request, unquote(object_id))
+        if obj is None:  # purged or delivered meanwhile
+            self.message_user(request, f"Notification {unquote(object_id)} no longer exists.", messages.WARNING)
+            return redirect(changelist)
+        if not self.may(request, action, obj):
+            raise PermissionDenied
+        response = getattr(self, action)(request, self.get_queryset(request).filter(pk=obj.pk))
+        if response is not None:
+            return cast(HttpResponseBase, response)
+        if not Notification.objects.filter(pk=obj.pk).exists():
+            return redirect(changelist)
+        return redirect(reverse(f"{site}:notifications_notification_change", args=[quote(obj.pk)], current_app=site))
+
+    def may(self, request: HttpRequest, action: str, obj: Notification) -> bool:
+        """Whether the user holds every permission the list action `action` needs."""
+        needed = getattr(getattr(self, action), "allowed_permissions", ())
+        return all(getattr(self, f"has_{name}_permission")(request, obj) for name in needed)
+
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Notification | None = None,
+    ) -> HttpResponse:
+        if change and obj is not None and obj.pk is not None:
+            now, site = timezone.now(), self.admin_site.name
+            context["row_status"] = row_status(obj, now)
+            context["row_actions"] = [
+                {
+                    "name": name,
+                    "label": label,
+                    "url": reverse(
+                        f"{site}:notifications_notification_act", args=[quote(obj.pk), name], current_app=site
+                    ),
+                }
+                for name, label in ROW_ACTIONS.items()
+                if services.refusal(name, obj, now) is None and self.may(request, name, obj)
+            ]
+            context["action_checkbox_name"] = helpers.ACTION_CHECKBOX_NAME
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
     # --- changelist ------------------------------------------------------------------
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
@@ -424,17 +511,47 @@ class NotificationAdmin(ModelAdmin):
     @admin.action(description="Requeue selected dead letters and partial failures", permissions=["change"])
     def requeue(self, request: HttpRequest, queryset: QuerySet[Notification]) -> None:
         result = services.requeue(queryset)
+        done = ngettext("Requeued %d notification", "Requeued %d notifications", result.changed)
+        resends = any(r.pending_channels for r in result.rows)
+        note = " Partial failures resend only their failed channels." if resends else ""
+        self.report(request, result, done, "Requeued: due now with a clean retry count.", note)
+
+    @admin.action(description="Run selected notifications now", permissions=["change"])
+    def run_now(self, request: HttpRequest, queryset: QuerySet[Notification]) -> None:
+        result = services.act(services.RUN_NOW, queryset)
+        done = ngettext("Made %d notification due now", "Made %d notifications due now", result.changed)
+        note = " Recurring ones then continue their schedule." if any(r.is_recurring for r in result.rows) else ""
+        self.report(request, result, done, "Run now: made due now.", note)
+
+    @admin.action(description="Pause selected notifications", permissions=["change"])
+    def pause(self, request: HttpRequest, queryset: QuerySet[Notification]) -> None:
+        result = services.act(services.PAUSE, queryset)
+        done = ngettext("Paused %d notification", "Paused %d notifications", result.changed)
+        note = " Paused rows send nothing until resumed." if result.changed else ""
+        self.report(request, result, done, "Paused.", note)
+
+    @admin.action(description="Resume selected paused notifications", permissions=["change"])
+    def resume(self, request: HttpRequest, queryset: QuerySet[Notification]) -> None:
+        result = services.act(services.RESUME, queryset)
+        done = ngettext("Resumed %d notification", "Resumed %d notifications", result.changed)
+        note = (
+            " Recurring ones continue at their next occurrence; missed occurrences are not sent."
+            if any(r.is_recurring for r in result.rows)
+            else ""
+        )
+        self.report(request, result, done, "Resumed.", note)
+
+    def report(self, request: HttpRequest, result: services.ActionResult, done: str, logged: str, note: str) -> None:
+        """Log the changed rows and tell the operator: `done` (with a `%d` for the count),
+        what was skipped and why, then `note`."""
         if result.rows:
             LogEntry.objects.log_actions(
                 user_id=cast(int, request.user.pk),  # the admin requires a logged-in user
                 queryset=result.rows,
                 action_flag=CHANGE,
-                change_message="Requeued: due now with a clean retry count.",
+                change_message=logged,
             )
-        message = ngettext("Requeued %d notification", "Requeued %d notifications", result.changed) % result.changed
-        message += skipped_text(result.skipped)
-        if result.changed and any(row.pending_channels for row in result.rows):
-            message += " Partial failures resend only their failed channels."
+        message = done % result.changed + skipped_text(result.skipped) + note
         level = messages.SUCCESS if result.changed and not result.skipped else messages.WARNING
         self.message_user(request, message, level)
 
@@ -468,6 +585,66 @@ class NotificationAdmin(ModelAdmin):
         }
         request.current_app = self.admin_site.name
         return TemplateResponse(request, "notifications/admin/purge_confirmation.html", context)
+
+
+# The change page's buttons, in this order: each the list action of that name, shown to
+# users who may run it, on rows it applies to (`services.refusal`).
+ROW_ACTIONS = {"requeue": "Requeue", "run_now": "Run now", "pause": "Pause", "resume": "Resume", "purge": "Purge…"}
+
+
+def row_status(row: Notification, now: datetime) -> str:
+    """What happened to `row` and what comes next, in a sentence or two, for its change page."""
+    state = row.state(now)
+    error = format_html("<code>{}</code>", row.last_error) if row.last_error else "none recorded"
+    upcoming = (
+        "It does not fire again until requeued."
+        if row.next_fire_at is None
+        else format_html("Its schedule goes on: next firing {}.", when(row.next_fire_at))
+    )
+    if state == State.DEAD:
+        return format_html(
+            "<strong>Dead letter</strong> since {}: the firing was given up. Last error: {}. {}",
+            when(row.dead_lettered_at),
+            error,
+            upcoming,
+        )
+    if state == State.EXPIRED:
+        return format_html(
+            "<strong>Expired</strong> at {}: the firing came too late and was not sent ({}). {}",
+            when(row.expired_at),
+            error,
+            upcoming,
+        )
+    if state == State.PARTIAL:
+        return format_html(
+            "<strong>Partial failure</strong> at {}: {} did not go out. Last error: {}. "
+            "A requeue sends only those again.",
+            when(row.last_fired_at),
+            ", ".join(row.resend_channels) or "no channel it still has",
+            error,
+        )
+    return _healthy_status(row, state, error)
+
+
+def _healthy_status(row: Notification, state: State, error: str) -> str:
+    due = when(row.next_fire_at)
+    if state == State.PAUSED:
+        return format_html(
+            "<strong>Paused</strong> since {}: nothing is sent until it is resumed.", when(row.paused_at)
+        )
+    if state == State.RETRYING:
+        return format_html(
+            "<strong>Retrying</strong> after {} failed attempt{}; next attempt {}. Last error: {}.",
+            row.error_count,
+            "" if row.error_count == 1 else "s",
+            due,
+            error,
+        )
+    if state == State.DUE:
+        return format_html("<strong>Due</strong> since {}: the next tick sends it.", due)
+    if state == State.SCHEDULED:
+        return format_html("<strong>Scheduled</strong>: next firing {}.", due)
+    return mark_safe("<strong>Parked</strong>: it has no due time and does not fire.")  # a constant
 
 
 def skipped_text(skipped: dict[str, int]) -> str:
@@ -593,5 +770,6 @@ class TickRunAdmin(ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
 
 from .suppression_admin import SuppressionAdmin  # noqa: E402, F401 - registers the Suppressions list

@@ -1,9 +1,10 @@
 """The names host code imports.
 
-from notifications.api import schedule
+from notifications.api import schedule, cancel
 
 schedule(channels=["email"], email_to="ada@example.com", subject="Hi", body="...",
-         fire_at=timezone.now() + timedelta(hours=1))
+         fire_at=timezone.now() + timedelta(hours=1), key="invoice-7-reminder")
+cancel("invoice-7-reminder")
 """
 
 from __future__ import annotations
@@ -13,18 +14,40 @@ from typing import Any
 
 from .engine import TickReport, run_tick
 from .models import Notification
-from .services import purge, requeue, schedule_notification
+from .services import cancel, pause, purge, requeue, resume, run_now, schedule_notification
 
-__all__ = ["Notification", "TickReport", "purge", "requeue", "run_tick", "schedule"]
+__all__ = [
+    "Notification",
+    "TickReport",
+    "cancel",
+    "pause",
+    "purge",
+    "requeue",
+    "resume",
+    "run_now",
+    "run_tick",
+    "schedule",
+]
 
 
-def schedule(*, fire_at: datetime | None = None, **fields: Any) -> Notification:
+def schedule(
+    *, fire_at: datetime | None = None, key: str = "", on_conflict: str = "error", **fields: Any
+) -> Notification:
     """Validate and enqueue a notification; returns the saved row.
 
     Keyword arguments are the model's fields (`channels`, `email_to`, `subject`,
-    `body`, `webhook_url`, `webhook_secret`, `payload`, `recurrence_rule`, `timezone`)
-    plus `fire_at`, the first due time. Without `fire_at`, a one-shot row is due now
-    and a recurring row is due at its rule's next occurrence. Raises ValidationError
-    naming each bad field.
+    `body`, `webhook_url`, `webhook_secret`, `payload`, `recurrence_rule`, `timezone`,
+    `expires_at`, `max_delay`, `quiet_hours`, `max_retries`, `backoff`) plus `fire_at`,
+    the first due time. Without `fire_at`, a one-shot row is due now and a recurring row
+    is due at its rule's next occurrence. Raises ValidationError naming each bad field.
+
+    `key` is your own name for the row (at most 200 characters), unique among rows that
+    have one. When a row holds it already, `on_conflict` decides: `"error"` (the default)
+    raises ValidationError on `key`; `"replace"` gives that row (same pk) the new fields
+    and a fresh start (no errors, not paused, a new firing due at the new due time; a
+    firing in flight writes nothing back over it); `"keep"` returns it unchanged.
+    Concurrent calls with one key leave exactly one row.
+
+    `cancel`, `pause`, `resume` and `run_now` take the key (or the row) afterwards.
     """
-    return schedule_notification(fire_at=fire_at, **fields)
+    return schedule_notification(fire_at=fire_at, key=key, on_conflict=on_conflict, **fields)

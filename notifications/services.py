@@ -25,11 +25,11 @@ from enum import StrEnum
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import DateTimeField, Field, Model, QuerySet, UUIDField
 from django.utils import timezone
 
-from . import compat, expiry, quiet, retry, schedule, validation
+from . import compat, expiry, quiet, retry, schedule, validation, wake
 from .channels import ChannelResult, ErrorClass
 from .claims import load_defensively
 from .conf import Policy, quiet_hours
@@ -47,6 +47,10 @@ class Kind(StrEnum):
     EXPIRED = "expired"  # not sent: too late (`expires_at`, `max_delay`)
     DEFERRED = "deferred"  # not sent yet: inside quiet hours, due again at the window's end
     RELEASED = "released"  # not attempted (the tick was stopping): claim handed back
+
+
+# The counts of the tick's summary line and of its `TickRun` record, in the line's order.
+TICK_COUNTS = ("claimed", *(kind.value for kind in Kind))
 
 
 @dataclass
@@ -104,8 +108,13 @@ RULE_FIELDS = frozenset({"recurrence_rule", "timezone"})
 QUIET_FIELDS = frozenset({"next_fire_at", "quiet_hours", "timezone"})
 
 
-def schedule_notification(*, fire_at: datetime | None = None, **fields: Any) -> Notification:
-    """Validate and save a new row; see `notifications.api.schedule`."""
+def schedule_notification(
+    *, fire_at: datetime | None = None, key: str = "", on_conflict: str = "error", **fields: Any
+) -> Notification:
+    """Validate and save a new row, or apply `on_conflict` to the row holding `key`; see
+    `notifications.api.schedule`."""
+    if on_conflict not in ON_CONFLICT:
+        raise ValueError(f"on_conflict must be {' or '.join(map(repr, ON_CONFLICT))}, not {on_conflict!r}")
     if "next_fire_at" in fields:  # the column's own name works as well as fire_at
         if fire_at is not None:
             raise TypeError("schedule() takes fire_at or next_fire_at, not both")
@@ -113,16 +122,92 @@ def schedule_notification(*, fire_at: datetime | None = None, **fields: Any) -> 
     unknown = set(fields) - _SCHEDULE_FIELDS
     if unknown:
         raise TypeError(f"schedule() got unexpected keyword argument(s): {', '.join(sorted(unknown))}")
-    row = Notification(**fields)
+    row = Notification(key=key, **fields)
     if fire_at is not None and timezone.is_naive(fire_at):
         raise ValueError("fire_at must be an aware datetime (USE_TZ is on)")
-    row.full_clean(exclude=["next_fire_at"])
+    # The key's uniqueness is the database's to decide (`_save_keyed`): a check here would race.
+    row.full_clean(exclude=["next_fire_at"], validate_constraints=False)
     start(row, fire_at or timezone.now(), fire_at=fire_at)
+    if row.key:
+        return _save_keyed(row, on_conflict)
     row.save()
+    wake.announce_due(row.next_fire_at)
     return row
 
 
+# `key` and `on_conflict` are schedule()'s arguments of their own.
 _SCHEDULE_FIELDS = set(USER_FIELDS)
+
+# What schedule(key=...) does when a row holds the key already: raise ValidationError on
+# `key`, replace that row's fields (same pk, a fresh start), or return it unchanged.
+ON_CONFLICT = ("error", "replace", "keep")
+# A keyed schedule() tries again only when a row with its key appeared or vanished between
+# its read and its write (a concurrent schedule() or cancel()); more than a few in a row
+# means something keeps deleting and creating the key.
+KEY_ATTEMPTS = 5
+# What a replace keeps of the row it replaces: its identity and its history.
+_KEPT_ON_REPLACE = frozenset({"id", "created_at", "last_fired_at"})
+
+
+def _save_keyed(row: Notification, on_conflict: str) -> Notification:
+    """Insert `row`, or apply `on_conflict` to the row that holds its key.
+
+    Race-safe on every database through the key's unique constraint: the insert runs in
+    a savepoint, and a caller that loses the race to a concurrent schedule() is refused
+    by the database, reads the winner and applies its policy to that row. So concurrent
+    calls with one key leave exactly one row.
+    """
+    for _ in range(KEY_ATTEMPTS):
+        existing = Notification.objects.filter(key=row.key).order_by().first()
+        if existing is None:
+            if _insert_keyed(row):
+                return row
+            continue  # another call inserted the key first: apply the policy to its row
+        if on_conflict == "error":
+            raise ValidationError({"key": [ValidationError(validation.KEY_TAKEN, code="unique")]})
+        if on_conflict == "keep":
+            return existing
+        replaced = _replace_keyed(row)
+        if replaced is not None:
+            return replaced
+        # cancelled between the read and the replace: insert after all
+    raise RuntimeError(f"schedule(key={row.key!r}): the key kept changing hands; try again")
+
+
+def _insert_keyed(row: Notification) -> bool:
+    """Insert `row`; False when a row with its key exists by now (the constraint refused it)."""
+    try:
+        with transaction.atomic():  # a savepoint: a lost race leaves a caller's transaction usable
+            # Validated by schedule(); Notification.save() would validate again, and its
+            # check of the key would race the constraint that decides.
+            Model.save(row, force_insert=True)
+    except IntegrityError:
+        if not Notification.objects.filter(key=row.key).exists():
+            raise  # not the key's constraint
+        return False
+    wake.announce_due(row.next_fire_at)
+    return True
+
+
+def _replace_keyed(row: Notification) -> Notification | None:
+    """Give the row holding `row.key` every field of `row`: a fresh start. None if no row holds it.
+
+    One UPDATE by key, so concurrent replaces queue on the row (its lock on PostgreSQL,
+    the write lock on SQLite) and the last one wins whole. The row starts afresh: no
+    errors, not paused, a new firing (a new `webhook-id`) due at `row`'s due time, and
+    its claim released, so a firing in flight writes nothing back over it (the
+    write-back is fenced by the claim token).
+    """
+    values = {f.attname: getattr(row, f.attname) for f in Notification._meta.concrete_fields}
+    for name in _KEPT_ON_REPLACE:
+        values.pop(name)
+    values.update(updated_at=timezone.now(), claim_token=None, claimed_until=None)
+    with transaction.atomic():
+        if not Notification.objects.filter(key=row.key).update(**values):
+            return None
+        replaced = Notification.objects.get(key=row.key)
+    wake.announce_due(replaced.next_fire_at)
+    return replaced
 
 
 def start(
@@ -202,6 +287,7 @@ def edit(
         start(row, row.next_fire_at or now, fire_at=row.next_fire_at, now=now)
         if not dry_run:
             row.save()
+            wake.announce_due(row.next_fire_at)
         return [f.name for f in Notification._meta.concrete_fields]  # saved whole
     written = [name for name in dict.fromkeys(fields) if name in _EDITABLE_FIELDS]
     edited = set(written) if changed is None else set(changed) & set(written)
@@ -215,6 +301,7 @@ def edit(
         written.append("next_fire_at")
     if not dry_run:
         row.save(update_fields=[*written, "updated_at"])
+        wake.announce_due(row.next_fire_at)
     return written
 
 
@@ -675,6 +762,7 @@ def requeue(rows: Iterable[Notification], now: datetime | None = None) -> Action
             result.changed = Notification.objects.filter(pk__in=[r.pk for r in result.rows]).bulk_update(
                 result.rows, REQUEUE_FIELDS
             )
+            wake.announce_due(now)  # sent when the transaction commits
     for _ in range(len(set(pks)) - len(fresh) - len(unloadable)):
         result.skip("no longer exists")
     return result
@@ -716,3 +804,205 @@ def _pks(rows: Iterable[Notification]) -> list[Any]:
     if isinstance(rows, QuerySet):
         return list(rows.order_by().values_list("pk", flat=True))
     return [row.pk for row in rows]
+
+
+# --- lifecycle: cancel, pause, resume, run now ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class RowAction:
+    """An operator action on rows: why it does not apply to a row (`refusal`, None when it
+    does), what it changes on one in memory (`change`), and the fields that change."""
+
+    name: str
+    refusal: Callable[[Notification, datetime], str | None]
+    change: Callable[[Notification, datetime], None]
+    fields: tuple[str, ...]
+    wakes: bool = False  # it may make rows due now: tell a waiting `runtick --loop`
+
+
+def act(action: RowAction, rows: Iterable[Notification], now: datetime | None = None) -> ActionResult:
+    """Apply `action` to `rows`; rows it does not apply to are skipped with a reason.
+
+    Rows are re-read inside the transaction (locked on PostgreSQL) and the changes saved
+    with one bulk UPDATE, so a tick's claim or write-back in between is never overwritten.
+    """
+    now = now or timezone.now()
+    result = ActionResult()
+    pks = _pks(rows)
+    with transaction.atomic():
+        query = Notification.objects.filter(pk__in=pks).order_by("pk")
+        if connection.features.has_select_for_update:
+            query = query.select_for_update()
+        fresh, unloadable = load_defensively(query)
+        for _ in unloadable:
+            result.skip("cannot be loaded (a value the ORM cannot read): fix it in the database or purge it")
+        for row in fresh:
+            reason = action.refusal(row, now)
+            if reason:
+                result.skip(reason)
+                continue
+            action.change(row, now)
+            row.updated_at = now
+            result.rows.append(row)
+        if result.rows:
+            result.changed = Notification.objects.filter(pk__in=[r.pk for r in result.rows]).bulk_update(
+                result.rows, [*action.fields, "updated_at"]
+            )
+            if action.wakes:
+                wake.announce_due(min((r.next_fire_at for r in result.rows if r.next_fire_at), default=None))
+    for _ in range(len(set(pks)) - len(fresh) - len(unloadable)):
+        result.skip("no longer exists")
+    return result
+
+
+BEING_DELIVERED = "being delivered by a tick right now"
+
+
+def _in_flight(row: Notification, now: datetime) -> bool:
+    return row.claimed_until is not None and row.claimed_until > now
+
+
+def _pause_refusal(row: Notification, now: datetime) -> str | None:
+    if row.paused_at is not None:
+        return "already paused"
+    if row.next_fire_at is None:
+        return "not going to fire (parked or a dead letter): nothing to pause"
+    return None
+
+
+def _pause(row: Notification, now: datetime) -> None:
+    # The claim stays: a firing in flight finishes and writes back; nothing fires after it.
+    row.paused_at = now
+
+
+def _resume_refusal(row: Notification, now: datetime) -> str | None:
+    return None if row.paused_at is not None else "not paused"
+
+
+def _resume(row: Notification, now: datetime) -> None:
+    """Unpause: a one-shot row is due at its due time, or now if that passed; a recurring
+    row skips what it missed, to its first occurrence after now (a new firing)."""
+    row.paused_at = None
+    if row.next_fire_at is None or _in_flight(row, now):
+        return  # nothing scheduled (parked, a dead letter), or the firing in flight sets it
+    if not row.is_recurring:
+        row.next_fire_at = max(row.next_fire_at, now)
+        return
+    try:
+        next_at = _next_occurrence(row, now)
+    except Exception:  # noqa: BLE001 - a rule that cannot be read: the tick dead-letters it, saying why
+        next_at = now
+    if next_at != row.next_fire_at:  # the firing it waited for is skipped, a retry of it too
+        if row.error_count and row.failed_channels is None and row.dead_lettered_at is None:
+            row.last_error = None  # that retry's error: the row is clean again
+        row.error_count = 0
+        row.firing_id = uuid.uuid4()
+        row.pending_channels = None
+    row.next_fire_at = next_at  # None: the rule has nothing left, the row is parked
+
+
+def _run_now_refusal(row: Notification, now: datetime) -> str | None:
+    state = row.state(now)
+    if state == State.PAUSED:
+        return "paused: resume it first"
+    if state in (State.DEAD, State.PARTIAL) or row.dead_lettered_at is not None:
+        return "a dead letter or partial failure: requeue it instead"
+    if _in_flight(row, now):
+        return BEING_DELIVERED
+    if state == State.DUE:
+        return "already due"
+    return None
+
+
+def _run_now(row: Notification, now: datetime) -> None:
+    # The current firing goes now; a recurring row's write-back then moves it to its next
+    # occurrence after now, so its schedule continues.
+    row.next_fire_at = now
+
+
+PAUSE = RowAction("pause", _pause_refusal, _pause, ("paused_at",))
+RESUME = RowAction(
+    "resume",
+    _resume_refusal,
+    _resume,
+    ("paused_at", "next_fire_at", "error_count", "last_error", "firing_id", "pending_channels"),
+    wakes=True,
+)
+RUN_NOW = RowAction("run_now", _run_now_refusal, _run_now, ("next_fire_at",), wakes=True)
+
+
+def refusal(action: str, row: Notification, now: datetime) -> str | None:
+    """Why the operator action `action` (`requeue`, `run_now`, `pause`, `resume`, `purge`)
+    does not apply to `row` at `now`, or None when it does: what the admin's buttons show."""
+    if action == "purge":
+        return None
+    if action == "requeue":
+        return _requeue_refusal(row, now)
+    return {a.name: a for a in (PAUSE, RESUME, RUN_NOW)}[action].refusal(row, now)
+
+
+def cancel(key_or_row: str | Notification) -> bool:
+    """Delete the row (by key, or the row itself); False if there was none.
+
+    A firing in flight writes nothing back: its write-back is fenced by the claim token,
+    and the row it was for is gone.
+    """
+    if isinstance(key_or_row, Notification):
+        query = Notification.objects.filter(pk=key_or_row.pk)
+    elif isinstance(key_or_row, str):
+        if not key_or_row:
+            return False  # a blank key names no row
+        query = Notification.objects.filter(key=key_or_row)
+    else:
+        raise TypeError(f"cancel() takes a key or a Notification, not {type(key_or_row).__name__}")
+    return purge(query) > 0
+
+
+def pause(key_or_row: str | Notification, now: datetime | None = None) -> Notification:
+    """Pause the row: it is not claimed until resumed. Returns it as it now stands.
+
+    Already paused, or not going to fire (parked, a dead letter): left as it is. A firing
+    in flight finishes and writes back; nothing fires after it.
+    """
+    return _act_on_one(PAUSE, key_or_row, now)
+
+
+def resume(key_or_row: str | Notification, now: datetime | None = None) -> Notification:
+    """Unpause the row. Returns it as it now stands.
+
+    A one-shot row is due at its due time, at once if that has passed. A recurring row
+    moves to its rule's first occurrence after now: missed occurrences are not sent. A
+    row that is not paused is left as it is.
+    """
+    return _act_on_one(RESUME, key_or_row, now)
+
+
+def run_now(key_or_row: str | Notification, now: datetime | None = None) -> Notification:
+    """Make the row due now; a recurring row then continues its schedule. Returns it as it
+    now stands.
+
+    Left as it is: a paused row (resume it first), a dead letter or partial failure
+    (requeue it), a row already due, or one a tick is delivering right now.
+    """
+    return _act_on_one(RUN_NOW, key_or_row, now)
+
+
+def _act_on_one(action: RowAction, key_or_row: str | Notification, now: datetime | None) -> Notification:
+    pk = pk_of(key_or_row)
+    result = act(action, Notification.objects.filter(pk=pk), now)
+    if result.rows:
+        return result.rows[0]
+    return Notification.objects.get(pk=pk)  # left as it was; DoesNotExist if it went meanwhile
+
+
+def pk_of(key_or_row: str | Notification) -> Any:
+    """The id of the row `key_or_row` names; Notification.DoesNotExist for an unknown key."""
+    if isinstance(key_or_row, Notification):
+        return key_or_row.pk
+    if not isinstance(key_or_row, str):
+        raise TypeError(f"expected a key or a Notification, not {type(key_or_row).__name__}")
+    pk = Notification.objects.filter(key=key_or_row).values_list("pk", flat=True).first() if key_or_row else None
+    if pk is None:
+        raise Notification.DoesNotExist(f"No notification has the key {key_or_row!r}.")
+    return pk

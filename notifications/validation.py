@@ -34,6 +34,10 @@ MAX_PAYLOAD_DEPTH = 32
 # body is loaded, parsed and rendered for every firing like the payload; 64 KiB of
 # plain text is far more than any reminder needs. The subject is bounded by its column.
 MAX_BODY_BYTES = 64 * 1024
+# A row's `key` is unique among rows that have one (at most 200 characters: its column).
+# The database decides (the constraint `notification_key_unique`); schedule(key=...,
+# on_conflict="error") reports a taken key with this message on `key`.
+KEY_TAKEN = 'Another notification has this key (schedule() with on_conflict="replace" or "keep" reuses it).'
 
 
 def channel_errors(channels: Any) -> list[str]:

@@ -42,6 +42,13 @@ def make(state: str, **fields) -> Notification:
             "last_fired_at": now,
         },
         "parked": {"next_fire_at": None},
+        "paused": {"paused_at": now},
+        "expired": {  # a one-shot firing that came too late: kept as a dead letter
+            "last_error": "expired: 2h past expires_at",
+            "expired_at": now,
+            "dead_lettered_at": now,
+            "next_fire_at": None,
+        },
     }[state]
     if changes:
         Notification.objects.filter(pk=row.pk).update(**changes)

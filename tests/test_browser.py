@@ -1,7 +1,8 @@
 """The operator's path in a real browser: headless Chromium (Debian's package) driven by Selenium.
 
 Log in, filter to dead letters, requeue one, read the message, purge one through the
-confirmation page. Screenshots of the changelist and the change page land in
+confirmation page; open a dead letter's page, read what happened, press its *Requeue*
+button and see the row due again. Screenshots of the changelist and the change page land in
 test-artifacts/ (git-ignored). `.ci/run` installs chromium and chromium-driver, so CI
 never skips this test; a machine without them skips it with the reason.
 """
@@ -183,5 +184,21 @@ def test_operator_requeues_and_purges_dead_letters(browser, live_server, django_
     assert browser.find_element(By.ID, "id_webhook_secret").get_attribute("value") == ""
     screenshot(browser, ARTIFACTS / f"admin-change-page-{vendor}.png")
 
-    for name in ("changelist", "change-page"):
+    # A dead letter's own page says what happened and requeues it with one button.
+    browser.get(f"{live_server.url}/admin/notifications/notification/{hostile.pk}/change/")
+    status = wait_for(browser, ".nq-row-status").text
+    assert status.startswith("Dead letter since ")
+    assert "webhook: HTTP 500 <script>window.__xss" in status  # the error, shown as text
+    assert_no_script_ran(browser)
+    pressable = [b.text for b in browser.find_elements(By.CSS_SELECTOR, ".nq-row-actions button")]
+    assert pressable == ["Requeue", "Purge…"]
+    screenshot(browser, ARTIFACTS / f"admin-dead-letter-page-{vendor}.png")
+    click_and_wait(browser, browser.find_element(By.CSS_SELECTOR, "button.nq-act-requeue"))
+    assert wait_for(browser, ".messagelist li").text == "Requeued 1 notification; skipped none."
+    assert browser.current_url.endswith(f"/admin/notifications/notification/{hostile.pk}/change/")
+    assert browser.find_element(By.CSS_SELECTOR, ".nq-row-status").text.startswith("Due since ")
+    assert Notification.objects.get(pk=hostile.pk).state() == State.DUE
+    assert [b.text for b in browser.find_elements(By.CSS_SELECTOR, ".nq-row-actions button")] == ["Pause", "Purge…"]
+
+    for name in ("changelist", "change-page", "dead-letter-page"):
         assert (ARTIFACTS / f"admin-{name}-{vendor}.png").stat().st_size > 10_000

@@ -26,6 +26,8 @@ COLUMNS = {
     "failed_channels": [None, ["webhook"], []],  # [] only from a migrated `partial: ` naming nothing
     "error_count": [0, 1, 3],
     "next_fire_at": [None, NOW - MINUTE, NOW, NOW + MINUTE],
+    "paused_at": [None, NOW - timedelta(hours=2)],
+    "expired_at": [None, NOW - timedelta(hours=3)],
 }
 
 
@@ -52,6 +54,7 @@ def test_the_query_and_the_predicate_agree_on_every_row(every_combination):
 def test_every_row_is_in_exactly_one_state(every_combination):
     seen = [pk for state in State for pk in Notification.objects.in_state(state, NOW).values_list("pk", flat=True)]
     assert sorted(seen) == sorted(row.pk for row in every_combination)
+    assert {row.state(NOW) for row in every_combination} == set(State)  # the combinations reach every state
 
 
 def test_health_counts_each_state_with_the_same_conditions(every_combination):
@@ -70,6 +73,13 @@ def test_health_counts_each_state_with_the_same_conditions(every_combination):
         ({"failed_channels": ["webhook"], "error_count": 1}, State.PARTIAL),
         ({"dead_lettered_at": NOW, "failed_channels": ["webhook"]}, State.DEAD),
         ({"dead_lettered_at": NOW, "next_fire_at": NOW + MINUTE}, State.DEAD),  # a recurring row skipped forward
+        # Paused wins over everything else the row holds; an expired firing comes next.
+        ({"paused_at": NOW, "next_fire_at": NOW - MINUTE}, State.PAUSED),
+        ({"paused_at": NOW, "dead_lettered_at": NOW, "expired_at": NOW, "failed_channels": ["webhook"]}, State.PAUSED),
+        ({"paused_at": NOW, "error_count": 1, "next_fire_at": NOW + MINUTE}, State.PAUSED),
+        ({"expired_at": NOW, "dead_lettered_at": NOW, "next_fire_at": None}, State.EXPIRED),  # one-shot, kept
+        ({"expired_at": NOW, "next_fire_at": NOW + MINUTE}, State.EXPIRED),  # recurring, moved on
+        ({"expired_at": NOW, "failed_channels": ["webhook"], "error_count": 1}, State.EXPIRED),
     ],
 )
 def test_states_read_the_columns_in_this_order(columns, expected):
