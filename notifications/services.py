@@ -1,12 +1,16 @@
 """Every change of queue state, in one place: the tick, the API and the admin use it.
 
-- Creating and editing: `schedule_notification` (the API's `schedule()`) and `edit`
-  (the admin's add and change pages) share one due-time rule, `start`.
+- Creating and editing: `schedule_notification` (the API's `schedule()`; with a `key`,
+  `_save_keyed` lets the key's unique constraint settle races) and `edit` (the admin's
+  add and change pages) share one due-time rule, `start`.
 - Transitions of one firing (`record_firing`, `record_invalid`, `record_internal_error`)
   work on a row in memory and say what should happen to it; `save_outcomes` then writes
   a whole batch at once, fenced by the claim token so a tick that lost its claim writes
   nothing. `last_error` and `failed_channels` are set together, by `_note_error`.
-- Operator actions: `requeue` and `purge`.
+- Operator actions: `purge` and `cancel`, and the `RowAction`s `REQUEUE`, `RUN_NOW`,
+  `PAUSE` and `RESUME`, which `act` applies to rows re-read under lock (the admin's
+  actions and buttons) and `requeue`, `run_now`, `pause`, `resume` to one row or key
+  (the API). `refusal` says why one does not apply to a row.
 
 What each state means is `notifications.states`; the claim itself is `notifications.claims`.
 """
@@ -729,48 +733,29 @@ def requeue(rows: Iterable[Notification], now: datetime | None = None) -> Action
     again. Other rows are skipped with a reason:
     requeueing a healthy row would fire it early, and a retrying row retries by itself.
     Rows are re-read inside the transaction (locked on PostgreSQL) so a tick's claim or
-    write-back in between is never overwritten.
+    write-back in between is never overwritten (see `act`).
     """
-    now = now or timezone.now()
-    result = ActionResult()
-    pks = _pks(rows)
-    with transaction.atomic():
-        query = Notification.objects.filter(pk__in=pks).order_by("pk")
-        if connection.features.has_select_for_update:
-            query = query.select_for_update()
-        fresh, unloadable = load_defensively(query)
-        for _ in unloadable:
-            result.skip("cannot be loaded (a value the ORM cannot read): fix it in the database or purge it")
-        for row in fresh:
-            reason = _requeue_refusal(row, now)
-            if reason:
-                result.skip(reason)
-                continue
-            if row.failed_channels is not None:
-                row.pending_channels = row.resend_channels
-            # A one-shot row keeps its firing id, so receivers de-duplicate the resend;
-            # a recurring row's id already belongs to its next scheduled firing.
-            if row.is_recurring:
-                row.firing_id = uuid.uuid4()
-            row.next_fire_at = now
-            row.error_count = 0
-            row.dead_lettered_at = None
-            _note_error(row, None)
-            row.updated_at = now
-            result.rows.append(row)
-        if result.rows:
-            result.changed = Notification.objects.filter(pk__in=[r.pk for r in result.rows]).bulk_update(
-                result.rows, REQUEUE_FIELDS
-            )
-            wake.announce_due(now)  # sent when the transaction commits
-    for _ in range(len(set(pks)) - len(fresh) - len(unloadable)):
-        result.skip("no longer exists")
-    return result
+    return act(REQUEUE, rows, now)
+
+
+def _requeue(row: Notification, now: datetime) -> None:
+    if row.failed_channels is not None:
+        row.pending_channels = row.resend_channels
+    # A one-shot row keeps its firing id, so receivers de-duplicate the resend;
+    # a recurring row's id already belongs to its next scheduled firing.
+    if row.is_recurring:
+        row.firing_id = uuid.uuid4()
+    row.next_fire_at = now
+    row.error_count = 0
+    row.dead_lettered_at = None
+    _note_error(row, None)
 
 
 def _requeue_refusal(row: Notification, now: datetime) -> str | None:
     """Why `row` must not be requeued, or None when it may."""
     state = row.state(now)
+    if state == State.PAUSED:
+        return "paused: resume it first"
     if state == State.EXPIRED and row.dead_lettered_at is not None:
         state = State.DEAD  # an expired firing kept as a dead letter
     if state == State.RETRYING:
@@ -847,7 +832,7 @@ def act(action: RowAction, rows: Iterable[Notification], now: datetime | None = 
             result.rows.append(row)
         if result.rows:
             result.changed = Notification.objects.filter(pk__in=[r.pk for r in result.rows]).bulk_update(
-                result.rows, [*action.fields, "updated_at"]
+                result.rows, list(dict.fromkeys([*action.fields, "updated_at"]))
             )
             if action.wakes:
                 wake.announce_due(min((r.next_fire_at for r in result.rows if r.next_fire_at), default=None))
@@ -930,6 +915,7 @@ RESUME = RowAction(
     wakes=True,
 )
 RUN_NOW = RowAction("run_now", _run_now_refusal, _run_now, ("next_fire_at",), wakes=True)
+REQUEUE = RowAction("requeue", _requeue_refusal, _requeue, tuple(REQUEUE_FIELDS), wakes=True)
 
 
 def refusal(action: str, row: Notification, now: datetime) -> str | None:
@@ -937,9 +923,7 @@ def refusal(action: str, row: Notification, now: datetime) -> str | None:
     does not apply to `row` at `now`, or None when it does: what the admin's buttons show."""
     if action == "purge":
         return None
-    if action == "requeue":
-        return _requeue_refusal(row, now)
-    return {a.name: a for a in (PAUSE, RESUME, RUN_NOW)}[action].refusal(row, now)
+    return {a.name: a for a in (REQUEUE, PAUSE, RESUME, RUN_NOW)}[action].refusal(row, now)
 
 
 def cancel(key_or_row: str | Notification) -> bool:

@@ -355,3 +355,18 @@ def test_the_delete_link_purges_through_the_services(admin_client, monkeypatch):
 
     assert purged == [[row.pk]]
     assert not Notification.objects.filter(pk=row.pk).exists()
+
+
+def test_requeue_skips_a_paused_dead_letter_until_it_is_resumed(admin_client):
+    row = make("dead")
+    Notification.objects.filter(pk=row.pk).update(paused_at=timezone.now())
+
+    assert texts(list_action(admin_client, "requeue", [row])) == [
+        "Requeued 0 notifications; skipped 1: 1 paused: resume it first."
+    ]
+    assert buttons(admin_client.get(change_url(row))) == ["resume", "purge"]
+
+    list_action(admin_client, "resume", [row])
+    assert fresh(row).state() == State.DEAD  # resumed, still a dead letter: requeue it now
+    assert texts(list_action(admin_client, "requeue", [row])) == ["Requeued 1 notification; skipped none."]
+    assert fresh(row).state() == State.DUE
