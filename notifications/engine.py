@@ -40,7 +40,7 @@ from .clock import measure_offset
 from .conf import TickSettings
 from .dispatch import Batch, Dispatcher, Job, target_of
 from .models import DeliveryAttempt
-from .services import Kind, Outcome
+from .services import TICK_COUNTS, Kind, Outcome
 
 logger = logging.getLogger("notifications.tick")
 
@@ -94,16 +94,7 @@ class TickReport:
         return sum(self.tally.values())
 
     def counts(self) -> dict[str, int]:
-        return {
-            "claimed": self.claimed,
-            "succeeded": self.tally[Kind.SUCCEEDED],
-            "partial": self.tally[Kind.PARTIAL],
-            "retried": self.tally[Kind.RETRIED],
-            "dead_lettered": self.tally[Kind.DEAD_LETTERED],
-            "expired": self.tally[Kind.EXPIRED],
-            "deferred": self.tally[Kind.DEFERRED],
-            "released": self.tally[Kind.RELEASED],
-        }
+        return {name: self.claimed if name == "claimed" else self.tally[Kind(name)] for name in TICK_COUNTS}
 
     def summary(self) -> str:
         counts = self.counts()

@@ -18,11 +18,11 @@ from django.utils import timezone
 from . import states
 from .conf import Defaults, app_settings, positive_int
 from .models import Notification, TickRun
+from .services import TICK_COUNTS
 
 # Cron runs a tick every minute; three minutes without one finishing means it stopped.
 STALE_AFTER = timedelta(minutes=3)
 
-TICK_COUNTS = ("claimed", "succeeded", "partial", "retried", "dead_lettered")
 
 # Tick records read for the clock report, newest first by insertion (the one order no
 # host's clock can skew): each host's latest among them gives its offset.
@@ -100,7 +100,7 @@ class QueueHealth:
     def last_tick_counts(self) -> dict[str, int]:
         if self.last_tick is None:
             return {}
-        return {name: getattr(self.last_tick, name) for name in TICK_COUNTS}
+        return {name: getattr(self.last_tick, name) for name in TICK_COUNTS if name != "released"}
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready facts for monitoring."""

@@ -47,7 +47,16 @@ def test_counts_per_state_match_the_admin_filter_in_two_queries():
         health = queue_health(now)
 
     assert len(queries) == 2
-    assert health.counts == {"due": 1, "scheduled": 1, "retrying": 1, "partial": 2, "dead": 2, "parked": 1, "paused": 0, "expired": 0}
+    assert health.counts == {
+        "due": 1,
+        "scheduled": 1,
+        "retrying": 1,
+        "partial": 2,
+        "dead": 2,
+        "parked": 1,
+        "paused": 0,
+        "expired": 0,
+    }
     for state in State:
         assert health.counts[state.value] == Notification.objects.in_state(state.value, now).count(), state
     assert health.total == Notification.objects.count()
@@ -90,7 +99,15 @@ def test_stale_after_three_minutes_without_a_finished_tick(ago, stale):
     health = queue_health()
 
     assert health.stale is stale
-    assert health.last_tick_counts() == {"claimed": 4, "succeeded": 3, "partial": 1, "retried": 0, "dead_lettered": 0}
+    assert health.last_tick_counts() == {
+        "claimed": 4,
+        "succeeded": 3,
+        "partial": 1,
+        "retried": 0,
+        "dead_lettered": 0,
+        "expired": 0,
+        "deferred": 0,
+    }
     if stale:
         assert health.warning.startswith("No tick has finished in the last 3m (the last one 3m 1")
     else:
@@ -124,7 +141,7 @@ def test_status_command_prints_the_facts_and_passes_while_ticks_run(capsys):
     assert out[0] == "rows: due=0 scheduled=0 retrying=0 partial=1 dead=1 parked=0 paused=0 expired=0 in_flight=0"
     assert out[1] == "oldest due: none"
     assert out[2].startswith("last tick: ") and f"on {socket.gethostname()}" in out[2]
-    assert out[2].endswith("claimed=1 succeeded=0 partial=1 retried=0 dead_lettered=0")
+    assert out[2].endswith("claimed=1 succeeded=0 partial=1 retried=0 dead_lettered=0 expired=0 deferred=0")
     assert out[3] == "status: OK"
 
 

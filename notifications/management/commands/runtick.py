@@ -17,7 +17,7 @@ from notifications import wake
 from notifications.claims import load_defensively
 from notifications.engine import run_tick
 from notifications.models import Notification
-from notifications.services import Outcome
+from notifications.services import TICK_COUNTS, Outcome
 
 logger = logging.getLogger("notifications.tick")
 
@@ -140,7 +140,7 @@ class Command(BaseCommand):
             )
         for pk, error in unloadable.items():
             self.stdout.write(f"#{pk} cannot be loaded ({error}): the tick will dead-letter it")
-        zeros = "claimed=0 succeeded=0 partial=0 retried=0 dead_lettered=0 expired=0 deferred=0"
+        zeros = " ".join(f"{name}=0" for name in TICK_COUNTS if name != "released")
         self.stdout.write(f"dry run: due={total} {zeros}")
 
     def install_signal_handlers(self, stop: threading.Event) -> list[int]:
