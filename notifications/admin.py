@@ -772,4 +772,5 @@ class TickRunAdmin(ModelAdmin):
         return False
 
 
+from .admin_targets import TargetAdmin  # noqa: E402, F401 - registers the Targets list
 from .suppression_admin import SuppressionAdmin  # noqa: E402, F401 - registers the Suppressions list

@@ -48,6 +48,11 @@ class Defaults:
     # "HH:MM-HH:MM" in each row's own time zone: nothing is sent inside (blank: no window).
     # A row's own `quiet_hours` overrides it ("off": none for that row).
     QUIET_HOURS: str = ""
+    # Per target: open the circuit after `failures` consecutive failed deliveries (0: off),
+    # hold its rows `cooldown` seconds, doubled after each failed probe up to `max_cooldown`.
+    CIRCUIT_BREAKER: dict[str, float] = {"failures": 10, "cooldown": 60, "max_cooldown": 3600}
+    # Per target ("email", a webhook host, "*" for every other webhook host): "N/s,N/d" ...
+    RATE_LIMITS: dict[str, str] = {}
 
 
 # A derived lease outlives everything a tick does with its rows: the budget, a last batch

@@ -64,14 +64,27 @@ class Job:
         return self.settled.acquire(blocking=False)
 
 
+# Ports a target leaves out, by scheme.
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
 def target_of(row: Notification) -> str:
-    """What a row waits on: its webhook's host (one slow host must not hold every worker), or email."""
-    if row.webhook_url:
-        try:
-            return urlsplit(row.webhook_url).netloc.lower()
-        except ValueError:
-            return ""
-    return "email"
+    """What a row waits on: its webhook's host (one slow host must not hold every worker), or email.
+
+    The host lowercased, with `:port` unless it is the scheme's default (`hooks.example.com`,
+    `127.0.0.1:8081`): one receiver however its URLs spell it. An unparsable URL is "" (the
+    channel refuses it without a connection).
+    """
+    if not row.webhook_url:
+        return "email"
+    try:
+        parts = urlsplit(row.webhook_url)
+        host, port = parts.hostname or "", parts.port
+    except ValueError:
+        return ""
+    if ":" in host:
+        host = f"[{host}]"  # an IPv6 literal
+    return host if port is None or port == DEFAULT_PORTS.get(parts.scheme.lower()) else f"{host}:{port}"
 
 
 class Dispatcher:

@@ -39,6 +39,7 @@ from .claims import claim
 from .clock import measure_offset
 from .conf import TickSettings
 from .dispatch import Batch, Dispatcher, Job, target_of
+from .flow import FlowControl
 from .models import DeliveryAttempt
 from .services import TICK_COUNTS, Kind, Outcome
 
@@ -141,6 +142,7 @@ class Tick:
         )
         self.dispatcher = Dispatcher(self.concurrency)
         self.results: queue.SimpleQueue[Reported] = queue.SimpleQueue()
+        self.flow = FlowControl(self.lease)  # circuit breakers and rate limits
         self.workers = itertools.count()
         self.held = 0  # rows claimed and not yet given an outcome
         self.exhausted = False  # a claim came back short: nothing more is due
@@ -214,7 +216,7 @@ class Tick:
         size = 0 if self.done_claiming() else self.claim_size(time.monotonic() - self.started, self.held)
         more = size > 0 and self.dispatcher.waiting < self.high_water
         self.dispatcher.set_capped(more)
-        if not more or not self.claim_wanted(size):
+        if not more or self.flow.paused() or not self.claim_wanted(size):
             return False
         batch_now = self.fixed_now or timezone.now()
         claimed = claim(batch_now, size, self.lease)
@@ -229,7 +231,12 @@ class Tick:
             for channel in self.channels.values():
                 channel.prepare(claimed.rows)  # e.g. the suppressed addresses: workers touch no database
             batch = Batch(claimed.token, batch_now, len(claimed.rows))
-            self.dispatcher.put([Job(batch, row, target_of(row)) for row in claimed.rows])
+            send, deferred = self.flow.admit(claimed.rows, batch_now)  # open circuits, rate limits
+            for outcome in deferred:
+                self.results.put((Job(batch, outcome.row, ""), outcome, []))
+            self.dispatcher.put([Job(batch, row, target_of(row)) for row in send])
+        if self.exhausted and self.flow.pause_if_waiting(batch_now, self.budget - (time.monotonic() - self.started)):
+            self.exhausted = False  # rows a rate limit deferred come due within the budget: wait for them
         return True
 
     def claim_wanted(self, size: int) -> bool:
@@ -279,6 +286,7 @@ class Tick:
             return
         batches, self.finished = self.finished, []
         services.save_outcomes([(b.token, b.outcomes) for b in batches], [a for b in batches for a in b.attempts])
+        self.flow.observe((o for b in batches for o in b.outcomes), self.fixed_now or timezone.now())
         self.next_write = time.monotonic() + WRITE_INTERVAL
         for batch in batches:
             services.announce(batch.outcomes)

@@ -176,6 +176,9 @@ class Notification(models.Model):
     # A tick's claim: write-backs only land while the token is still theirs.
     claim_token = models.UUIDField(null=True, blank=True, editable=False)
     claimed_until = models.DateTimeField(null=True, blank=True, editable=False)
+    # The target (`notifications.targets`) whose open circuit holds this row back; NULL
+    # when nothing holds it. Closing the circuit makes these rows due at once.
+    held_for = models.CharField(max_length=300, null=True, blank=True, editable=False)  # noqa: DJ001 - NULL: not held
 
     # An RRULE leaves its time of day, phase and COUNT to its start (DTSTART): the first
     # due time the row was given, so FREQ=DAILY from 09:00 stays at 09:00.
@@ -198,6 +201,8 @@ class Notification(models.Model):
             # Claimed rows are read back and written by token; only rows in flight
             # carry one, so this index stays tiny.
             models.Index(fields=["claim_token"], name="notification_claim_idx", condition=Q(claim_token__isnull=False)),
+            # Rows an open circuit holds, found by target when it closes (and counted for the admin).
+            models.Index(fields=["held_for"], name="notification_held_idx", condition=Q(held_for__isnull=False)),
         ]
         constraints = [
             # Keys are unique among rows that have one, enforced by the database so that
@@ -336,3 +341,49 @@ class Suppression(models.Model):
     def save(self, *args: Any, **kwargs: Any) -> None:
         self.address = self.address.strip().lower()
         super().save(*args, **kwargs)
+
+
+class Target(models.Model):
+    """Where a channel delivers (a webhook host, or `email`) and its circuit breaker.
+
+    A row exists once a target has failed or been opened by hand; healthy targets cost
+    nothing. `state` moves closed -> open (after `failures` consecutive failed deliveries,
+    or by hand) -> half_open (one probe in flight, claimed by one tick through this row)
+    -> closed (the probe succeeded) or open again (it failed: `cooldown` doubled).
+    """
+
+    class State(models.TextChoices):
+        CLOSED = "closed", "Closed"
+        OPEN = "open", "Open"
+        HALF_OPEN = "half_open", "Half-open (probing)"
+
+    key = models.CharField(max_length=300, unique=True)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.CLOSED)
+    failures = models.PositiveIntegerField(default=0, help_text="Consecutive failed deliveries.")
+    opened_at = models.DateTimeField(null=True, blank=True)
+    # Open: when the probe may go. Half-open: when a probe that never reported back is
+    # given up and another may go. NULL while closed, or while held open by hand.
+    retry_at = models.DateTimeField(null=True, blank=True)
+    cooldown = models.FloatField(default=0, help_text="Seconds of the current cooldown.")
+    manual = models.BooleanField(default=False, help_text="Held open by an operator: no probe.")
+    last_error = models.TextField(blank=True, default="")
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["key"]
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class RateBucket(models.Model):
+    """One token bucket of a target's rate limit (`key` is `<target> <N>/<unit>`), shared
+    by every tick on every host: `tokens` left at `stamp` (Unix seconds)."""
+
+    key = models.CharField(max_length=320, unique=True)
+    tokens = models.FloatField()
+    stamp = models.FloatField()
+    granted = models.PositiveIntegerField(default=0)  # what the last taker got (read back by RETURNING)
+
+    def __str__(self) -> str:
+        return self.key

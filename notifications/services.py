@@ -49,7 +49,7 @@ class Kind(StrEnum):
     RETRIED = "retried"
     DEAD_LETTERED = "dead_lettered"
     EXPIRED = "expired"  # not sent: too late (`expires_at`, `max_delay`)
-    DEFERRED = "deferred"  # not sent yet: inside quiet hours, due again at the window's end
+    DEFERRED = "deferred"  # not sent yet: quiet hours, an open circuit or a rate limit
     RELEASED = "released"  # not attempted (the tick was stopping): claim handed back
 
 
@@ -83,11 +83,13 @@ WRITE_BACK_FIELDS = [
     "failed_channels",
     "claim_token",
     "claimed_until",
+    "held_for",
     "updated_at",
 ]
 
-# A deferred row's write-back: the due time moves, the claim goes, nothing else changes.
-DEFER_FIELDS = ["next_fire_at", "claim_token", "claimed_until", "updated_at"]
+# A deferred row's write-back: the due time moves, the claim goes, nothing else changes
+# (`held_for` names the open circuit holding it, if one does).
+DEFER_FIELDS = ["next_fire_at", "claim_token", "claimed_until", "held_for", "updated_at"]
 
 REQUEUE_FIELDS = [
     "pending_channels",
@@ -487,6 +489,15 @@ def record_held(row: Notification, hold: Hold, now: datetime) -> Outcome:
         _release_claim(row, now)
         return Outcome(row, Kind.DEFERRED, detail=f"quiet hours until {hold.until:%Y-%m-%d %H:%M} UTC")
     return _expire(row, now, hold.reason)
+
+
+def defer(row: Notification, until: datetime, now: datetime, detail: str, *, held_for: str | None = None) -> Outcome:
+    """Not sent now, due again at `until`: no retry spent, no attempt logged. Flow control
+    (`notifications.flow`): an open circuit (`held_for` its target) or a rate limit."""
+    row.next_fire_at = until
+    row.held_for = held_for
+    _release_claim(row, now)
+    return Outcome(row, Kind.DEFERRED, detail=detail)
 
 
 def _expire(row: Notification, now: datetime, reason: str, *, results: list[ChannelResult] | None = None) -> Outcome:

@@ -14,6 +14,11 @@ retry pointless, or empty when nothing was attempted.
 
     @receiver(notification_dead_lettered)
     def page_someone(sender, notification, results, **kwargs): ...
+
+`target_opened` and `target_closed` are sent with `sender=Target` and `target` (the
+`notifications.models.Target` as written) when a target's circuit opens (after its
+failure streak, or by hand) and when it closes again (a probe succeeded, or by hand).
+A failed probe re-opens the circuit without sending `target_opened` again.
 """
 
 from django.dispatch import Signal
@@ -22,3 +27,5 @@ notification_delivered = Signal()
 notification_partially_delivered = Signal()
 notification_dead_lettered = Signal()
 notification_expired = Signal()
+target_opened = Signal()
+target_closed = Signal()

@@ -54,6 +54,7 @@ class WebhookServer:
         self.responder: Callable[[Received], Reply] | None = None
         self.body_bytes_sent = 0  # response body bytes written by `endless` answers
         self.answered = 0  # requests whose answer is over: written, or cut off by the client
+        self.arrived_at: list[float] = []  # time.monotonic() of each request's arrival (rates)
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
         self._stop = threading.Event()
@@ -71,6 +72,7 @@ class WebhookServer:
                 request = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
                 with server._arrived:
                     server.received.append(request)
+                    server.arrived_at.append(time.monotonic())
                     server._arrived.notify_all()
                 reply = server.responder(request) if server.responder else server.reply
                 try:

@@ -13,6 +13,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -33,9 +34,13 @@ ROWS = 100
 # parameters per statement); PostgreSQL's claim (FOR UPDATE SKIP LOCKED) needs its
 # transaction, and one UPDATE holds the whole batch. The delivery log is one multi-row
 # INSERT per 111 records on SQLite (999 parameters), one in all on PostgreSQL.
+# Flow control adds one SELECT per batch (the batch's targets with a circuit on record,
+# notifications.circuit) and, when a target fails, its failure streak: the Target row
+# made once (INSERT, with BEGIN/COMMIT), one UPDATE of the streak, one UPDATE that opens
+# the circuit at the threshold and the re-read of the opened target for its signal.
 PINNED = {
-    "sqlite": {"succeeded": 16, "recurring": 17, "retried": 16, "partial": 18},
-    "postgresql": {"succeeded": 20, "recurring": 20, "retried": 19, "partial": 20},
+    "sqlite": {"succeeded": 17, "recurring": 18, "retried": 23, "partial": 25},
+    "postgresql": {"succeeded": 21, "recurring": 21, "retried": 26, "partial": 27},
 }
 
 
@@ -88,6 +93,7 @@ def test_statements_per_row_are_pinned(kind, failing_url):
 
 
 @pytest.mark.django_db(transaction=True)
+@override_settings(NOTIFICATIONS_CIRCUIT_BREAKER={"failures": 0})  # else the first run opens the circuit
 def test_ten_times_the_rows_cost_at_most_three_more_statements(failing_url):
     """The write-back is per batch: 10 rows and 100 rows cost nearly the same."""
     counts = {}

@@ -1,0 +1,100 @@
+"""Flow control for one tick: circuit breakers and rate limits between claim and send.
+
+`FlowControl.admit` takes a claimed batch and says which rows go to the workers; the
+others become `deferred` outcomes right away (not sent, no retry spent, no attempt
+logged) and are written back with the batch: rows behind an open circuit are due again
+at its `retry_at` and carry `held_for` (so closing it releases them at once), rows over
+a rate limit at the slot their target will have a token for them. Either way the due
+index does not meet them again before then. `FlowControl.observe` feeds each written-back
+batch's channel results to the breakers. Both run in the tick's thread.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from . import services
+from .circuit import Breaker, BreakerSettings
+from .models import Notification
+from .ratelimit import Limit, limits_for, read_limits, take
+from .services import Outcome
+from .targets import targets_of
+
+
+class FlowControl:
+    """The breakers and limits as one tick sees them (settings read once, at its start)."""
+
+    def __init__(self, probe_lease: float) -> None:
+        self.breaker = Breaker(BreakerSettings.read(), probe_lease)
+        self.limits = read_limits()
+        self.slots: list[float] = []  # heap: slots of the rows this tick deferred by a limit (Unix s)
+        self.paused_until = 0.0  # monotonic: claim nothing before (rows wait for their slots)
+
+    def admit(self, rows: Sequence[Notification], now: datetime) -> tuple[list[Notification], list[Outcome]]:
+        """Rows to send now, and outcomes for the rows that are not sent now."""
+        admission = self.breaker.admit(rows, now)
+        deferred = [
+            services.defer(row, until, now, f"circuit open for {key}", held_for=key)
+            for row, until, key in admission.held
+        ]
+        # Probes first: a rate limit must not leave a probe waiting.
+        send = sorted(admission.send, key=lambda row: row.pk not in admission.probes)
+        if self.limits:
+            send, limited = self._limit(send, now)
+            deferred += limited
+        for row in send:
+            row.held_for = None  # written back with the row's outcome
+        return send, deferred
+
+    def _limit(self, rows: list[Notification], now: datetime) -> tuple[list[Notification], list[Outcome]]:
+        """Take tokens for the batch, one statement per bucket of each limited target."""
+        demand: dict[str, int] = defaultdict(int)
+        limited: dict[Any, list[tuple[str, tuple[Limit, ...]]]] = {}
+        for row in rows:
+            mine = [(t, limits) for t in targets_of(row) if (limits := limits_for(self.limits, t))]
+            limited[row.pk] = mine
+            for target, _ in mine:
+                demand[target] += 1
+        stamp = now.timestamp()
+        grants = {target: take(target, limits_for(self.limits, target), n, stamp) for target, n in demand.items()}
+        used: dict[str, int] = defaultdict(int)
+        late: dict[str, int] = defaultdict(int)  # rows left over per target, for their slots
+        send, deferred = [], []
+        for row in rows:
+            over = [t for t, _ in limited[row.pk] if used[t] >= grants[t].granted]
+            for target, _ in limited[row.pk]:
+                used[target] += 1
+            if not over:
+                send.append(row)
+                continue
+            slot = max(grants[t].next_at + late[t] / grants[t].rate for t in over)
+            for target in over:
+                late[target] += 1
+            heapq.heappush(self.slots, slot)
+            until = datetime.fromtimestamp(slot, UTC)
+            deferred.append(services.defer(row, until, now, f"rate limit of {', '.join(over)}"))
+        return send, deferred
+
+    def pause_if_waiting(self, now: datetime, budget_left: float) -> bool:
+        """Nothing more is due now: True (and claim nothing until then) if rows deferred by a
+        limit come due within the budget, so the tick waits for them instead of ending."""
+        while self.slots and self.slots[0] <= now.timestamp():
+            heapq.heappop(self.slots)  # due by now: taken by another tick, or by this one already
+        if not self.slots:
+            return False
+        wait = self.slots[0] - now.timestamp()
+        if wait >= budget_left:
+            return False
+        self.paused_until = time.monotonic() + max(wait, 0.0)
+        return True
+
+    def paused(self) -> bool:
+        return time.monotonic() < self.paused_until
+
+    def observe(self, outcomes: Iterable[Outcome], now: datetime) -> None:
+        self.breaker.observe(outcomes, now)

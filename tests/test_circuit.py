@@ -1,0 +1,242 @@
+"""Circuit breakers per target: a dead endpoint costs nothing once its circuit is open.
+
+Real components: a loopback receiver that answers 503 (or 200, or 404), real ticks,
+time moved with time-machine for cooldowns, and runtick processes racing for the probe.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import override_settings
+from django.urls import reverse
+
+from notifications.api import run_tick
+from notifications.circuit import BreakerSettings, breaker_errors, close, open_by_hand
+from notifications.models import DeliveryAttempt, Notification, Target
+from notifications.signals import target_closed, target_opened
+from notifications.targets import targets_of
+
+START = datetime(2025, 3, 3, 12, 0, tzinfo=UTC)
+BREAKER = {"failures": 3, "cooldown": 60, "max_cooldown": 200}
+
+
+@pytest.fixture
+def clock(time_machine):
+    time_machine.move_to(START, tick=False)
+    return time_machine
+
+
+@pytest.fixture
+def heard():
+    log: list[tuple[str, Target]] = []
+
+    def opened(sender, target, **kwargs):
+        log.append(("opened", target))
+
+    def closed(sender, target, **kwargs):
+        log.append(("closed", target))
+
+    target_opened.connect(opened, weak=False)
+    target_closed.connect(closed, weak=False)
+    yield log
+    target_opened.disconnect(opened)
+    target_closed.disconnect(closed)
+
+
+def hooks(make_row, url: str, n: int) -> list[Notification]:
+    return [make_row(channels=["webhook"], webhook_url=url) for _ in range(n)]
+
+
+def key_of(server) -> str:
+    return f"127.0.0.1:{server.port}"
+
+
+@pytest.mark.parametrize(
+    ("url", "channels", "expected"),
+    [
+        ("https://Hooks.Example.COM/x", ["webhook"], ["hooks.example.com"]),
+        ("https://hooks.example.com:443/x", ["webhook"], ["hooks.example.com"]),
+        ("http://hooks.example.com:80/x", ["webhook"], ["hooks.example.com"]),
+        ("http://127.0.0.1:8081/x", ["webhook"], ["127.0.0.1:8081"]),
+        ("https://user:pw@hooks.example.com:8443/x", ["webhook"], ["hooks.example.com:8443"]),
+        ("https://hooks.example.com/x", ["email", "webhook"], ["email", "hooks.example.com"]),
+        ("", ["email"], ["email"]),
+    ],
+)
+def test_targets_are_hosts_with_a_port_only_when_it_is_not_the_default(url, channels, expected):
+    row = Notification(channels=channels, webhook_url=url)
+    assert targets_of(row) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "errors"),
+    [
+        ({"failures": 10, "cooldown": 60, "max_cooldown": 3600}, 0),
+        ({"failures": 0}, 0),
+        ({"failures": -1}, 1),
+        ({"failures": 5, "cooldown": 0}, 1),
+        ({"failures": 5, "cooldown": 100, "max_cooldown": 10}, 1),
+        ({"failure": 5}, 1),
+        ([10], 1),
+    ],
+)
+def test_breaker_settings_are_validated(value, errors):
+    assert len(breaker_errors(value)) == errors
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(NOTIFICATIONS_CIRCUIT_BREAKER=BREAKER)
+def test_failures_open_the_circuit_and_held_rows_cost_nothing(make_row, webhook_server, clock, heard):
+    webhook_server.reply.status = 503
+    url = webhook_server.url()
+    hooks(make_row, url, 3)
+    assert run_tick().counts()["retried"] == 3
+
+    target = Target.objects.get(key=key_of(webhook_server))
+    assert (target.state, target.failures) == ("open", 3)
+    assert target.retry_at == START + timedelta(seconds=60)
+    assert [name for name, _ in heard] == ["opened"]
+
+    held = hooks(make_row, url, 5)
+    report = run_tick()
+    assert report.counts()["deferred"] == 5 and report.counts()["retried"] == 0
+    assert len(webhook_server.received) == 3  # nothing more went out
+    for row in Notification.objects.filter(pk__in=[r.pk for r in held]):
+        assert (row.error_count, row.held_for, row.next_fire_at) == (0, target.key, target.retry_at)
+    assert DeliveryAttempt.objects.filter(notification__in=held).count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(NOTIFICATIONS_CIRCUIT_BREAKER=BREAKER, NOTIFICATIONS_BACKOFF=[3600, 3600])
+def test_one_probe_after_the_cooldown_success_closes_and_releases(make_row, webhook_server, clock, heard):
+    webhook_server.reply.status = 503
+    url = webhook_server.url()
+    hooks(make_row, url, 3)
+    run_tick()
+    hooks(make_row, url, 5)
+    run_tick()  # held until retry_at
+
+    clock.shift(61)
+    webhook_server.reply.status = 200
+    report = run_tick()
+    assert len(webhook_server.received) == 4  # exactly one probe
+    assert report.counts()["succeeded"] == 1 and report.counts()["deferred"] == 4
+    target = Target.objects.get(key=key_of(webhook_server))
+    assert (target.state, target.failures) == ("closed", 0)
+    assert [name for name, _ in heard] == ["opened", "closed"]
+    assert not Notification.objects.filter(held_for__isnull=False).exists()
+
+    assert run_tick().counts()["succeeded"] == 4  # released rows are due at once
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(NOTIFICATIONS_CIRCUIT_BREAKER=BREAKER, NOTIFICATIONS_BACKOFF=[3600, 3600])
+def test_a_failed_probe_doubles_the_cooldown_up_to_the_maximum(make_row, webhook_server, clock, heard):
+    webhook_server.reply.status = 503
+    hooks(make_row, webhook_server.url(), 6)
+    run_tick()  # 6 failures: open for 60 s
+    hooks(make_row, webhook_server.url(), 5)  # held; one of them probes each time
+    key = key_of(webhook_server)
+    for cooldown in (120, 200, 200):
+        clock.shift(Target.objects.get(key=key).cooldown + 1)
+        sent = len(webhook_server.received)
+        assert run_tick().counts()["retried"] == 1  # the probe
+        assert len(webhook_server.received) == sent + 1
+        target = Target.objects.get(key=key)
+        assert (target.state, target.cooldown) == ("open", cooldown)
+    assert [name for name, _ in heard] == ["opened"]  # a failed probe re-opens without a signal
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(NOTIFICATIONS_CIRCUIT_BREAKER=BREAKER)
+def test_permanent_answers_end_the_streak(make_row, webhook_server):
+    webhook_server.reply.status = 404
+    hooks(make_row, webhook_server.url(), 5)
+    assert run_tick().counts()["dead_lettered"] == 5
+    assert not Target.objects.filter(state="open").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(NOTIFICATIONS_CIRCUIT_BREAKER={"failures": 0})
+def test_failures_zero_turns_the_breaker_off(make_row, webhook_server):
+    webhook_server.reply.status = 503
+    hooks(make_row, webhook_server.url(), 5)
+    assert run_tick().counts()["retried"] == 5
+    assert not Target.objects.exists()
+    assert BreakerSettings.read().enabled is False
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(NOTIFICATIONS_CIRCUIT_BREAKER=BREAKER)
+def test_open_by_hand_holds_until_closed_by_hand(make_row, webhook_server, clock, heard):
+    key = key_of(webhook_server)
+    assert open_by_hand(key)
+    hooks(make_row, webhook_server.url(), 4)
+    assert run_tick().counts()["deferred"] == 4
+    clock.shift(3 * 3600)
+    assert run_tick().counts()["deferred"] == 4  # no probe for a circuit opened by hand
+    assert close(key)
+    assert run_tick().counts()["succeeded"] == 4
+    assert [name for name, _ in heard] == ["opened", "closed"]
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(NOTIFICATIONS_CIRCUIT_BREAKER=BREAKER)
+def test_admin_lists_targets_and_acts(client, make_row, webhook_server):
+    key = key_of(webhook_server)
+    open_by_hand(key)
+    hooks(make_row, webhook_server.url(), 3)
+    run_tick()
+    admin = User.objects.create_superuser("root", "root@example.com", "pw")
+    client.force_login(admin)
+    url = reverse("admin:notifications_target_changelist")
+    page = client.get(url)
+    assert page.status_code == 200
+    assert key in page.content.decode()
+    assert page.context["cl"].result_list[0].waiting == 3
+    target = Target.objects.get(key=key)
+    client.post(url, {"action": "close_circuit", "_selected_action": [target.pk]})
+    assert Target.objects.get(key=key).state == "closed"
+    assert Notification.objects.filter(held_for=key).count() == 0
+    client.post(url, {"action": "open_circuit", "_selected_action": [target.pk]})
+    assert Target.objects.get(key=key).state == "open"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_actions_need_the_change_permission(client, webhook_server):
+    target = Target.objects.create(key=key_of(webhook_server))
+    viewer = User.objects.create_user("viewer", password="pw", is_staff=True)
+    from django.contrib.auth.models import Permission
+
+    viewer.user_permissions.add(Permission.objects.get(codename="view_target"))
+    client.force_login(viewer)
+    url = reverse("admin:notifications_target_changelist")
+    client.post(url, {"action": "open_circuit", "_selected_action": [target.pk]})
+    assert Target.objects.get(pk=target.pk).state == "closed"
+
+
+@pytest.mark.parametrize("ticks", [2, 4])
+def test_racing_ticks_send_exactly_one_probe(children, webhook_server, ticks):
+    """Ticks in separate processes race for the probe of one open circuit: one wins."""
+    key = key_of(webhook_server)
+    now = datetime.now(UTC)
+    Target.objects.create(
+        key=key, state="open", failures=10, cooldown=60, opened_at=now, retry_at=now - timedelta(seconds=1)
+    )
+    due = now - timedelta(seconds=5)
+    Notification.objects.bulk_create(
+        Notification(channels=["webhook"], webhook_url=webhook_server.url(), timezone="UTC", next_fire_at=due)
+        for _ in range(40)
+    )
+    webhook_server.reply.status = 503
+    racers = [children.start("--limit", "5", settings={"NOTIFICATIONS_CIRCUIT_BREAKER": BREAKER}) for _ in range(ticks)]
+    for racer in racers:
+        assert racer.wait() == 0, racer.stderr
+    assert len(webhook_server.received) == 1
+    assert Notification.objects.count() == 40  # nothing lost
+    assert Notification.objects.filter(error_count=1).count() == 1  # only the probe spent a retry
+    target = Target.objects.get(key=key)
+    assert (target.state, target.cooldown) == ("open", 120)
