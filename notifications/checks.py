@@ -23,6 +23,8 @@ A bad value is reported here rather than by a crash mid-tick.
 | E015 | MAX_CLOCK_OFFSET is not a positive number |
 | E016 | MAX_PAYLOAD_BYTES is not a positive integer |
 | E017 | QUIET_HOURS is not blank or "HH:MM-HH:MM" |
+| E019 | CIRCUIT_BREAKER is not a dict of failures, cooldown and max_cooldown |
+| E020 | RATE_LIMITS is not a dict of target -> "N/s,N/m,N/h,N/d" |
 | W001 | BACKOFF has fewer steps than MAX_RETRIES - 1 |
 | W002 | the SMTP backend is in use and its timeout (EMAIL_TIMEOUT, or the default mailer's) is unset |
 | W003 | django_crontab is installed but there is no `crontab` binary |
@@ -100,6 +102,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> Messages:
     errors += _number("MAX_CLOCK_OFFSET", app_settings.MAX_CLOCK_OFFSET, integer=False, id="notifications.E015")
     errors += _number("MAX_PAYLOAD_BYTES", app_settings.MAX_PAYLOAD_BYTES, integer=True, id="notifications.E016")
     errors += _check_quiet_hours()
+    errors += _check_flow_control()
     errors += _check_unknown_settings()
     return errors
 
@@ -125,6 +128,34 @@ def _check_backoff() -> Messages:
             )
         ]
     return []
+
+
+def _check_flow_control() -> Messages:
+    from .circuit import breaker_errors  # imported here: they read the models
+    from .ratelimit import limit_errors
+
+    messages: Messages = []
+    problems = breaker_errors(app_settings.CIRCUIT_BREAKER)
+    if problems:
+        messages.append(
+            checks.Error(
+                f"NOTIFICATIONS_CIRCUIT_BREAKER {problems[0]}.",
+                hint='For example {"failures": 10, "cooldown": 60, "max_cooldown": 3600} (seconds), or '
+                '{"failures": 0} to turn it off. Until it is fixed, ticks use those defaults.',
+                id="notifications.E019",
+            )
+        )
+    problems = limit_errors(app_settings.RATE_LIMITS)
+    if problems:
+        messages.append(
+            checks.Error(
+                f"NOTIFICATIONS_RATE_LIMITS: {problems[0]}.",
+                hint='For example {"email": "14/s,50000/d", "hooks.example.com": "600/m", "*": "50/s"}. '
+                "Until it is fixed, ticks send without limits.",
+                id="notifications.E020",
+            )
+        )
+    return messages
 
 
 def _check_quiet_hours() -> Messages:
