@@ -1,6 +1,8 @@
 # The two commands of the README:
 #   make run    set up .venv, migrate the SQLite database, serve the admin, start the demo
-#               (a login, sample notifications, a local webhook sink) and tick every 10 s
+#               (a login, sample notifications, a local webhook sink) and tick every 10 s;
+#               PORT=8001 make run (or make run PORT=8001) serves on another port; the first
+#               run copies .env.example to .env (DEBUG on, for this checkout)
 #   make test   set up .venv, run the whole suite on SQLite, then on the local PostgreSQL,
 #               then lint, mypy and Django's checks, then Python 3.13 + Django 6.x through tox
 PYTHON ?= python3
@@ -18,11 +20,15 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	touch $@
 
-run: setup
+run: setup .env
 	$(PY) manage.py migrate --no-input --skip-checks
 	$(PY) manage.py runserver $(PORT) --noreload --insecure --skip-checks & server=$$!; \
 	trap 'kill $$server 2>/dev/null' EXIT INT TERM; \
 	$(PY) manage.py demo --admin-url http://127.0.0.1:$(PORT)/admin/
+
+# A development checkout's environment: the template, once; edits to .env are kept.
+.env:
+	cp -n .env.example .env
 
 test: setup test-sqlite test-postgres check test-matrix
 

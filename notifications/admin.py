@@ -8,9 +8,8 @@ only the row itself, and the health header is two aggregate queries.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
-from urllib.parse import urlsplit
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
@@ -18,21 +17,24 @@ from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.admin.utils import quote, unquote
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Case, Exists, OuterRef, QuerySet, Value, When
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, HttpResponseNotAllowed
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
-from django.utils.safestring import mark_safe
-from django.utils.translation import ngettext
+from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import gettext, ngettext
+from django.utils.translation import gettext_lazy as _
 
-from . import addresses, schedule, services, validation
+from . import addresses, display, schedule, services, states, validation
 from .admin_forms import SECRET_FIELD, NotificationForm
-from .conf import app_settings
+from .conf import app_settings, parse_secrets
+from .display import moment
 from .health import queue_health
 from .models import DeliveryAttempt, Notification, NotificationQuerySet, TickRun
+from .secrets import site_secret_problem
 from .states import STATES, State
 
 if TYPE_CHECKING:  # django-stubs makes the admin classes generic; at run time they are not
@@ -45,10 +47,9 @@ from .validation import CHANNELS
 
 ATTEMPTS_SHOWN = 20  # delivery attempts on a change page; the rest are one click away
 UPCOMING_SHOWN = 5
-ERROR_SHOWN = 80  # characters of last_error in the list
 
 # The columns the changelist (and its actions' confirmation pages) read: the payload and
-# the body, which can be large, are never loaded for a list.
+# the body, which can be large, are never loaded for a list, nor is a secret.
 LIST_COLUMNS = (
     "id",
     "channels",
@@ -60,6 +61,8 @@ LIST_COLUMNS = (
     "last_fired_at",
     "error_count",
     "last_error",
+    "previous_error",
+    "pending_channels",
     "failed_channels",
     "dead_lettered_at",
     "paused_at",
@@ -74,11 +77,11 @@ class StateFilter(admin.SimpleListFilter):
     """`?state=due|scheduled|retrying|partial|dead|parked|paused|expired`: public values
     (bookmarks, the README), keep them."""
 
-    title = "state"
+    title = _("state")
     parameter_name = "state"
 
     def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]) -> list[tuple[str, str]]:
-        return [(s.value, s.label) for s in FILTER_STATES]
+        return [(s.value, str(s.label)) for s in FILTER_STATES]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         value = self.value()
@@ -88,7 +91,7 @@ class StateFilter(admin.SimpleListFilter):
 
 
 class ChannelFilter(admin.SimpleListFilter):
-    title = "channel"
+    title = _("channel")
     parameter_name = "channel"
 
     def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]) -> list[tuple[str, str]]:
@@ -98,19 +101,15 @@ class ChannelFilter(admin.SimpleListFilter):
         value = self.value()
         if value not in CHANNELS:
             return queryset
-        # JSON list positions rather than `contains`, which SQLite lacks.
-        match = Q()
-        for position in range(len(CHANNELS)):
-            match |= Q(**{f"channels__{position}": value})
-        return queryset.filter(match)
+        return queryset.filter(states.sends_on(value))
 
 
 class RecurrenceFilter(admin.SimpleListFilter):
-    title = "schedule"
+    title = _("schedule")
     parameter_name = "schedule"
 
     def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]) -> list[tuple[str, str]]:
-        return [("one-shot", "one-shot"), ("recurring", "recurring")]
+        return [("one-shot", gettext("one-shot")), ("recurring", gettext("recurring"))]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         if self.value() == "one-shot":
@@ -120,46 +119,88 @@ class RecurrenceFilter(admin.SimpleListFilter):
         return queryset
 
 
-def state_badge(state: State) -> str:
+def state_badge(state: State) -> SafeString:
     return format_html('<span class="nq-state nq-state-{}">{}</span>', state.value, state.label)
 
 
-def abbreviate_error(error: str | None) -> str:
-    """An error for a list column: up to ERROR_SHOWN characters, the whole text on hover."""
-    if not error:
-        return "—"
-    if len(error) <= ERROR_SHOWN:
-        return error
-    return format_html('<span title="{}">{}…</span>', error, error[: ERROR_SHOWN - 1])
+def abbreviate_error(error: str | None) -> SafeString | None:
+    """An error for a list column: one line cut to the column's width, the whole on hover.
+    None (the admin's empty-value marker) when there is none."""
+    return display.clip(error) if error else None
 
 
-def when(moment: datetime | None, zone: str | None = None) -> str:
-    """`2026-03-29 09:00 CEST (+0200)` in `zone`, or in UTC."""
-    if moment is None:
-        return "—"
-    local = moment.astimezone(schedule.get_zone(zone) if zone else UTC)
-    return local.strftime("%Y-%m-%d %H:%M %Z (%z)")
+def when(value: datetime, zone: str | None = None) -> str:
+    """The exact time, seconds included: `2026-03-29 09:00:00 CEST (+0200)` in `zone`
+    (an IANA name), else in the current time zone."""
+    return display.exact(value, schedule.get_zone(zone) if zone else None)
+
+
+def signing_problem() -> str | None:
+    """Why the site cannot sign webhooks right now (NOTIFICATIONS_WEBHOOK_SECRET), or None."""
+    return site_secret_problem(parse_secrets(app_settings.WEBHOOK_SECRET))
+
+
+def held(row: Notification) -> str | None:
+    """Why the tick holds `row` for a setting (its webhook needs the site's signing secret,
+    which has no usable key), or None. A list's rows carry `signs_itself` instead of the
+    secret (`NotificationChangeList`)."""
+    problem = signing_problem()
+    if problem is None or row.next_fire_at is None or row.paused_at is not None:
+        return None
+    own = getattr(row, "signs_itself", None)
+    return problem if services.unsigned_webhook(row, problem, own_secret=own) else None
+
+
+def reason(row: Notification) -> str | None:
+    """Why the row stands where it does, in a line: a configuration hold, its last error,
+    or the error a requeue cleared (`previous: ...`) until a firing delivers."""
+    problem = held(row)
+    if problem:
+        return gettext("held: %(problem)s") % {"problem": problem}
+    if row.last_error:
+        return row.last_error
+    if row.previous_error:
+        return gettext("previous: %(error)s") % {"error": row.previous_error}
+    return None
+
+
+def channel_target(row: Notification, channel: str) -> str:
+    """Where `channel` of `row` delivers: the first recipient (`ada@example.com +2`), or the
+    webhook's host and path; `?` when the row lacks it (written around validation)."""
+    if channel == "email":
+        return addresses.compact(row.email_to) or "?"
+    if channel == "webhook":
+        return display.webhook_target(row.webhook_url) if row.webhook_url else "?"
+    return "?"
 
 
 class AttemptInline(TabularInline):
     """The row's latest delivery attempts, newest first; read-only and bounded."""
 
     model = DeliveryAttempt
-    verbose_name_plural = f"recent delivery attempts (latest {ATTEMPTS_SHOWN}, newest first)"
-    readonly_fields = (
-        "attempted_at",
-        "channel",
-        "outcome",
-        "error",
-        "error_class",
-        "http_status",
-        "duration_ms",
-        "firing_id",
-    )
+    verbose_name_plural = _("recent delivery attempts (latest 20, newest first)")  # ATTEMPTS_SHOWN
+    # The firing id is on each attempt's own page (the link at the row's end).
+    readonly_fields = ("attempted", "channel", "outcome_badge", "error_text", "http_status", "duration")
     fields = readonly_fields
     extra = 0
     can_delete = False
     show_change_link = True
+
+    @admin.display(description=_("attempted"))
+    def attempted(self, obj: DeliveryAttempt) -> SafeString | None:
+        return moment(obj.attempted_at)
+
+    @admin.display(description=_("outcome"))
+    def outcome_badge(self, obj: DeliveryAttempt) -> SafeString:
+        return outcome_badge(obj)
+
+    @admin.display(description=_("error"))
+    def error_text(self, obj: DeliveryAttempt) -> SafeString | str:
+        return abbreviate_error(obj.error) or self.get_empty_value_display()
+
+    @admin.display(description=_("duration"))
+    def duration(self, obj: DeliveryAttempt) -> str:
+        return milliseconds(obj.duration_ms)
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -172,27 +213,27 @@ class AttemptInline(TabularInline):
 
 
 class NotificationChangeList(ChangeList):
-    """The changelist, reading only `LIST_COLUMNS` (so are the rows its actions get)."""
+    """The changelist, reading only `LIST_COLUMNS` (so are the rows its actions get).
+
+    While the site cannot sign webhooks, each row also says whether it has a secret of
+    its own (`signs_itself`, never the secret), so the list can tell the held rows."""
 
     def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet[Any]:
-        return super().get_queryset(request, exclude_parameters).only(*LIST_COLUMNS)
+        rows: QuerySet[Any] = super().get_queryset(request, exclude_parameters).only(*LIST_COLUMNS)
+        if signing_problem() is None:
+            return rows
+        own_secret = Case(When(webhook_secret="", then=Value(False)), default=Value(True))
+        return cast(QuerySet[Any], rows.annotate(signs_itself=own_secret))
 
 
 @admin.register(Notification)
 class NotificationAdmin(ModelAdmin):
     form = NotificationForm
     change_list_template = "notifications/admin/notification_change_list.html"
-    list_display = [
-        "id",
-        "channel_names",
-        "target",
-        "schedule",
-        "next_fire_at",
-        "state_column",
-        "error_count",
-        "short_error",
-        "last_fired_at",
-    ]
+    # Fits 1366 px with the sidebar open (the stylesheet fixes the widths): where a row
+    # sends, its schedule, its state with the reason beside it, and when it fires next and
+    # fired last (a line each, like a row's two channels).
+    list_display = ["id", "sends_to", "schedule", "status", "firing"]
     list_display_links = ["id"]
     list_filter = [StateFilter, ChannelFilter, RecurrenceFilter]
     search_fields = ["key", "email_to", "webhook_url", "last_error"]
@@ -204,24 +245,24 @@ class NotificationAdmin(ModelAdmin):
     inlines = [AttemptInline]
     readonly_fields = [
         "key",
-        "paused_at",
+        "paused",
         "state_column",
         "upcoming",
         "owed",
         "error_count",
         "full_error",
-        "last_fired_at",
-        "dead_lettered_at",
+        "last_fired",
+        "dead_lettered",
         "claim",
         "firing_id",
         "history",
-        "created_at",
-        "updated_at",
+        "created",
+        "updated",
         "secret_status",
     ]
     fieldsets = [
         (
-            "Status",
+            _("Status"),
             {
                 "fields": [
                     "key",
@@ -229,16 +270,16 @@ class NotificationAdmin(ModelAdmin):
                     "error_count",
                     "full_error",
                     "owed",
-                    "last_fired_at",
-                    "dead_lettered_at",
-                    "paused_at",
+                    "last_fired",
+                    "dead_lettered",
+                    "paused",
                 ]
             },
         ),
-        ("Schedule", {"fields": ["recurrence_rule", "timezone", "next_fire_at", "upcoming"]}),
-        ("Limits", {"fields": ["expires_at", "max_delay", "quiet_hours", "max_retries", "backoff"]}),
+        (_("Schedule"), {"fields": ["recurrence_rule", "timezone", "next_fire_at", "upcoming"]}),
+        (_("Limits"), {"fields": ["expires_at", "max_delay", "quiet_hours", "max_retries", "backoff"]}),
         (
-            "Email",
+            _("Email"),
             {
                 "fields": [
                     "email_to",
@@ -253,101 +294,157 @@ class NotificationAdmin(ModelAdmin):
                 ]
             },
         ),
-        ("Webhook", {"fields": ["webhook_url", "secret_status", "webhook_secret", "clear_webhook_secret"]}),
-        ("Delivery", {"fields": ["channels", "payload", "firing_id", "claim", "history", "created_at", "updated_at"]}),
+        (_("Webhook"), {"fields": ["webhook_url", "secret_status", "webhook_secret", "clear_webhook_secret"]}),
+        (_("Delivery"), {"fields": ["channels", "payload", "firing_id", "claim", "history", "created", "updated"]}),
     ]
     add_fieldsets = [
         (None, {"fields": ["channels", "email_to", "subject", "body", "webhook_url", "webhook_secret", "payload"]}),
-        ("Schedule", {"fields": ["recurrence_rule", "timezone", "next_fire_at"]}),
+        (_("Schedule"), {"fields": ["recurrence_rule", "timezone", "next_fire_at"]}),
     ]
 
     # --- columns ---------------------------------------------------------------------
 
-    class Media:
-        css = {"all": ["notifications/admin.css"]}
+    Media = display.Styles
 
-    @admin.display(description="channels")
-    def channel_names(self, obj: Notification) -> str:
-        return ", ".join(str(c) for c in obj.channel_list) or "—"
+    @admin.display(description=_("sends to"))
+    def sends_to(self, obj: Notification) -> SafeString | None:
+        """One line per channel: the recipient, or the webhook's host and path."""
+        lines = [(channel, channel_target(obj, channel)) for channel in obj.channel_list]
+        if not lines:
+            return None
+        return format_html_join("", '<span class="nq-clip nq-target" title="{0}: {1}">{1}</span>', lines)
 
-    @admin.display(description="target")
     def target(self, obj: Notification) -> str:
-        """Recipient and webhook host: never the URL's path or query, never a secret."""
-        parts = []
-        if obj.email_to:
-            parts.append(addresses.compact(obj.email_to))  # ada@example.com +2
-        if obj.webhook_url:
-            try:
-                parts.append(urlsplit(obj.webhook_url).hostname or "?")
-            except ValueError:
-                parts.append("?")
-        return ", ".join(parts) or "—"
+        """Recipient and webhook host and path, as text (the purge confirmation page)."""
+        return ", ".join(channel_target(obj, channel) for channel in obj.channel_list) or "?"
 
-    @admin.display(description="schedule")
-    def schedule(self, obj: Notification) -> str:
-        return f"{obj.recurrence_rule} ({obj.timezone})" if obj.recurrence_rule else "one-shot"
+    @admin.display(description=_("schedule"))
+    def schedule(self, obj: Notification) -> SafeString | str:
+        if not obj.recurrence_rule:
+            return gettext("one-shot")
+        return display.clip(f"{obj.recurrence_rule} ({obj.timezone})")
 
-    @admin.display(description="state")
-    def state_column(self, obj: Notification) -> str:
-        return state_badge(obj.state())
+    @admin.display(description=_("state"))
+    def status(self, obj: Notification) -> SafeString:
+        """The state and, beside it, why: one line, cut to the column, the whole on hover."""
+        state = obj.state()
+        tries: SafeString | str = ""
+        if state == State.RETRYING:
+            tries = format_html(
+                ' <span class="nq-tries" title="{}">&times;{}</span>',
+                ngettext("%(count)d failed attempt", "%(count)d failed attempts", obj.error_count)
+                % {"count": obj.error_count},
+                obj.error_count,
+            )
+        why = reason(obj) or ""
+        hover = why or state.label
+        return format_html('<span class="nq-status" title="{}">{}{} {}</span>', hover, state_badge(state), tries, why)
 
-    @admin.display(description="last error")
-    def short_error(self, obj: Notification) -> str:
-        return abbreviate_error(obj.last_error)
+    @admin.display(description=_("next / last firing"), ordering="next_fire_at")
+    def firing(self, obj: Notification) -> SafeString | None:
+        """`next in 4 min` over `last 12 s ago`; a line is left out when there is no such time."""
+        lines = [
+            (label, moment(value))
+            for label, value in ((gettext("next"), obj.next_fire_at), (gettext("last"), obj.last_fired_at))
+            if value is not None
+        ]
+        if not lines:
+            return None
+        return format_html_join("", '<span class="nq-clip"><span class="nq-quiet">{}</span> {}</span>', lines)
+
+    @admin.display(description=_("last fired"), ordering="last_fired_at")
+    def last_fired(self, obj: Notification) -> SafeString | str:
+        return self.or_empty(moment(obj.last_fired_at))
 
     # --- change page -----------------------------------------------------------------
 
-    @admin.display(description="last error")
-    def full_error(self, obj: Notification) -> str:
-        return format_html("<code>{}</code>", obj.last_error) if obj.last_error else "—"
+    @admin.display(description=_("state"))
+    def state_column(self, obj: Notification) -> SafeString:
+        return state_badge(obj.state())
 
-    @admin.display(description="channels still owed")
-    def owed(self, obj: Notification) -> str:
+    @admin.display(description=_("last error"))
+    def full_error(self, obj: Notification) -> SafeString | str:
+        why = reason(obj)
+        return format_html("<code>{}</code>", why) if why else self.or_empty(None)
+
+    @admin.display(description=_("channels still owed"))
+    def owed(self, obj: Notification) -> str | None:
         if obj.resend_channels:
-            return f"{', '.join(obj.resend_channels)} (failed; a requeue sends only these)"
-        return ", ".join(obj.owed_channels) or "—"
+            return gettext("%(channels)s (failed; a requeue sends only these)") % {
+                "channels": ", ".join(obj.resend_channels)
+            }
+        return ", ".join(obj.owed_channels) or self.or_empty(None)
 
-    @admin.display(description="claimed by a tick until")
-    def claim(self, obj: Notification) -> str:
+    def or_empty(self, value: SafeString | str | None) -> SafeString | str:
+        """`value`, or the admin's one empty-value marker: read-only fields on a change page
+        would show None as the word (lists show the marker themselves)."""
+        return self.get_empty_value_display() if value is None else value
+
+    @admin.display(description=_("dead-lettered"))
+    def dead_lettered(self, obj: Notification) -> SafeString | str:
+        return self.or_empty(moment(obj.dead_lettered_at))
+
+    @admin.display(description=_("paused"))
+    def paused(self, obj: Notification) -> SafeString | str:
+        return self.or_empty(moment(obj.paused_at))
+
+    @admin.display(description=_("created"))
+    def created(self, obj: Notification) -> SafeString | str:
+        return self.or_empty(moment(obj.created_at))
+
+    @admin.display(description=_("updated"))
+    def updated(self, obj: Notification) -> SafeString | str:
+        return self.or_empty(moment(obj.updated_at))
+
+    @admin.display(description=_("claimed by a tick until"))
+    def claim(self, obj: Notification) -> SafeString | str | None:
         if obj.claimed_until and obj.claimed_until > timezone.now():
-            return when(obj.claimed_until)
-        return "not claimed"
+            return moment(obj.claimed_until)
+        return gettext("not claimed")
 
-    @admin.display(description=f"next {UPCOMING_SHOWN} occurrences")
-    def upcoming(self, obj: Notification) -> str:
-        """The rule's next firings, in the row's zone and in UTC (DST shows in the offset)."""
+    @admin.display(description=_("next 5 occurrences"))  # UPCOMING_SHOWN
+    def upcoming(self, obj: Notification) -> SafeString | str:
+        """The rule's next firings in the row's zone and, unless that reads the same, in UTC
+        (DST shows in the offset)."""
         if not obj.recurrence_rule:
-            return "one-shot: fires once, at the due time"
+            return gettext("one-shot: fires once, at the due time")
         now = timezone.now()
         try:
             times = schedule.upcoming(
                 obj.recurrence_rule, obj.timezone, now, UPCOMING_SHOWN, anchor=obj.recurrence_anchor
             )
         except schedule.InvalidRule as exc:
-            return f"cannot compute: {exc}"
+            return gettext("cannot compute: %(error)s") % {"error": exc}
         if not times:
-            return "none: the rule has no occurrence left"
-        rows = format_html_join(
-            "", "<tr><td>{}</td><td>{}</td></tr>", ((when(t, obj.timezone), when(t)) for t in times)
-        )
-        return format_html(
-            '<table class="nq-upcoming"><thead><tr><th>{}</th><th>UTC</th></tr></thead><tbody>{}</tbody></table>',
-            obj.timezone,
-            rows,
-        )
+            return gettext("none: the rule has no occurrence left")
+        pairs = [(when(t, obj.timezone), when(t, "UTC")) for t in times]
+        if all(local == utc for local, utc in pairs):  # a UTC row: one column says it all
+            rows = format_html_join("", "<tr><td>{}</td></tr>", ((local,) for local, _utc in pairs))
+            head = format_html("<th>{}</th>", obj.timezone)
+        else:
+            rows = format_html_join("", "<tr><td>{}</td><td>{}</td></tr>", pairs)
+            head = format_html("<th>{}</th><th>UTC</th>", obj.timezone)
+        return format_html('<table class="nq-upcoming"><thead><tr>{}</tr></thead><tbody>{}</tbody></table>', head, rows)
 
-    @admin.display(description="webhook secret")
+    @admin.display(description=_("webhook secret"))
     def secret_status(self, obj: Notification) -> str:
         """Whether the row signs with a secret of its own; the value itself is never shown."""
-        return "set" if obj.webhook_secret else "not set"
+        return gettext("set") if obj.webhook_secret else gettext("not set")
 
-    @admin.display(description="delivery history")
-    def history(self, obj: Notification) -> str:
+    @admin.display(description=_("delivery history"))
+    def history(self, obj: Notification) -> SafeString | None:
         if obj.pk is None:
-            return "—"
+            return None
         url = reverse("admin:notifications_deliveryattempt_changelist") + f"?notification_id={obj.pk}"
         count = DeliveryAttempt.objects.filter(notification_id=obj.pk).count()
-        return format_html('<a href="{}">all {} attempts</a> (kept {} days)', url, count, retention_days())
+        if not count:
+            return format_html("{} ({})", gettext("no attempts yet"), kept_for())
+        return format_html(
+            '<a href="{}">{}</a> ({})',
+            url,
+            ngettext("%(count)d attempt", "all %(count)d attempts", count) % {"count": count},
+            kept_for(),
+        )
 
     def get_fieldsets(self, request: HttpRequest, obj: Notification | None = None) -> list[Any]:
         if obj is None:
@@ -388,9 +485,12 @@ class NotificationAdmin(ModelAdmin):
         if request.method == "GET":
             self.message_user(
                 request,
-                "This row's stored payload cannot be shown: it is nested deeper than "
-                f"{validation.MAX_PAYLOAD_DEPTH} levels or is not JSON the app can read, so the tick "
-                "dead-letters it. It appears as null below: enter a new payload to repair the row, or purge it.",
+                gettext(
+                    "This row's stored payload cannot be shown: it is nested deeper than %(depth)d levels or "
+                    "is not JSON the app can read, so the tick dead-letters it. It appears as null below: enter "
+                    "a new payload to repair the row, or purge it."
+                )
+                % {"depth": validation.MAX_PAYLOAD_DEPTH},
                 messages.WARNING,
             )
         return obj
@@ -446,7 +546,9 @@ class NotificationAdmin(ModelAdmin):
         changelist = reverse(f"{site}:notifications_notification_changelist", current_app=site)
         obj = self.get_object(request, unquote(object_id))
         if obj is None:  # purged or delivered meanwhile
-            self.message_user(request, f"Notification {unquote(object_id)} no longer exists.", messages.WARNING)
+            self.message_user(
+                request, gettext("Notification %(id)s no longer exists.") % {"id": unquote(object_id)}, messages.WARNING
+            )
             return redirect(changelist)
         if not self.may(request, action, obj):
             raise PermissionDenied
@@ -493,11 +595,11 @@ class NotificationAdmin(ModelAdmin):
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
         health = queue_health()
         base = reverse("admin:notifications_notification_changelist")
-        states = [
+        tiles = [
             {"state": s, "label": s.label, "count": health.counts.get(s.value, 0), "url": f"{base}?state={s.value}"}
             for s in FILTER_STATES
         ]
-        context = {"health": health, "health_states": states, **(extra_context or {})}
+        context = {"health": health, "health_states": tiles, **(extra_context or {})}
         return super().changelist_view(request, extra_context=context)
 
     def get_actions(self, request: HttpRequest, action_location: Any = None) -> dict[str, Any]:
@@ -508,42 +610,43 @@ class NotificationAdmin(ModelAdmin):
         actions.pop("delete_selected", None)  # `purge` replaces it, with the queue's own confirmation
         return actions
 
-    @admin.action(description="Requeue selected dead letters and partial failures", permissions=["change"])
+    @admin.action(description=_("Requeue selected dead letters and partial failures"), permissions=["change"])
     def requeue(self, request: HttpRequest, queryset: QuerySet[Notification]) -> None:
         result = services.requeue(queryset)
-        done = ngettext("Requeued %d notification", "Requeued %d notifications", result.changed)
+        done = ngettext("Requeued %(count)d notification.", "Requeued %(count)d notifications.", result.changed)
         resends = any(r.pending_channels for r in result.rows)
-        note = " Partial failures resend only their failed channels." if resends else ""
+        note = gettext("Partial failures resend only their failed channels.") if resends else ""
         self.report(request, result, done, "Requeued: due now with a clean retry count.", note)
 
-    @admin.action(description="Run selected notifications now", permissions=["change"])
+    @admin.action(description=_("Run selected notifications now"), permissions=["change"])
     def run_now(self, request: HttpRequest, queryset: QuerySet[Notification]) -> None:
         result = services.act(services.RUN_NOW, queryset)
-        done = ngettext("Made %d notification due now", "Made %d notifications due now", result.changed)
-        note = " Recurring ones then continue their schedule." if any(r.is_recurring for r in result.rows) else ""
+        done = ngettext("Made %(count)d notification due now.", "Made %(count)d notifications due now.", result.changed)
+        recurring = any(r.is_recurring for r in result.rows)
+        note = gettext("Recurring ones then continue their schedule.") if recurring else ""
         self.report(request, result, done, "Run now: made due now.", note)
 
-    @admin.action(description="Pause selected notifications", permissions=["change"])
+    @admin.action(description=_("Pause selected notifications"), permissions=["change"])
     def pause(self, request: HttpRequest, queryset: QuerySet[Notification]) -> None:
         result = services.act(services.PAUSE, queryset)
-        done = ngettext("Paused %d notification", "Paused %d notifications", result.changed)
-        note = " Paused rows send nothing until resumed." if result.changed else ""
+        done = ngettext("Paused %(count)d notification.", "Paused %(count)d notifications.", result.changed)
+        note = gettext("Paused rows send nothing until resumed.") if result.changed else ""
         self.report(request, result, done, "Paused.", note)
 
-    @admin.action(description="Resume selected paused notifications", permissions=["change"])
+    @admin.action(description=_("Resume selected paused notifications"), permissions=["change"])
     def resume(self, request: HttpRequest, queryset: QuerySet[Notification]) -> None:
         result = services.act(services.RESUME, queryset)
-        done = ngettext("Resumed %d notification", "Resumed %d notifications", result.changed)
+        done = ngettext("Resumed %(count)d notification.", "Resumed %(count)d notifications.", result.changed)
         note = (
-            " Recurring ones continue at their next occurrence; missed occurrences are not sent."
+            gettext("Recurring ones continue at their next occurrence; missed occurrences are not sent.")
             if any(r.is_recurring for r in result.rows)
             else ""
         )
         self.report(request, result, done, "Resumed.", note)
 
     def report(self, request: HttpRequest, result: services.ActionResult, done: str, logged: str, note: str) -> None:
-        """Log the changed rows and tell the operator: `done` (with a `%d` for the count),
-        what was skipped and why, then `note`."""
+        """Log the changed rows and tell the operator: `done` (with a `%(count)d`), what was
+        skipped and why, then `note`."""
         if result.rows:
             LogEntry.objects.log_actions(
                 user_id=cast(int, request.user.pk),  # the admin requires a logged-in user
@@ -551,34 +654,50 @@ class NotificationAdmin(ModelAdmin):
                 action_flag=CHANGE,
                 change_message=logged,
             )
-        message = done % result.changed + skipped_text(result.skipped) + note
+        message = sentences(done % {"count": result.changed}, *skipped_sentences(result.skipped), note)
         level = messages.SUCCESS if result.changed and not result.skipped else messages.WARNING
         self.message_user(request, message, level)
 
-    @admin.action(description="Purge selected notifications", permissions=["delete"])
+    @admin.action(description=_("Purge selected notifications"), permissions=["delete"])
     def purge(self, request: HttpRequest, queryset: QuerySet[Notification]) -> TemplateResponse | None:
         """Delete after a confirmation page, like Django's `delete_selected`."""
         if request.POST.get("post"):
             selected = list(queryset)
             self.log_deletions(request, selected)  # type: ignore[arg-type] # a list works: it is only iterated
             deleted = services.purge(selected)
-            message = ngettext("Purged %d notification", "Purged %d notifications", deleted) % deleted
+            done = ngettext("Purged %(count)d notification.", "Purged %(count)d notifications.", deleted)
             gone = len(request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)) - deleted
-            message += skipped_text({"already gone": gone} if gone > 0 else {})
-            message += f" Their delivery history stays readable for {retention_days()} days."
+            history = ngettext(
+                "Its delivery history stays readable for %(days)s days.",
+                "Their delivery history stays readable for %(days)s days.",
+                deleted,
+            )
+            message = sentences(
+                done % {"count": deleted},
+                *skipped_sentences({gettext("already gone"): gone} if gone > 0 else {}),
+                history % {"days": retention_days()} if deleted else "",
+            )
             self.message_user(request, message, messages.SUCCESS if deleted else messages.WARNING)
             return None
         rows = list(queryset)
         context = {
             **self.admin_site.each_context(request),
-            "title": "Purge notifications?",
+            "title": ngettext("Purge %(count)d notification?", "Purge %(count)d notifications?", len(rows))
+            % {"count": len(rows)},
             "subtitle": None,
             "rows": [
-                {"row": r, "state": state_badge(r.state()), "target": self.target(r), "schedule": self.schedule(r)}
+                {
+                    "row": r,
+                    "state": state_badge(r.state()),
+                    "target": self.target(r),
+                    "schedule": self.schedule(r),
+                    "reason": reason(r),
+                }
                 for r in rows
             ],
             "queryset": rows,
-            "retention_days": retention_days(),
+            "kept_for": kept_for(),
+            "empty_value_display": self.get_empty_value_display(),
             "opts": self.model._meta,
             "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
             "media": self.media,
@@ -589,81 +708,112 @@ class NotificationAdmin(ModelAdmin):
 
 # The change page's buttons, in this order: each the list action of that name, shown to
 # users who may run it, on rows it applies to (`services.refusal`).
-ROW_ACTIONS = {"requeue": "Requeue", "run_now": "Run now", "pause": "Pause", "resume": "Resume", "purge": "Purge…"}
+ROW_ACTIONS = {
+    "requeue": _("Requeue"),
+    "run_now": _("Run now"),
+    "pause": _("Pause"),
+    "resume": _("Resume"),
+    "purge": _("Purge…"),
+}
 
 
-def row_status(row: Notification, now: datetime) -> str:
+def row_status(row: Notification, now: datetime) -> SafeString:
     """What happened to `row` and what comes next, in a sentence or two, for its change page."""
     state = row.state(now)
-    error = format_html("<code>{}</code>", row.last_error) if row.last_error else "none recorded"
+    error = format_html("<code>{}</code>", row.last_error) if row.last_error else gettext("none recorded")
     upcoming = (
-        "It does not fire again until requeued."
+        gettext("It does not fire again until requeued.")
         if row.next_fire_at is None
-        else format_html("Its schedule goes on: next firing {}.", when(row.next_fire_at))
+        else format_html(gettext("Its schedule goes on: next firing {}."), moment(row.next_fire_at, now))
     )
     if state == State.DEAD:
         return format_html(
-            "<strong>Dead letter</strong> since {}: the firing was given up. Last error: {}. {}",
-            when(row.dead_lettered_at),
+            gettext("<strong>Dead letter</strong>: the firing was given up {}. Last error: {}. {}"),
+            moment(row.dead_lettered_at, now),
             error,
             upcoming,
         )
     if state == State.EXPIRED:
         return format_html(
-            "<strong>Expired</strong> at {}: the firing came too late and was not sent ({}). {}",
-            when(row.expired_at),
+            gettext("<strong>Expired</strong>: the firing came too late and was not sent ({}; {}). {}"),
+            moment(row.expired_at, now),
             error,
             upcoming,
         )
     if state == State.PARTIAL:
         return format_html(
-            "<strong>Partial failure</strong> at {}: {} did not go out. Last error: {}. "
-            "A requeue sends only those again.",
-            when(row.last_fired_at),
-            ", ".join(row.resend_channels) or "no channel it still has",
+            gettext(
+                "<strong>Partial failure</strong> {}: {} did not go out. Last error: {}. "
+                "A requeue sends only those again."
+            ),
+            moment(row.last_fired_at, now),
+            ", ".join(row.resend_channels) or gettext("no channel it still has"),
             error,
         )
-    return _healthy_status(row, state, error)
+    return format_html("{}{}", _healthy_status(row, state, error, now), _held_or_previous(row))
 
 
-def _healthy_status(row: Notification, state: State, error: str) -> str:
-    due = when(row.next_fire_at)
+def _healthy_status(row: Notification, state: State, error: SafeString | str, now: datetime) -> SafeString:
+    due = moment(row.next_fire_at, now)
     if state == State.PAUSED:
         return format_html(
-            "<strong>Paused</strong> since {}: nothing is sent until it is resumed.", when(row.paused_at)
+            gettext("<strong>Paused</strong> {}: nothing is sent until it is resumed."), moment(row.paused_at, now)
         )
     if state == State.RETRYING:
+        attempts = ngettext("%(count)d failed attempt", "%(count)d failed attempts", row.error_count) % {
+            "count": row.error_count
+        }
         return format_html(
-            "<strong>Retrying</strong> after {} failed attempt{}; next attempt {}. Last error: {}.",
-            row.error_count,
-            "" if row.error_count == 1 else "s",
-            due,
-            error,
+            gettext("<strong>Retrying</strong> after {}; next attempt {}. Last error: {}."), attempts, due, error
         )
     if state == State.DUE:
-        return format_html("<strong>Due</strong> since {}: the next tick sends it.", due)
+        return format_html(gettext("<strong>Due</strong>: it came due {}; the next tick sends it."), due)
     if state == State.SCHEDULED:
-        return format_html("<strong>Scheduled</strong>: next firing {}.", due)
-    return mark_safe("<strong>Parked</strong>: it has no due time and does not fire.")  # a constant
+        return format_html(gettext("<strong>Scheduled</strong>: next firing {}."), due)
+    return mark_safe(gettext("<strong>Parked</strong>: it has no due time and does not fire."))  # noqa: S308 - constant
 
 
-def skipped_text(skipped: dict[str, int]) -> str:
-    """`; skipped 2: 1 still retrying on its own, 1 already gone.` or `.`"""
-    total = sum(skipped.values())
-    if not total:
-        return "; skipped none."
-    reasons = ", ".join(f"{count} {reason}" for reason, count in skipped.items())
-    return f"; skipped {total}: {reasons}."
+def _held_or_previous(row: Notification) -> SafeString | str:
+    """A live row's note: held for the site's signing secret, or the error a requeue cleared."""
+    problem = held(row)
+    if problem:
+        return format_html(
+            " " + gettext("Held: {}. Nothing is sent and no retry is spent until the site has a key to sign with."),
+            problem,
+        )
+    if row.previous_error and not row.last_error:
+        return format_html(" " + gettext("Before the requeue: {}."), format_html("<code>{}</code>", row.previous_error))
+    return ""
+
+
+def sentences(*parts: str) -> str:
+    """The non-empty `parts`, one after the other."""
+    return " ".join(part for part in parts if part)
+
+
+def skipped_sentences(skipped: dict[str, int]) -> list[str]:
+    """`3 skipped: nothing failed (not a dead letter or partial failure).`, one per reason."""
+    return [
+        gettext("%(count)d skipped: %(reason)s.") % {"count": count, "reason": why}
+        for why, count in skipped.items()
+        if count
+    ]
 
 
 def retention_days() -> Any:
     return app_settings.ATTEMPT_RETENTION_DAYS
 
 
+def kept_for() -> str:
+    """`kept 30 days`: how long delivery history outlives its rows."""
+    days = retention_days()
+    return ngettext("kept %(days)s day", "kept %(days)s days", days if isinstance(days, int) else 2) % {"days": days}
+
+
 class NotificationIdFilter(admin.SimpleListFilter):
     """`?notification_id=N`: one row's history (linked from its change page)."""
 
-    title = "notification"
+    title = _("notification")
     parameter_name = "notification_id"
 
     def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]) -> list[tuple[str, str]]:
@@ -677,26 +827,33 @@ class NotificationIdFilter(admin.SimpleListFilter):
         return queryset
 
 
+def outcome_badge(attempt: DeliveryAttempt) -> SafeString:
+    """`Delivered`, or `Failed` with its error class (`transient`: another attempt could help)."""
+    badge = format_html('<span class="nq-outcome-{}">{}</span>', attempt.outcome, attempt.get_outcome_display())
+    if attempt.outcome == DeliveryAttempt.Outcome.OK or not attempt.error_class:
+        return badge
+    return format_html('{} <span class="nq-quiet">{}</span>', badge, attempt.error_class)
+
+
+def milliseconds(value: int) -> str:
+    """`212 ms`, `1.25 s`."""
+    return gettext("%(ms)d ms") % {"ms": value} if value < 1000 else gettext("%(s).2f s") % {"s": value / 1000}
+
+
 @admin.register(DeliveryAttempt)
 class DeliveryAttemptAdmin(ModelAdmin):
-    """The append-only delivery log: read-only, kept for NOTIFICATIONS_ATTEMPT_RETENTION_DAYS."""
+    """The append-only delivery log: read-only, kept for NOTIFICATIONS_ATTEMPT_RETENTION_DAYS.
 
-    list_display = [
-        "attempted_at",
-        "notification_link",
-        "channel",
-        "outcome_badge",
-        "short_error",
-        "error_class",
-        "http_status",
-        "duration_ms",
-    ]
-    list_filter = [NotificationIdFilter, "outcome", "channel", "error_class", "attempted_at"]
+    The list fits 1366 px with the sidebar open: the error class rides with the outcome,
+    the HTTP status is in the error text (and a filter away)."""
+
+    list_display = ["attempted", "notification_link", "channel", "outcome_badge", "error_text", "duration"]
+    list_filter = [NotificationIdFilter, "outcome", "channel", "error_class", "http_status", "attempted_at"]
     search_fields = ["error"]
     date_hierarchy = "attempted_at"
     list_per_page = 100
     readonly_fields = (
-        "attempted_at",
+        "attempted",
         "notification_link",
         "firing_id",
         "channel",
@@ -704,29 +861,43 @@ class DeliveryAttemptAdmin(ModelAdmin):
         "error",
         "error_class",
         "http_status",
-        "duration_ms",
+        "duration",
     )
     fields = readonly_fields
+
+    Media = display.Styles
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[DeliveryAttempt]:
         # One EXISTS per page, not one query per row, tells a purged row's history apart.
         alive = Notification.objects.filter(pk=OuterRef("notification_id"))
         return cast(QuerySet[DeliveryAttempt], super().get_queryset(request).annotate(row_exists=Exists(alive)))
 
-    @admin.display(description="notification", ordering="notification_id")
-    def notification_link(self, obj: DeliveryAttempt) -> str:
+    @admin.display(description=_("attempted"), ordering="attempted_at")
+    def attempted(self, obj: DeliveryAttempt) -> SafeString | None:
+        return moment(obj.attempted_at)
+
+    @admin.display(description=_("row"), ordering="notification_id")
+    def notification_link(self, obj: DeliveryAttempt) -> SafeString:
         if not getattr(obj, "row_exists", False):
-            return f"#{obj.notification_id} (purged or delivered)"
+            return format_html(
+                '<del title="{}">#{}</del>',
+                gettext("Gone: purged, cancelled, or a one-shot row deleted once delivered."),
+                obj.notification_id,
+            )
         url = reverse("admin:notifications_notification_change", args=[obj.notification_id])
         return format_html('<a href="{}">#{}</a>', url, obj.notification_id)
 
-    @admin.display(description="outcome", ordering="outcome")
-    def outcome_badge(self, obj: DeliveryAttempt) -> str:
-        return format_html('<span class="nq-outcome-{}">{}</span>', obj.outcome, obj.get_outcome_display())
+    @admin.display(description=_("outcome"), ordering="outcome")
+    def outcome_badge(self, obj: DeliveryAttempt) -> SafeString:
+        return outcome_badge(obj)
 
-    @admin.display(description="error")
-    def short_error(self, obj: DeliveryAttempt) -> str:
+    @admin.display(description=_("error"))
+    def error_text(self, obj: DeliveryAttempt) -> SafeString | None:
         return abbreviate_error(obj.error)
+
+    @admin.display(description=_("duration"), ordering="duration_ms")
+    def duration(self, obj: DeliveryAttempt) -> str:
+        return milliseconds(obj.duration_ms)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -740,27 +911,38 @@ class DeliveryAttemptAdmin(ModelAdmin):
 
 @admin.register(TickRun)
 class TickRunAdmin(ModelAdmin):
-    """Recent ticks: when, where, and what each did. Read-only."""
+    """Recent ticks: when, where, and what each did. Read-only.
 
-    list_display = [
-        "finished_at",
-        "host",
-        "pid",
-        "seconds",
-        "batches",
-        "claimed",
-        "succeeded",
-        "partial",
-        "retried",
-        "dead_lettered",
-        "released",
-    ]
+    The list fits 1366 px with the sidebar open: what a tick did is one column of the
+    summary line's counts, the ones that are not zero; its batches are on its own page."""
+
+    list_display = ["finished", "host_pid", "took", "claimed", "outcomes"]
     list_filter = ["host"]
     date_hierarchy = "finished_at"
+    fields = ("started", "finished", "host", "pid", "clock_offset", "took", "batches", "claimed", "outcomes")
+    readonly_fields = fields
+    Media = display.Styles
 
-    @admin.display(description="seconds")
-    def seconds(self, obj: TickRun) -> str:
-        return f"{(obj.finished_at - obj.started_at).total_seconds():.2f}"
+    @admin.display(description=_("finished"), ordering="finished_at")
+    def finished(self, obj: TickRun) -> SafeString | None:
+        return moment(obj.finished_at)
+
+    @admin.display(description=_("started"), ordering="started_at")
+    def started(self, obj: TickRun) -> SafeString | None:
+        return moment(obj.started_at)
+
+    @admin.display(description=_("host"), ordering="host")
+    def host_pid(self, obj: TickRun) -> SafeString:
+        return display.clip(gettext("%(host)s, pid %(pid)s") % {"host": obj.host, "pid": obj.pid})
+
+    @admin.display(description=_("took"))
+    def took(self, obj: TickRun) -> str:
+        return gettext("%(s).2f s") % {"s": (obj.finished_at - obj.started_at).total_seconds()}
+
+    @admin.display(description=_("outcomes"))
+    def outcomes(self, obj: TickRun) -> SafeString | str:
+        counts = [f"{name}={getattr(obj, name)}" for name in services.TICK_COUNTS[1:] if getattr(obj, name)]
+        return display.clip(" ".join(counts)) if counts else gettext("nothing due")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from django import forms
 from django.core.exceptions import ValidationError
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from . import services
 from .models import USER_FIELDS, Notification
@@ -36,7 +37,11 @@ class PayloadField(forms.JSONField):
         except RecursionError:
             too_deep = True
         if too_deep:
-            raise ValidationError(f"The payload is nested deeper than {MAX_PAYLOAD_DEPTH} levels.", code="invalid")
+            raise ValidationError(
+                _("The payload is nested deeper than %(depth)d levels."),
+                code="invalid",
+                params={"depth": MAX_PAYLOAD_DEPTH},
+            )
         return converted
 
     def bound_data(self, data: Any, initial: Any) -> Any:
@@ -50,6 +55,13 @@ class PayloadField(forms.JSONField):
         if too_deep and isinstance(data, str):
             return forms.fields.InvalidJSONInput(data)
         return value
+
+
+class OptionalJSONField(forms.JSONField):
+    """A JSON value that may be left out: an empty box, not the word `null`, when there is none."""
+
+    def prepare_value(self, value: Any) -> Any:
+        return "" if value is None else super().prepare_value(value)
 
 
 class NotificationForm(ModelForm):
@@ -68,25 +80,25 @@ class NotificationForm(ModelForm):
     channels = forms.MultipleChoiceField(
         choices=[(c, c) for c in CHANNELS],
         widget=forms.CheckboxSelectMultiple,
-        help_text="Where each firing goes.",
+        help_text=_("Where each firing goes."),
     )
-    webhook_url = forms.URLField(label="webhook URL", max_length=2000, required=False, assume_scheme="https")
+    webhook_url = forms.URLField(label=_("Webhook URL"), max_length=2000, required=False, assume_scheme="https")
     webhook_secret = forms.CharField(
-        label="webhook secret",
+        label=_("Webhook secret"),
         required=False,
         strip=True,
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
     )
     clear_webhook_secret = forms.BooleanField(
-        label="remove the row's secret",
+        label=_("Remove the row's secret"),
         required=False,
-        help_text="Sign with the site's NOTIFICATIONS_WEBHOOK_SECRET instead.",
+        help_text=_("Sign with the site's NOTIFICATIONS_WEBHOOK_SECRET instead."),
     )
 
     class Meta:
         model = Notification
         fields = [*USER_FIELDS, "next_fire_at"]
-        field_classes = {"payload": PayloadField}
+        field_classes = {"payload": PayloadField, "backoff": OptionalJSONField}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -95,21 +107,21 @@ class NotificationForm(ModelForm):
         self.has_secret = bool(self.instance.pk and self.instance.webhook_secret)
         secret = self.fields[SECRET_FIELD]
         if self.instance.pk:
-            secret.label = "new webhook secret"  # the change page shows "set" / "not set" above it
+            secret.label = _("New webhook secret")  # the change page shows "set" / "not set" above it
         if self.has_secret:
-            secret.help_text = (
+            secret.help_text = _(
                 "A secret is set and is never shown. Leave blank to keep it; enter a new one to rotate it."
             )
         else:
-            secret.help_text = (
+            secret.help_text = _(
                 "No secret of its own: signed with the site's NOTIFICATIONS_WEBHOOK_SECRET. "
                 "whsec_ + base64 of at least 24 bytes."
             )
             self.fields.pop("clear_webhook_secret")
         if not self.instance.pk:
-            self.fields[
-                "next_fire_at"
-            ].help_text = "Blank: now for a one-shot row, the rule's next occurrence for a recurring one."
+            self.fields["next_fire_at"].help_text = _(
+                "Blank: now for a one-shot row, the rule's next occurrence for a recurring one."
+            )
 
     def clean_webhook_secret(self) -> str:
         new = self.cleaned_data.get(SECRET_FIELD) or ""

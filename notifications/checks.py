@@ -25,6 +25,7 @@ A bad value is reported here rather than by a crash mid-tick.
 | E017 | QUIET_HOURS is not blank or "HH:MM-HH:MM" |
 | E019 | CIRCUIT_BREAKER is not a dict of failures, cooldown and max_cooldown |
 | E020 | RATE_LIMITS is not a dict of target -> "N/s,N/m,N/h,N/d" |
+| E021 | WEBHOOK_SECRET is set but holds no key (webhooks without a secret of their own are held) |
 | W001 | BACKOFF has fewer steps than MAX_RETRIES - 1 |
 | W002 | the SMTP backend is in use and its timeout (EMAIL_TIMEOUT, or the default mailer's) is unset |
 | W003 | django_crontab is installed but there is no `crontab` binary |
@@ -208,12 +209,27 @@ def _check_secrets() -> Messages:
             return [
                 checks.Error(
                     f"NOTIFICATIONS_WEBHOOK_SECRET (key {position + 1}) is malformed: {problems[0]}",
-                    hint='Generate one with: python -c "import base64, os; '
-                    "print('whsec_' + base64.b64encode(os.urandom(32)).decode())\"",
+                    hint=KEY_HINT,
                     id="notifications.E010",
                 )
             ]
+    if not any(secrets) and hasattr(settings, "NOTIFICATIONS_WEBHOOK_SECRET"):
+        # Set, so the site means to send webhooks, but empty (often `NOTIFICATIONS_WEBHOOK_SECRET=`
+        # in an environment file): nothing can be signed with the site's key.
+        return [
+            checks.Error(
+                "NOTIFICATIONS_WEBHOOK_SECRET is set but holds no key: webhooks without a webhook_secret "
+                "of their own cannot be signed, and the tick holds them (no retry spent) until a key is set.",
+                hint=f"Set a key, or remove the setting if every webhook row carries its own. {KEY_HINT}",
+                id="notifications.E021",
+            )
+        ]
     return []
+
+
+KEY_HINT = (
+    "Generate one with: python -c \"import base64, os; print('whsec_' + base64.b64encode(os.urandom(32)).decode())\""
+)
 
 
 def _check_networks() -> Messages:

@@ -329,7 +329,7 @@ class Tick:
         mine = False
         try:
             errors = validation.field_errors(row)
-            hold = None if errors else services.held_back(row, now, self.quiet_hours)
+            hold = None if errors else services.held_back(row, now, self.settings)
             if not errors and hold is None:
                 job.firing = Firing(row, str(row.firing_id), timezone.now(), row.owed_channels)
                 channel_results = self.deliver(job, channels, pool)

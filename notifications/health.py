@@ -1,8 +1,9 @@
 """Queue health: the facts the admin header, `notifications_status` and the system check share.
 
 Two queries whatever the size of the queue: one aggregate over the notifications
-(rows per state, the oldest due row, rows in flight) and one for the latest tick records
-(the last tick, and each recent host's clock offset as its last tick measured it).
+(rows per state, the oldest due row, rows in flight and, while the site cannot sign
+webhooks, the rows that wait for it) and one for the latest tick records (the last
+tick, and each recent host's clock offset as its last tick measured it).
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from django.db.models import Count, Min, Q
 from django.utils import timezone
 
 from . import states
-from .conf import Defaults, app_settings, positive_int
+from .conf import Defaults, app_settings, parse_secrets, positive_int
 from .models import Notification, TickRun
+from .secrets import site_secret_problem
 from .services import TICK_COUNTS
 
 # Cron runs a tick every minute; three minutes without one finishing means it stopped.
@@ -43,6 +45,10 @@ class QueueHealth:
     # measured by its latest recent tick; hosts whose tick could not measure are left out
     clock_offsets: dict[str, float] = field(default_factory=dict)
     max_clock_offset: float = Defaults.MAX_CLOCK_OFFSET
+    # Why the site cannot sign webhooks (NOTIFICATIONS_WEBHOOK_SECRET empty or malformed),
+    # and how many rows that sign with the site's secret the tick holds meanwhile.
+    signing_problem: str | None = None
+    unsigned: int = 0
 
     @property
     def total(self) -> int:
@@ -77,6 +83,18 @@ class QueueHealth:
         return (
             f"No tick has finished in the last {humanize(self.stale_after)} "
             f"(the last one {humanize(self.last_tick_age)} ago): the cron line (manage.py runtick) is not running."
+        )
+
+    @property
+    def configuration_warning(self) -> str | None:
+        """What an operator must hear while a setting holds rows back; None while none does."""
+        if self.signing_problem is None or not self.unsigned:
+            return None
+        rows = "1 row waits" if self.unsigned == 1 else f"{self.unsigned} rows wait"
+        return (
+            f"Webhooks are held: {self.signing_problem.removeprefix('webhook: ')}. {rows} for a key to sign "
+            "with (no retry is spent): set NOTIFICATIONS_WEBHOOK_SECRET to a key (manage.py check says how) "
+            "and the next tick sends them."
         )
 
     @property
@@ -128,6 +146,9 @@ class QueueHealth:
             "clock_offsets": {host: round(offset, 3) for host, offset in self.clock_offsets.items()},
             "max_clock_offset_seconds": self.max_clock_offset,
             "clock_warning": self.clock_warning,
+            "signing_problem": self.signing_problem,
+            "unsigned": self.unsigned,
+            "configuration_warning": self.configuration_warning,
         }
 
 
@@ -139,10 +160,13 @@ def queue_health(
     `max_clock_offset` (seconds) defaults to `NOTIFICATIONS_MAX_CLOCK_OFFSET`.
     """
     now = now or timezone.now()
+    problem = site_secret_problem(parse_secrets(app_settings.WEBHOOK_SECRET))
+    extra = {} if problem is None else {"unsigned": Count("pk", filter=unsigned_rows())}
     facts = Notification.objects.aggregate(
         **{f"state_{state.value}": Count("pk", filter=cond.q(now)) for state, cond in states.STATES.items()},
         in_flight=Count("pk", filter=Q(claimed_until__gt=now)),
         oldest_due_at=Min("next_fire_at", filter=states.ready(now, positive_int("MAX_RETRIES"))),
+        **extra,
     )
     counts = {state.value: facts[f"state_{state.value}"] for state in states.STATES}
     ticks = list(TickRun.objects.order_by("-pk")[:RECENT_TICKS])
@@ -156,7 +180,15 @@ def queue_health(
         stale_after=stale_after,
         clock_offsets=latest_clock_offsets(ticks),
         max_clock_offset=clock_threshold() if max_clock_offset is None else max_clock_offset,
+        signing_problem=problem,
+        unsigned=facts.get("unsigned", 0),
     )
+
+
+def unsigned_rows() -> Q:
+    """Rows that will send a webhook signed with the site's secret: going to fire, not
+    paused, with the webhook channel and no secret of their own."""
+    return Q(states.sends_on("webhook"), webhook_secret="", next_fire_at__isnull=False, paused_at__isnull=True)
 
 
 def latest_clock_offsets(ticks: Iterable[TickRun]) -> dict[str, float]:

@@ -159,6 +159,10 @@ class Notification(models.Model):
     last_fired_at = models.DateTimeField(null=True, blank=True, editable=False)
     error_count = models.PositiveIntegerField(default=0, editable=False)
     last_error = models.TextField(null=True, blank=True, editable=False)  # noqa: DJ001 - NULL, never "", means clean
+    # The last failure an operator's requeue cleared from `last_error`, so the admin can
+    # still say why the row was requeued ("previous: ..."); NULL again once a firing
+    # delivers something or fails anew.
+    previous_error = models.TextField(null=True, blank=True, editable=False)  # noqa: DJ001 - NULL: none
     dead_lettered_at = models.DateTimeField(null=True, blank=True, editable=False)
     # When the last firing was not sent because it came too late (`expires_at`, `max_delay`);
     # NULL otherwise. The EXPIRED state is this column.
@@ -277,7 +281,7 @@ class DeliveryAttempt(models.Model):
     outcome = models.CharField(max_length=8, choices=Outcome.choices)
     error = models.TextField(blank=True)
     error_class = models.CharField(max_length=16, blank=True)
-    http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    http_status = models.PositiveSmallIntegerField("HTTP status", null=True, blank=True)
     duration_ms = models.PositiveIntegerField(default=0)
     attempted_at = models.DateTimeField(db_index=True)
 

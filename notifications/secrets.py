@@ -9,6 +9,7 @@ modules (`signing`, `receiving`) can use it without loading the rest of the app.
 from __future__ import annotations
 
 import base64
+import functools
 
 SECRET_PREFIX = "whsec_"  # noqa: S105 - a prefix, not a secret
 MIN_KEY_BYTES = 24  # the shortest key a row or the site may sign with
@@ -38,3 +39,22 @@ def secret_errors(secret: str) -> list[str]:
     if len(key) < MIN_KEY_BYTES:
         return [f"A webhook secret must hold at least {MIN_KEY_BYTES} bytes."]
     return []
+
+
+# What a webhook that needs the site's secret reports when the site has none it can sign
+# with: a configuration error (`manage.py check`: notifications.E010, E021), held by the
+# tick rather than retried.
+NO_SITE_SECRET = "webhook: no signing secret configured (NOTIFICATIONS_WEBHOOK_SECRET is empty)"  # noqa: S105
+MALFORMED_SITE_SECRET = "webhook: NOTIFICATIONS_WEBHOOK_SECRET is malformed"  # noqa: S105
+
+
+@functools.lru_cache(maxsize=16)
+def site_secret_problem(secrets: tuple[str, ...] | None) -> str | None:
+    """Why the site cannot sign with `secrets` (NOTIFICATIONS_WEBHOOK_SECRET as
+    `conf.parse_secrets` reads it: None when not a string or a list of strings), or None
+    when every key is usable. Never echoes a value."""
+    if secrets is None or any(secret_errors(s) for s in secrets):
+        return MALFORMED_SITE_SECRET
+    if not secrets:
+        return NO_SITE_SECRET
+    return None

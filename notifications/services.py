@@ -36,8 +36,9 @@ from django.utils import timezone
 from . import compat, expiry, quiet, retry, schedule, validation, wake
 from .channels import ChannelResult, ErrorClass
 from .claims import load_defensively
-from .conf import Policy, quiet_hours
+from .conf import Policy, TickSettings, quiet_hours
 from .models import USER_FIELDS, DeliveryAttempt, Notification, Suppression, TickRun
+from .secrets import site_secret_problem
 from .states import State, partial_error
 
 
@@ -76,6 +77,7 @@ WRITE_BACK_FIELDS = [
     "last_fired_at",
     "error_count",
     "last_error",
+    "previous_error",
     "dead_lettered_at",
     "expired_at",
     "firing_id",
@@ -99,6 +101,7 @@ REQUEUE_FIELDS = [
     "error_count",
     "dead_lettered_at",
     "last_error",
+    "previous_error",
     "expired_at",
     "updated_at",
 ]
@@ -333,10 +336,12 @@ def _note_error(
 ) -> None:
     """Set `last_error`, `failed_channels` and `expired_at`, which always move together:
     `failed` names the channels of a partial failure (`last_error` then reads
-    `partial: ...`), `expired` is when a firing came too late (it reads `expired: ...`)."""
+    `partial: ...`), `expired` is when a firing came too late (it reads `expired: ...`).
+    A firing's outcome also ends the `previous_error` a requeue kept."""
     row.last_error = partial_error(failed) if failed else error
     row.failed_channels = failed or None
     row.expired_at = expired
+    row.previous_error = None
 
 
 def record_firing(row: Notification, results: list[ChannelResult], now: datetime, policy: Policy) -> Outcome:
@@ -455,26 +460,46 @@ def _dead_letter(
 
 @dataclass(frozen=True)
 class Hold:
-    """Why a claimed row is not sent now: too late (`EXPIRED`, with `reason`) or inside
-    quiet hours (`DEFERRED` until `until`)."""
+    """Why a claimed row is not sent now: too late (`EXPIRED`, with `reason`), inside
+    quiet hours, or waiting for a signing secret (`DEFERRED` until `until`)."""
 
     kind: Kind
     reason: str = ""
     until: datetime | None = None
 
 
-def held_back(row: Notification, now: datetime, site_quiet_hours: str) -> Hold | None:
+# A row whose webhook needs the site's signing secret while the site has no usable one is
+# held this long at a time: no retry spent, no attempt logged. Every tick reads the
+# settings afresh, so the first tick after the fix sends it.
+CONFIGURATION_HOLD = timedelta(seconds=60)  # one cron interval
+
+
+def unsigned_webhook(row: Notification, problem: str | None, *, own_secret: bool | None = None) -> bool:
+    """Whether `row` owes a webhook signed with the site's secret while `problem` (from
+    `secrets.site_secret_problem`) says the site has none it can sign with. `own_secret`
+    says whether the row has a secret of its own, for a row read without it."""
+    if problem is None or (bool(row.webhook_secret) if own_secret is None else own_secret):
+        return False
+    return "webhook" in row.owed_channels
+
+
+def held_back(row: Notification, now: datetime, settings: TickSettings) -> Hold | None:
     """Whether `row`, claimed and valid, must not be sent at `now`, and why. Changes nothing.
 
     Too late (past `expires_at`, or more than `max_delay` after `next_fire_at`) expires the
     firing; inside quiet hours defers it to the window's end, unless that end is past
-    `expires_at` too. `site_quiet_hours` is NOTIFICATIONS_QUIET_HOURS as the tick read it.
+    `expires_at` too. A webhook the site cannot sign (NOTIFICATIONS_WEBHOOK_SECRET empty or
+    malformed: a configuration error, notifications.E010/E021) is held for
+    CONFIGURATION_HOLD instead of spending the row's retries. `settings` is the tick's.
     """
     late = expiry.too_late(now, due_at=row.next_fire_at, expires_at=row.expires_at, max_delay=row.max_delay)
     if late is not None:
         return Hold(Kind.EXPIRED, reason=late)
-    end = quiet.end_of_window(quiet.effective(row.quiet_hours, site_quiet_hours), row.timezone, now)
+    end = quiet.end_of_window(quiet.effective(row.quiet_hours, settings.quiet_hours), row.timezone, now)
     if end is None:
+        problem = site_secret_problem(settings.webhook_secrets)
+        if unsigned_webhook(row, problem):
+            return Hold(Kind.DEFERRED, reason=f"held: {problem}", until=now + CONFIGURATION_HOLD)
         return None
     past = expiry.past_deadline(end, row.expires_at)
     if past is not None:
@@ -487,7 +512,8 @@ def record_held(row: Notification, hold: Hold, now: datetime) -> Outcome:
     if hold.kind == Kind.DEFERRED and hold.until is not None:
         row.next_fire_at = hold.until
         _release_claim(row, now)
-        return Outcome(row, Kind.DEFERRED, detail=f"quiet hours until {hold.until:%Y-%m-%d %H:%M} UTC")
+        detail = hold.reason or f"quiet hours until {hold.until:%Y-%m-%d %H:%M} UTC"
+        return Outcome(row, Kind.DEFERRED, detail=detail)
     return _expire(row, now, hold.reason)
 
 
@@ -543,6 +569,7 @@ def dead_letter_unloadable(token: uuid.UUID, unloadable: dict[Any, str], now: da
             next_fire_at=None,
             error_count=policy.max_retries,
             last_error=f"invalid: cannot load the row: {error}",
+            previous_error=None,
             failed_channels=None,
             claim_token=None,
             claimed_until=None,
@@ -759,7 +786,9 @@ def _requeue(row: Notification, now: datetime) -> None:
     row.next_fire_at = now
     row.error_count = 0
     row.dead_lettered_at = None
+    previous = row.last_error or row.previous_error
     _note_error(row, None)
+    row.previous_error = previous  # the admin shows "previous: ..." until a firing delivers
 
 
 def _requeue_refusal(row: Notification, now: datetime) -> str | None:

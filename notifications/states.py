@@ -20,19 +20,20 @@ from typing import Any
 
 from django.db import models
 from django.db.models import F, Q
+from django.utils.translation import gettext_lazy as _
 
 
 class State(models.TextChoices):
     """Where a row stands, as the admin shows and filters it. One spelling each."""
 
-    DUE = "due", "Due"
-    SCHEDULED = "scheduled", "Scheduled"
-    RETRYING = "retrying", "Retrying"
-    PARTIAL = "partial", "Partial failure"
-    DEAD = "dead", "Dead letter"
-    PARKED = "parked", "Parked"
-    PAUSED = "paused", "Paused"
-    EXPIRED = "expired", "Expired"
+    DUE = "due", _("Due")
+    SCHEDULED = "scheduled", _("Scheduled")
+    RETRYING = "retrying", _("Retrying")
+    PARTIAL = "partial", _("Partial failure")
+    DEAD = "dead", _("Dead letter")
+    PARKED = "parked", _("Parked")
+    PAUSED = "paused", _("Paused")
+    EXPIRED = "expired", _("Expired")
 
 
 # What `last_error` starts with after a partial failure: operators read it there (the
@@ -121,6 +122,18 @@ def state_of(row: Any, now: datetime) -> State:
         if cond.holds(row, now):
             return state
     raise AssertionError(f"no state holds for {row!r}: the conditions must cover every row")
+
+
+def sends_on(channel: str) -> Q:
+    """Rows whose `channels` hold `channel`: JSON list positions rather than `contains`,
+    which SQLite lacks."""
+    match = Q()
+    for position in range(MAX_CHANNELS):
+        match |= Q(**{f"channels__{position}": channel})
+    return match
+
+
+MAX_CHANNELS = 2  # a row lists each of `validation.CHANNELS` at most once
 
 
 # --- what a tick may take ----------------------------------------------------------------

@@ -6,7 +6,10 @@ from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
 from django.http import HttpRequest
+from django.utils.safestring import SafeString
+from django.utils.translation import gettext_lazy as _
 
+from .display import Styles, clip, moment
 from .models import Suppression
 
 if TYPE_CHECKING:  # django-stubs makes the admin classes generic; at run time they are not
@@ -20,12 +23,22 @@ class SuppressionAdmin(ModelAdmin):
     """Addresses email is not sent to: refused for good by a mail server or provider,
     bounced or complained about (django-anymail's tracking), or added by hand."""
 
-    list_display = ["address", "reason", "created_at"]
+    list_display = ["address", "short_reason", "created"]
     search_fields = ["address", "reason"]
     date_hierarchy = "created_at"
     list_per_page = 100
-    fields = ["address", "reason", "created_at"]
-    readonly_fields = ["created_at"]
+    fields = ["address", "reason", "created"]
+    readonly_fields = ["created"]
+
+    Media = Styles
+
+    @admin.display(description=_("reason"), ordering="reason")
+    def short_reason(self, obj: Suppression) -> SafeString | None:
+        return clip(obj.reason) if obj.reason else None
+
+    @admin.display(description=_("added"), ordering="created_at")
+    def created(self, obj: Suppression) -> SafeString | None:
+        return moment(obj.created_at)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         # An entry is about one address: lift it (delete) rather than point it elsewhere.

@@ -2,9 +2,11 @@
 
 Every value has a development default, so `manage.py migrate` and `manage.py runtick`
 work on a fresh clone with no environment at all (SQLite file beside manage.py,
-emails printed to the console).
+emails printed to the console). `.env.example` lists what can be set; `make run` copies
+it to `.env` (git-ignored) on the first run.
 """
 
+import shlex
 from pathlib import Path
 
 import environ
@@ -64,7 +66,10 @@ TEMPLATES = [
 
 WSGI_APPLICATION = "notifications_project.wsgi.application"
 
-DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}")}
+# The demo database: the SQLite file beside manage.py, used while DATABASE_URL is unset (or empty).
+DATABASE_URL = env.str("DATABASE_URL", default="")
+DEMO_DATABASE = not DATABASE_URL
+DATABASES = {"default": env.db_url_config(DATABASE_URL or f"sqlite:///{BASE_DIR / 'db.sqlite3'}")}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Concurrent ticks on one host: WAL lets readers run beside the writer, IMMEDIATE
     # transactions take the write lock up front and the timeout makes a second writer
@@ -93,17 +98,31 @@ STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 
 # Notifications: see the README's settings table. The webhook secret signs every
-# webhook whose row has no secret of its own.
-NOTIFICATIONS_WEBHOOK_SECRET = env(
-    "NOTIFICATIONS_WEBHOOK_SECRET",
-    default="whsec_ZGV2ZWxvcG1lbnQtb25seS1zZWNyZXQtY2hhbmdlLW1l",
-)
+# webhook whose row has no secret of its own. While rotating, list the new key first:
+# NOTIFICATIONS_WEBHOOK_SECRET="$NEW,$OLD" (commas or spaces between keys). Set but
+# empty, `manage.py check` says so (notifications.E021).
+DEVELOPMENT_WEBHOOK_SECRET = "whsec_ZGV2ZWxvcG1lbnQtb25seS1zZWNyZXQtY2hhbmdlLW1l"  # noqa: S105 - says so
+NOTIFICATIONS_WEBHOOK_SECRET = [
+    key
+    for entry in env.list("NOTIFICATIONS_WEBHOOK_SECRET", default=[DEVELOPMENT_WEBHOOK_SECRET])
+    for key in entry.split()
+]
 # Opens private ranges to webhooks on purpose (e.g. "127.0.0.0/8" for a local sink).
 NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS = env("NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS")
+LOOPBACK = ["127.0.0.0/8", "::1/128"]
+if DEBUG and DEMO_DATABASE:
+    # A development checkout on the demo database: `manage.py demo`'s rows send to its
+    # local sink, so a `manage.py runtick` after the demo stopped treats them as the demo
+    # did (connection refused while the sink is down) instead of refusing loopback and
+    # dead-lettering them as `blocked address`. Never with DEBUG off or another database.
+    NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS += [n for n in LOOPBACK if n not in NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS]
 
 # django-crontab: `python manage.py crontab add` installs one line that ticks every minute.
+# Its output (one summary line per tick) is appended to TICK_LOG, so cron does not mail
+# it to the local user every minute.
+TICK_LOG = env.path("TICK_LOG", default=BASE_DIR / "runtick.log")
 CRONJOBS = [
-    ("* * * * *", "django.core.management.call_command", ["runtick"]),
+    ("* * * * *", "django.core.management.call_command", ["runtick"], {}, f">> {shlex.quote(str(TICK_LOG))} 2>&1"),
 ]
 CRONTAB_LOCK_JOBS = False  # claims in the database, not a file lock, keep ticks apart
 

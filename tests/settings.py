@@ -5,11 +5,11 @@ import tempfile
 import warnings
 from pathlib import Path
 
-# Deprecation warnings raised from the app itself are errors: pytest's filterwarnings
+# Warnings raised from the app itself (and the demo project) are errors: pytest's filterwarnings
 # (pyproject.toml) says so for the test process, this for the ticks tests start as
 # child processes with these settings.
-for _category in (DeprecationWarning, PendingDeprecationWarning):
-    warnings.filterwarnings("error", category=_category, module=r"notifications(\.|$)")
+warnings.filterwarnings("error", module=r"notifications(\.|$)")
+warnings.filterwarnings("error", module=r"notifications_project(\.|$)")
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 

@@ -56,7 +56,7 @@ def test_requeue_makes_dead_letters_due_now_with_a_clean_count(admin_client):
     assert dead.dead_lettered_at is None
     assert dead.last_error is None
     assert before <= dead.next_fire_at <= timezone.now()
-    assert texts(response) == ["Requeued 1 notification; skipped none."]
+    assert texts(response) == ["Requeued 1 notification."]
     entry = LogEntry.objects.get()
     assert (entry.object_id, entry.action_flag) == (str(dead.pk), CHANGE)
     assert "Requeued" in entry.change_message
@@ -69,8 +69,8 @@ def test_requeue_skips_healthy_and_retrying_rows_and_says_why(admin_client):
     response = act(admin_client, "requeue", rows.values())
 
     assert texts(response) == [
-        "Requeued 2 notifications; skipped 4: 3 nothing failed (not a dead letter or partial failure), "
-        "1 still retrying on its own. Partial failures resend only their failed channels."
+        "Requeued 2 notifications. 3 skipped: nothing failed (not a dead letter or partial failure). "
+        "1 skipped: still retrying on its own. Partial failures resend only their failed channels."
     ]
     for state, before in untouched.items():
         after = Notification.objects.get(pk=before.pk)
@@ -89,7 +89,7 @@ def test_requeue_skips_a_row_a_tick_is_delivering(admin_client):
 
     response = act(admin_client, "requeue", [dead])
 
-    assert texts(response) == ["Requeued 0 notifications; skipped 1: 1 being delivered by a tick right now."]
+    assert texts(response) == ["Requeued 0 notifications. 1 skipped: being delivered by a tick right now."]
     assert Notification.objects.get(pk=dead.pk).state() == State.DEAD
 
 
@@ -191,7 +191,7 @@ def test_purge_asks_for_confirmation_first(admin_client):
 
     assert page.status_code == 200
     html = page.content.decode()
-    assert "Purge notifications?" in html
+    assert "Purge 2 notifications?" in html
     assert "These 2 notifications will be deleted" in html
     for row in rows:
         assert f'name="_selected_action" value="{row.pk}"' in html
@@ -202,7 +202,7 @@ def test_purge_asks_for_confirmation_first(admin_client):
     done = act(admin_client, "purge", rows, post="yes")
 
     assert list(Notification.objects.values_list("pk", flat=True)) == [keep.pk]
-    assert texts(done) == ["Purged 2 notifications; skipped none. Their delivery history stays readable for 30 days."]
+    assert texts(done) == ["Purged 2 notifications. Their delivery history stays readable for 30 days."]
     assert set(LogEntry.objects.filter(action_flag=DELETION).values_list("object_id", flat=True)) == {
         str(r.pk) for r in rows
     }
@@ -228,7 +228,7 @@ def test_purge_of_rows_already_gone_says_so(admin_client):
     response = act(admin_client, "purge", rows, post="yes")
 
     assert texts(response) == [
-        "Purged 1 notification; skipped 1: 1 already gone. Their delivery history stays readable for 30 days."
+        "Purged 1 notification. 1 skipped: already gone. Its delivery history stays readable for 30 days."
     ]
 
 
@@ -263,7 +263,7 @@ def test_staff_without_delete_permission_cannot_purge_even_after_confirming():
     forced = act(client, "purge", [dead], post="yes")
 
     assert Notification.objects.filter(pk=dead.pk).exists()
-    assert "Purge notifications?" not in confirmation.content.decode()
+    assert "Purge 1 notification?" not in confirmation.content.decode()
     assert "No action selected." in texts(forced)
     # The same user may requeue: change permission is enough for that.
     assert "Requeued 1 notification" in texts(act(client, "requeue", [dead]))[0]

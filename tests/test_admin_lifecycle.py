@@ -80,8 +80,8 @@ def test_pause_pauses_rows_that_would_fire_and_says_what_it_skipped(admin_client
     response = list_action(admin_client, "pause", rows.values())
 
     assert texts(response) == [
-        "Paused 3 notifications; skipped 4: 3 not going to fire (parked or a dead letter): nothing to pause, "
-        "1 already paused. Paused rows send nothing until resumed."
+        "Paused 3 notifications. 3 skipped: not going to fire (parked or a dead letter): nothing to pause. "
+        "1 skipped: already paused. Paused rows send nothing until resumed."
     ]
     for state in ("due", "scheduled", "retrying"):
         assert fresh(rows[state]).state() == State.PAUSED, state
@@ -96,7 +96,7 @@ def test_resume_resumes_paused_rows(admin_client):
 
     response = list_action(admin_client, "resume", [paused, scheduled])
 
-    assert texts(response) == ["Resumed 1 notification; skipped 1: 1 not paused."]
+    assert texts(response) == ["Resumed 1 notification. 1 skipped: not paused."]
     after = fresh(paused)
     assert (after.paused_at, after.next_fire_at) == (None, due_at)
     assert after.state() == State.SCHEDULED
@@ -111,8 +111,7 @@ def test_resume_says_missed_occurrences_are_not_sent(admin_client):
     response = list_action(admin_client, "resume", [row])
 
     assert texts(response) == [
-        "Resumed 1 notification; skipped none. Recurring ones continue at their next occurrence; "
-        "missed occurrences are not sent."
+        "Resumed 1 notification. Recurring ones continue at their next occurrence; missed occurrences are not sent."
     ]
     assert fresh(row).next_fire_at > timezone.now()
 
@@ -124,11 +123,11 @@ def test_run_now_makes_healthy_rows_due_and_says_why_others_were_skipped(admin_c
     response = list_action(admin_client, "run_now", rows.values())
 
     (message,) = texts(response)
-    assert message.startswith("Made 3 notifications due now; skipped 4: ")
+    assert message.startswith("Made 3 notifications due now. ")
     for reason in (
-        "2 a dead letter or partial failure: requeue it instead",
-        "1 already due",
-        "1 paused: resume it first",
+        "2 skipped: a dead letter or partial failure: requeue it instead.",
+        "1 skipped: already due.",
+        "1 skipped: paused: resume it first.",
     ):
         assert reason in message
     for state in ("scheduled", "retrying", "parked"):
@@ -160,8 +159,8 @@ def test_a_dead_letters_page_says_what_happened_and_offers_requeue_and_purge(adm
 
     assert buttons(response) == ["requeue", "purge"]
     status = re.search(r'<p class="nq-row-status">(.*?)</p>', response.content.decode(), re.S).group(1)
-    assert "<strong>Dead letter</strong> since " in status
-    assert row.dead_lettered_at.strftime("%Y-%m-%d %H:%M") in status
+    assert "<strong>Dead letter</strong>: the firing was given up <time " in status
+    assert f'title="{row.dead_lettered_at:%Y-%m-%d %H:%M:%S} UTC">' in status  # the exact time on hover
     assert "<code>webhook: HTTP 410</code>" in status
     assert "It does not fire again until requeued." in status
 
@@ -170,12 +169,12 @@ def test_a_dead_letters_page_says_what_happened_and_offers_requeue_and_purge(adm
     ("state", "expected", "says"),
     [
         ("scheduled", ["run_now", "pause", "purge"], "<strong>Scheduled</strong>: next firing"),
-        ("due", ["pause", "purge"], "<strong>Due</strong> since"),
+        ("due", ["pause", "purge"], "<strong>Due</strong>: it came due <time "),
         ("retrying", ["run_now", "pause", "purge"], "<strong>Retrying</strong> after 1 failed attempt; next attempt"),
         ("parked", ["run_now", "purge"], "<strong>Parked</strong>"),
-        ("paused", ["resume", "purge"], "<strong>Paused</strong> since"),
-        ("partial", ["requeue", "purge"], "<strong>Partial failure</strong> at"),
-        ("expired", ["requeue", "purge"], "<strong>Expired</strong> at"),
+        ("paused", ["resume", "purge"], "<strong>Paused</strong> <time "),
+        ("partial", ["requeue", "purge"], "<strong>Partial failure</strong> <time "),
+        ("expired", ["requeue", "purge"], "<strong>Expired</strong>: the firing came too late"),
     ],
 )
 def test_each_page_offers_the_actions_that_apply(admin_client, state, expected, says):
@@ -217,7 +216,7 @@ def test_requeue_from_the_page(admin_client):
     response = admin_client.post(act_url(row, "requeue"), follow=True)
 
     assert response.redirect_chain == [(change_url(row), 302)]
-    assert texts(response) == ["Requeued 1 notification; skipped none."]
+    assert texts(response) == ["Requeued 1 notification."]
     assert fresh(row).state() == State.DUE
     assert buttons(response) == ["pause", "purge"]  # the page as the row now stands
     assert LogEntry.objects.get(action_flag=CHANGE).object_id == str(row.pk)
@@ -226,9 +225,9 @@ def test_requeue_from_the_page(admin_client):
 @pytest.mark.parametrize(
     ("state", "action", "after", "message"),
     [
-        ("scheduled", "run_now", State.DUE, "Made 1 notification due now; skipped none."),
-        ("scheduled", "pause", State.PAUSED, "Paused 1 notification; skipped none." + PAUSED_NOTE),
-        ("paused", "resume", State.SCHEDULED, "Resumed 1 notification; skipped none."),
+        ("scheduled", "run_now", State.DUE, "Made 1 notification due now."),
+        ("scheduled", "pause", State.PAUSED, "Paused 1 notification." + PAUSED_NOTE),
+        ("paused", "resume", State.SCHEDULED, "Resumed 1 notification."),
     ],
 )
 def test_run_now_pause_and_resume_from_the_page(admin_client, state, action, after, message):
@@ -248,7 +247,7 @@ def test_purge_from_the_page_asks_first(admin_client):
 
     assert page.status_code == 200
     html = page.content.decode()
-    assert "Purge notifications?" in html
+    assert "Purge 1 notification?" in html
     assert "This notification will be deleted and will not fire again." in html
     assert Notification.objects.filter(pk=row.pk).exists()  # nothing deleted yet
 
@@ -257,7 +256,7 @@ def test_purge_from_the_page_asks_first(admin_client):
     )
 
     assert done.redirect_chain == [(CHANGELIST, 302)]
-    assert texts(done) == ["Purged 1 notification; skipped none. Their delivery history stays readable for 30 days."]
+    assert texts(done) == ["Purged 1 notification. Its delivery history stays readable for 30 days."]
     assert not Notification.objects.filter(pk=row.pk).exists()
     assert LogEntry.objects.get(action_flag=DELETION).object_id == str(row.pk)
 
@@ -266,7 +265,7 @@ def test_a_forged_press_of_an_action_that_does_not_apply_changes_nothing_and_say
     row = make("dead")
     response = admin_client.post(act_url(row, "pause"), follow=True)
     assert texts(response) == [
-        "Paused 0 notifications; skipped 1: 1 not going to fire (parked or a dead letter): nothing to pause."
+        "Paused 0 notifications. 1 skipped: not going to fire (parked or a dead letter): nothing to pause."
     ]
     assert fresh(row).paused_at is None
 
@@ -362,11 +361,11 @@ def test_requeue_skips_a_paused_dead_letter_until_it_is_resumed(admin_client):
     Notification.objects.filter(pk=row.pk).update(paused_at=timezone.now())
 
     assert texts(list_action(admin_client, "requeue", [row])) == [
-        "Requeued 0 notifications; skipped 1: 1 paused: resume it first."
+        "Requeued 0 notifications. 1 skipped: paused: resume it first."
     ]
     assert buttons(admin_client.get(change_url(row))) == ["resume", "purge"]
 
     list_action(admin_client, "resume", [row])
     assert fresh(row).state() == State.DEAD  # resumed, still a dead letter: requeue it now
-    assert texts(list_action(admin_client, "requeue", [row])) == ["Requeued 1 notification; skipped none."]
+    assert texts(list_action(admin_client, "requeue", [row])) == ["Requeued 1 notification."]
     assert fresh(row).state() == State.DUE

@@ -1,8 +1,10 @@
 """The operator's path in a real browser: headless Chromium (Debian's package) driven by Selenium.
 
+At 1366 x 768 with the admin's sidebar open, the notifications list, Delivery attempts and
+Tick runs fit without scrolling sideways, and a dead letter's last error is on screen.
 Log in, filter to dead letters, requeue one, read the message, purge one through the
 confirmation page; open a dead letter's page, read what happened, press its *Requeue*
-button and see the row due again. Screenshots of the changelist and the change page land in
+button and see the row due again. Screenshots of each list and of the change pages land in
 test-artifacts/ (git-ignored). `.ci/run` installs chromium and chromium-driver, so CI
 never skips this test; a machine without them skips it with the reason.
 """
@@ -31,8 +33,9 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
     "--disable-dev-shm-usage",
-    "--window-size=1600,1000",
+    "--window-size=1366,768",
 ]
+WIDTH, HEIGHT = 1366, 768  # a common laptop screen: every list must fit it
 HOSTILE = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 1">'
 WAIT = 20  # seconds for a page; generous, the machine is shared
 
@@ -92,11 +95,41 @@ def listed(driver) -> set[int]:
 
 
 def screenshot(driver, path: Path) -> None:
-    """The whole page, not just the window: grow the window to the document first."""
+    """The whole page at the test's width, not just the window: grow the window to the document first."""
     height = driver.execute_script("return document.documentElement.scrollHeight")
-    driver.set_window_size(1600, max(1000, min(int(height) + 40, 6000)))
+    driver.set_window_size(WIDTH, max(HEIGHT, min(int(height) + 40, 6000)))
     driver.save_screenshot(str(path))
-    driver.set_window_size(1600, 1000)
+    driver.set_window_size(WIDTH, HEIGHT)
+
+
+def sideways_overflow(driver) -> dict[str, int]:
+    """How many pixels the page, and the list's own scroll box, would scroll sideways (0: none)."""
+    return driver.execute_script(
+        """
+        const page = document.documentElement, results = document.querySelector('#changelist .results');
+        return {page: page.scrollWidth - page.clientWidth,
+                list: results ? results.scrollWidth - results.clientWidth : 0};
+        """
+    )
+
+
+def assert_fits(driver, name: str) -> None:
+    sidebar = driver.execute_script(
+        "const s = document.getElementById('nav-sidebar'); return s && s.getBoundingClientRect().width"
+    )
+    assert sidebar and sidebar > 200, f"{name}: the navigation sidebar is not open"
+    assert sideways_overflow(driver) == {"page": 0, "list": 0}, f"{name} scrolls sideways at {WIDTH} px"
+
+
+def fully_visible(driver, element) -> bool:
+    """On screen horizontally and not cut by its column (no ellipsis)."""
+    return driver.execute_script(
+        """
+        const el = arguments[0], box = el.getBoundingClientRect();
+        return box.left >= 0 && box.right <= document.documentElement.clientWidth && el.scrollWidth <= el.clientWidth;
+        """,
+        element,
+    )
 
 
 def assert_no_script_ran(driver) -> None:
@@ -112,7 +145,7 @@ def test_operator_requeues_and_purges_dead_letters(browser, live_server, django_
     to_purge = make("dead", email_to="purge-me@example.com")
     hostile = make("dead", email_to="hostile@example.com")
     Notification.objects.filter(pk=hostile.pk).update(last_error=f"webhook: HTTP 500 {HOSTILE}")
-    make("partial")
+    partial = make("partial")
     recurring = make("scheduled", recurrence_rule="0 9 * * 1-5", timezone="Europe/Berlin")
     now = timezone.now()
     DeliveryAttempt.objects.bulk_create(
@@ -150,30 +183,50 @@ def test_operator_requeues_and_purges_dead_letters(browser, live_server, django_
     click_and_wait(browser, browser.find_element(By.LINK_TEXT, "Notifications"))
     assert browser.find_element(By.CSS_SELECTOR, '.nq-count[data-state="dead"]').text == "3"
     assert "claimed=3 succeeded=1 partial=1" in browser.find_element(By.CSS_SELECTOR, ".nq-health").text
+    assert listed(browser) == {to_requeue.pk, to_purge.pk, hostile.pk, partial.pk, recurring.pk}
+    assert_fits(browser, "the notifications list")
+    # A dead letter's state and why, side by side and whole on screen.
+    reason = browser.find_element(By.XPATH, f'//input[@value="{to_requeue.pk}"]/ancestor::tr//span[@class="nq-status"]')
+    assert reason.text == "Dead letter webhook: HTTP 410"
+    assert fully_visible(browser, reason)
+    screenshot(browser, ARTIFACTS / f"admin-notifications-{vendor}.png")
     click_and_wait(browser, browser.find_element(By.CSS_SELECTOR, '#changelist-filter a[href="?state=dead"]'))
     assert "state=dead" in browser.current_url
     assert listed(browser) == {to_requeue.pk, to_purge.pk, hostile.pk}
     assert_no_script_ran(browser)
     assert "<script>window.__xss" in browser.find_element(By.ID, "result_list").text  # shown as text
-    screenshot(browser, ARTIFACTS / f"admin-changelist-{vendor}.png")
+    assert_fits(browser, "the dead letters")
 
     # Requeue one and read the message.
     run_action(browser, "requeue", to_requeue)
     message = wait_for(browser, ".messagelist li").text
-    assert message == "Requeued 1 notification; skipped none."
+    assert message == "Requeued 1 notification."
     assert Notification.objects.get(pk=to_requeue.pk).state() == State.DUE
     assert listed(browser) == {to_purge.pk, hostile.pk}  # still filtered to dead letters
 
     # Purge one through the confirmation page.
     run_action(browser, "purge", to_purge)
-    assert browser.find_element(By.TAG_NAME, "h1").text == "Purge notifications?"
+    assert browser.find_element(By.TAG_NAME, "h1").text == "Purge 1 notification?"
+    assert "This notification will be deleted" in browser.find_element(By.ID, "content").text
     assert "purge-me@example.com" in browser.find_element(By.CSS_SELECTOR, ".nq-purge-list").text
     assert Notification.objects.filter(pk=to_purge.pk).exists()
     click_and_wait(browser, browser.find_element(By.CSS_SELECTOR, 'input[type="submit"][value="Yes, I\u2019m sure"]'))
     message = wait_for(browser, ".messagelist li").text
-    assert message.startswith("Purged 1 notification; skipped none.")
+    assert message == "Purged 1 notification. Its delivery history stays readable for 30 days."
     assert not Notification.objects.filter(pk=to_purge.pk).exists()
     assert listed(browser) == {hostile.pk}
+
+    # The requeued row says why it was requeued until a delivery succeeds.
+    browser.get(f"{live_server.url}/admin/notifications/notification/?state=due")
+    requeued = wait_for(browser, f'#result_list tr:has(input[value="{to_requeue.pk}"]) .nq-status')
+    assert requeued.text == "Due previous: webhook: HTTP 410"
+
+    # The two other lists fit as well.
+    for path, name in (("deliveryattempt", "delivery-attempts"), ("tickrun", "tick-runs")):
+        browser.get(f"{live_server.url}/admin/notifications/{path}/")
+        wait_for(browser, "#result_list")
+        assert_fits(browser, name)
+        screenshot(browser, ARTIFACTS / f"admin-{name}-{vendor}.png")
 
     # The change page: schedule preview, delivery history, no secret.
     browser.get(f"{live_server.url}/admin/notifications/notification/{recurring.pk}/change/")
@@ -187,18 +240,20 @@ def test_operator_requeues_and_purges_dead_letters(browser, live_server, django_
     # A dead letter's own page says what happened and requeues it with one button.
     browser.get(f"{live_server.url}/admin/notifications/notification/{hostile.pk}/change/")
     status = wait_for(browser, ".nq-row-status").text
-    assert status.startswith("Dead letter since ")
+    assert status.startswith("Dead letter: the firing was given up ")
     assert "webhook: HTTP 500 <script>window.__xss" in status  # the error, shown as text
     assert_no_script_ran(browser)
     pressable = [b.text for b in browser.find_elements(By.CSS_SELECTOR, ".nq-row-actions button")]
     assert pressable == ["Requeue", "Purge…"]
     screenshot(browser, ARTIFACTS / f"admin-dead-letter-page-{vendor}.png")
     click_and_wait(browser, browser.find_element(By.CSS_SELECTOR, "button.nq-act-requeue"))
-    assert wait_for(browser, ".messagelist li").text == "Requeued 1 notification; skipped none."
+    assert wait_for(browser, ".messagelist li").text == "Requeued 1 notification."
     assert browser.current_url.endswith(f"/admin/notifications/notification/{hostile.pk}/change/")
-    assert browser.find_element(By.CSS_SELECTOR, ".nq-row-status").text.startswith("Due since ")
+    status = browser.find_element(By.CSS_SELECTOR, ".nq-row-status").text
+    assert status.startswith("Due: it came due ")
+    assert "Before the requeue: webhook: HTTP 500 <script>" in status
     assert Notification.objects.get(pk=hostile.pk).state() == State.DUE
     assert [b.text for b in browser.find_elements(By.CSS_SELECTOR, ".nq-row-actions button")] == ["Pause", "Purge…"]
 
-    for name in ("changelist", "change-page", "dead-letter-page"):
+    for name in ("notifications", "delivery-attempts", "tick-runs", "change-page", "dead-letter-page"):
         assert (ARTIFACTS / f"admin-{name}-{vendor}.png").stat().st_size > 10_000

@@ -58,7 +58,7 @@ def wait_for_line(proc, lines, pattern: str, timeout: float = 60) -> re.Match:
         time.sleep(0.05)
 
 
-def test_the_demo_shows_delivery_a_retry_and_a_dead_letter(demo):
+def test_the_demo_shows_delivery_a_partial_failure_a_retry_and_a_dead_letter(demo):
     proc, lines = demo
 
     wait_for_line(proc, lines, r"^dead letter: #\d+ \(webhook: HTTP 503\); requeue or purge it at ")
@@ -80,6 +80,15 @@ def test_the_demo_shows_delivery_a_retry_and_a_dead_letter(demo):
     recurring = Notification.objects.get(recurrence_rule="* * * * *")
     assert recurring.last_error is None
     assert recurring.last_fired_at is not None
+
+    # The partial failure: its email went out (console backend), its webhook got a 503, and the
+    # row waits in the partial filter for a requeue of the webhook alone.
+    assert "Subject: Half of this reminder arrives" in output
+    assert re.search(r"sink <- POST /hooks/unavailable webhook-id=msg_\S+ signature=valid .* -> 503", output)
+    partial = Notification.objects.get(webhook_url__endswith="/hooks/unavailable")
+    assert partial.state() == "partial"
+    assert partial.last_error == "partial: webhook"
+    assert "http://127.0.0.1:8123/admin/notifications/notification/?state=partial" in output
 
     # The failing one: two retries, then a dead letter, with the admin link to it.
     assert output.count("retried: retry in") == 2

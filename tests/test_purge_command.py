@@ -9,7 +9,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from notifications.management.arguments import age
+from notifications.management.arguments import age, age_or_zero
 from notifications.models import DeliveryAttempt, Notification
 from tests.queue_states import make
 
@@ -44,7 +44,7 @@ def test_purges_only_dead_letters_older_than_the_age(queue, capsys):
     assert left == {queue[k].pk for k in ("recent", "partial", "scheduled", "recurring_alive")}
     out = capsys.readouterr().out
     assert out.startswith("purged 2 dead letters older than 30d (dead-lettered before ")
-    assert out.rstrip().endswith("kept 1 recurring still scheduled")
+    assert out.rstrip().endswith("kept 1 recurring row still scheduled")
 
 
 def test_a_recurring_dead_letter_with_no_schedule_left_is_purged(queue):
@@ -53,16 +53,41 @@ def test_a_recurring_dead_letter_with_no_schedule_left_is_purged(queue):
     assert not Notification.objects.filter(pk=queue["recurring_alive"].pk).exists()
 
 
-def test_dry_run_changes_nothing(queue, capsys):
+def test_dry_run_lists_what_it_would_purge_and_changes_nothing(queue, capsys):
     Notification.objects.filter(pk=queue["recurring_alive"].pk).update(next_fire_at=timezone.now() + timedelta(hours=3))
     before = Notification.objects.count()
 
-    call_command("purgenotifications", "--dead", "--older-than", "30d", "--dry-run", verbosity=2)
+    call_command("purgenotifications", "--dead", "--older-than", "30d", "--dry-run")  # no -v 2 needed
 
     assert Notification.objects.count() == before
     lines = capsys.readouterr().out.splitlines()
-    assert lines[:2] == [f"would purge #{queue['older'].pk}", f"would purge #{queue['old'].pk}"]
+    older, old = (Notification.objects.get(pk=queue[k].pk) for k in ("older", "old"))
+    assert lines[:2] == [
+        f"would purge #{older.pk}: dead-lettered {older.dead_lettered_at:%Y-%m-%d %H:%M:%S%z}: webhook: HTTP 410",
+        f"would purge #{old.pk}: dead-lettered {old.dead_lettered_at:%Y-%m-%d %H:%M:%S%z}: webhook: HTTP 410",
+    ]
     assert lines[2].startswith("dry run: would purge 2 dead letters older than 30d")
+    assert lines[2].endswith("kept 1 recurring row still scheduled")
+    assert len(lines) == 3
+
+
+@pytest.mark.parametrize("zero", ["0", "0d", "0s", "0.0h"])
+def test_older_than_zero_means_every_dead_letter(queue, capsys, zero):
+    call_command("purgenotifications", "--dead", "--older-than", zero, "--dry-run")
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 5  # old, older, recent, the recurring one whose schedule has nothing left; the total
+    assert lines[-1] == "dry run: would purge 4 dead letters of any age; kept 0 recurring rows still scheduled"
+
+    call_command("purgenotifications", "--dead", "--older-than", zero)
+
+    assert capsys.readouterr().out == "purged 4 dead letters of any age; kept 0 recurring rows still scheduled\n"
+    assert set(Notification.objects.values_list("pk", flat=True)) == {queue["partial"].pk, queue["scheduled"].pk}
+
+
+def test_one_dead_letter_is_said_in_the_singular(capsys):
+    dead_since(2)
+    call_command("purgenotifications", "--dead", "--older-than", "1d")
+    assert capsys.readouterr().out.startswith("purged 1 dead letter older than 1d ")
 
 
 def test_history_of_purged_rows_stays(queue):
@@ -110,6 +135,19 @@ def test_age_argument(text, expected):
 def test_bad_ages_are_refused_clearly(text):
     with pytest.raises(argparse.ArgumentTypeError):
         age(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"), [("0", timedelta(0)), ("0d", timedelta(0)), ("12h", timedelta(hours=12))]
+)
+def test_an_age_or_zero(text, expected):
+    assert age_or_zero(text) == expected
+
+
+@pytest.mark.parametrize("text", ["30", "-0d", "00x", ""])
+def test_an_age_or_zero_refuses_the_rest(text):
+    with pytest.raises(argparse.ArgumentTypeError):
+        age_or_zero(text)
 
 
 def test_bad_age_on_the_command_line():

@@ -8,6 +8,7 @@ from datetime import timedelta
 
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
+_ZERO = re.compile(r"^\s*0+(?:\.0*)?\s*([smhdw])?\s*$", re.IGNORECASE)
 
 
 def age(value: str) -> timedelta:
@@ -19,3 +20,10 @@ def age(value: str) -> timedelta:
     if delta <= timedelta(0):
         raise argparse.ArgumentTypeError("the age must be more than zero")
     return delta
+
+
+def age_or_zero(value: str) -> timedelta:
+    """An age as `age` takes it, or zero (`0`, with or without a unit): "any age" (argparse `type=`)."""
+    if _ZERO.match(value):
+        return timedelta(0)
+    return age(value)

@@ -1,7 +1,8 @@
 """`manage.py notifications_status`: the queue's health for monitoring.
 
-Exits 1 when ticks stopped, or when a ticking host's clock is further from the
-database's than the threshold.
+Exits 1 when ticks stopped, when a ticking host's clock is further from the
+database's than the threshold, or while a setting holds rows back (webhooks the site
+cannot sign).
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from notifications.management.arguments import age
 class Command(BaseCommand):
     help = (
         "Print rows per state, the oldest due row and the last tick. Exits with status 1 "
-        "when no tick has finished recently (the cron line is not running) or when a ticking host's "
-        "clock is too far from the database's."
+        "when no tick has finished recently (the cron line is not running), when a ticking host's "
+        "clock is too far from the database's, or while rows are held for a setting (no webhook signing key)."
     )
     # Monitoring reads this output: keep it to the facts (`manage.py check` reports settings).
     requires_system_checks: list[str] = []
@@ -49,7 +50,8 @@ class Command(BaseCommand):
         else:
             for line in describe(health):
                 self.stdout.write(line)
-        problems = [warning for warning in (health.warning, health.clock_warning) if warning]
+        warnings = (health.warning, health.clock_warning, health.configuration_warning)
+        problems = [warning for warning in warnings if warning]
         if problems:
             # Non-zero exit status so cron wrappers and monitoring notice.
             raise CommandError(" ".join(problems))
@@ -89,6 +91,13 @@ def describe(health: QueueHealth) -> list[str]:
             f"clock skew: {host} is {describe_offset(offset)} the database's clock "
             f"(limit {health.max_clock_offset:g}s): synchronise it with NTP"
         )
-    status = [word for word, bad in (("STALE", health.stale), ("CLOCK SKEW", bool(health.skewed_hosts))) if bad]
+    if health.configuration_warning:
+        lines.append(f"held: {health.configuration_warning}")
+    flags = (
+        ("STALE", health.stale),
+        ("CLOCK SKEW", bool(health.skewed_hosts)),
+        ("HELD", bool(health.configuration_warning)),
+    )
+    status = [word for word, bad in flags if bad]
     lines.append(f"status: {', '.join(status)}" if status else "status: OK")
     return lines

@@ -3,52 +3,67 @@
 from __future__ import annotations
 
 import argparse
+from datetime import timedelta
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
+from django.utils.translation import ngettext
 
 from notifications import services
 from notifications.health import humanize
-from notifications.management.arguments import age
+from notifications.management.arguments import age_or_zero
 from notifications.models import Notification
 
 
 class Command(BaseCommand):
     help = (
-        "Delete dead letters that were dead-lettered longer ago than --older-than. Recurring rows "
-        "whose schedule still runs are kept (purge those in the admin). Delivery history stays until it expires."
+        "Delete dead letters that were dead-lettered longer ago than --older-than (0: all of them). Recurring "
+        "rows whose schedule still runs are kept (purge those in the admin). Delivery history stays until it expires."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--dead", action="store_true", help="purge dead letters (required: the only kind so far)")
         parser.add_argument(
             "--older-than",
-            type=age,
+            type=age_or_zero,
             required=True,
             metavar="AGE",
-            help="only rows dead-lettered longer ago than this, e.g. 30d, 12h",
+            help="only rows dead-lettered longer ago than this, e.g. 30d, 12h; 0 for every dead letter",
         )
-        parser.add_argument("--dry-run", action="store_true", help="count and list what would go; delete nothing")
+        parser.add_argument("--dry-run", action="store_true", help="list what would go; delete nothing")
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not options["dead"]:
             raise CommandError("Say what to purge: --dead (dead letters).")
-        older_than = options["older_than"]
-        cutoff = timezone.now() - older_than
-        old = Notification.objects.dead().filter(dead_lettered_at__lt=cutoff)
+        older_than: timedelta = options["older_than"]
+        now = timezone.now()
+        cutoff = now - older_than
+        old = Notification.objects.dead().filter(dead_lettered_at__lte=cutoff)
         # A recurring row whose schedule skipped forward still fires: deleting it from a
         # cron job would silently end someone's reminders.
         still_scheduled = old.exclude(recurrence_rule="").filter(next_fire_at__isnull=False)
         doomed = old.exclude(pk__in=still_scheduled.values("pk")).order_by("dead_lettered_at", "pk")
         kept = still_scheduled.count()
-        what = f"dead letters older than {humanize(older_than)} (dead-lettered before {cutoff:%Y-%m-%d %H:%M:%S%z})"
+        if older_than:
+            what = f"older than {humanize(older_than)} (dead-lettered before {cutoff:%Y-%m-%d %H:%M:%S%z})"
+        else:
+            what = "of any age"
         if options["dry_run"]:
-            pks = list(doomed.values_list("pk", flat=True))
-            if options["verbosity"] >= 2:
-                for pk in pks:
-                    self.stdout.write(f"would purge #{pk}")
-            self.stdout.write(f"dry run: would purge {len(pks)} {what}; kept {kept} recurring still scheduled")
+            rows = list(doomed.values_list("pk", "dead_lettered_at", "last_error"))
+            for pk, dead_at, error in rows:
+                self.stdout.write(f"would purge #{pk}: dead-lettered {dead_at:%Y-%m-%d %H:%M:%S%z}: {error or '-'}")
+            self.stdout.write(f"dry run: would purge {dead_letters(len(rows))} {what}; {kept_line(kept)}")
             return
         purged = services.purge(doomed)
-        self.stdout.write(f"purged {purged} {what}; kept {kept} recurring still scheduled")
+        self.stdout.write(f"purged {dead_letters(purged)} {what}; {kept_line(kept)}")
+
+
+def dead_letters(count: int) -> str:
+    return ngettext("%(count)d dead letter", "%(count)d dead letters", count) % {"count": count}
+
+
+def kept_line(count: int) -> str:
+    return ngettext(
+        "kept %(count)d recurring row still scheduled", "kept %(count)d recurring rows still scheduled", count
+    ) % {"count": count}

@@ -2,7 +2,9 @@
 
 Part of the demo project, not of the app: it never ships in the wheel. Everything it
 loosens (webhooks to loopback, short retry delays) is overridden in this process only;
-the project's settings, and so production defaults, stay as they are.
+the project's settings, and so production defaults, stay as they are. (They open
+loopback themselves only with DEBUG on the demo database, as `.env` from `make run`
+has it, so a `manage.py runtick` after the demo treats its rows as the demo did.)
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ DEMO_USER = "demo"
 
 
 class Sink:
-    """A local webhook receiver: /hooks/ok answers 200, /hooks/broken 503. Prints what arrives."""
+    """A local webhook receiver: /hooks/ok answers 200, any other path 503. Prints what arrives."""
 
     def __init__(self, write: Any, port: int = 0) -> None:
         class Handler(BaseHTTPRequestHandler):
@@ -118,7 +120,7 @@ class Command(BaseCommand):
         user.save()
 
     def schedule_samples(self, sink: Sink) -> dict[str, Notification]:
-        """Three rows that show the three ways out: delivered, recurring, dead-lettered."""
+        """Four rows that show the ways out: delivered, recurring, partly delivered, dead-lettered."""
         Notification.objects.filter(payload__has_key="demo").delete()  # the previous run's samples
         now = timezone.now()
         return {
@@ -135,6 +137,15 @@ class Command(BaseCommand):
                 webhook_url=sink.url("/hooks/ok"),
                 recurrence_rule="* * * * *",
                 payload={"demo": "recurring webhook", "every": "minute"},
+                fire_at=now,
+            ),
+            "partial": schedule(
+                channels=["email", "webhook"],
+                email_to="operator@example.com",
+                subject="Half of this reminder arrives",
+                body="The email goes out; the webhook beside it gets a 503, so the row is a partial failure.",
+                webhook_url=sink.url("/hooks/unavailable"),
+                payload={"demo": "partial failure"},
                 fire_at=now,
             ),
             "failing": schedule(
@@ -160,6 +171,9 @@ class Command(BaseCommand):
                     f"  #{rows['email'].pk}  one-shot email to newcomer@example.com (printed below by the console "
                     "email backend)",
                     f"  #{rows['recurring'].pk}  recurring webhook, every minute, to {sink.url('/hooks/ok')}",
+                    f"  #{rows['partial'].pk}  email (delivered) and webhook to {sink.url('/hooks/unavailable')} "
+                    "(503): a partial failure, kept for a requeue of the webhook alone "
+                    f"({admin_url}notifications/notification/?state=partial)",
                     f"  #{rows['failing'].pk}  webhook to {sink.url('/hooks/broken')}, which answers 503: retried "
                     f"after {interval:g}s and {2 * interval:g}s, then dead-lettered",
                     f"Ticking every {interval:g}s; Ctrl-C stops. Demo-only (this process): webhooks may reach "
