@@ -164,6 +164,15 @@ def reason(row: Notification) -> str | None:
     return None
 
 
+def target_line(row: Notification, channel: str) -> SafeString:
+    """One line of the list's *sends to*: a webhook's host whole and its path's end, or the
+    recipient, cut at the column's edge; the whole on hover."""
+    if channel == "webhook" and row.webhook_url:
+        return display.target(channel, row.webhook_url)
+    where = channel_target(row, channel)
+    return format_html('<span class="nq-clip" title="{}: {}">{}</span>', channel, where, where)
+
+
 def channel_target(row: Notification, channel: str) -> str:
     """Where `channel` of `row` delivers: the first recipient (`ada@example.com +2`), or the
     webhook's host and path; `?` when the row lacks it (written around validation)."""
@@ -309,10 +318,8 @@ class NotificationAdmin(ModelAdmin):
     @admin.display(description=_("sends to"))
     def sends_to(self, obj: Notification) -> SafeString | None:
         """One line per channel: the recipient, or the webhook's host and path."""
-        lines = [(channel, channel_target(obj, channel)) for channel in obj.channel_list]
-        if not lines:
-            return None
-        return format_html_join("", '<span class="nq-clip nq-target" title="{0}: {1}">{1}</span>', lines)
+        lines = [(target_line(obj, channel),) for channel in obj.channel_list]
+        return format_html_join("", "{}", lines) if lines else None
 
     def target(self, obj: Notification) -> str:
         """Recipient and webhook host and path, as text (the purge confirmation page)."""

@@ -101,18 +101,38 @@ def clip(text: str, hover: str | None = None) -> SafeString:
 def webhook_target(url: str) -> str:
     """`hooks.example.com/hooks/invoices`: host (`:port` unless the scheme's default) and
     path of a webhook URL; never its credentials or query string. `?` when unreadable."""
+    host, path = webhook_parts(url)
+    return host + path
+
+
+def webhook_parts(url: str) -> tuple[str, str]:
+    """`webhook_target` in two: (`hooks.example.com`, `/hooks/invoices`); (`?`, ``) when unreadable."""
     try:
         parts = urlsplit(url)
         host, port = parts.hostname or "", parts.port
     except ValueError:
-        return "?"
+        return "?", ""
     if not host:
-        return "?"
+        return "?", ""
     if ":" in host:
         host = f"[{host}]"  # an IPv6 literal
     if port is not None and port != {"http": 80, "https": 443}.get(parts.scheme.lower()):
         host = f"{host}:{port}"
-    return host + "/".join(_mask(segment) for segment in parts.path.split("/"))
+    return host, "/".join(_mask(segment) for segment in parts.path.split("/"))
+
+
+def target(channel: str, url: str) -> SafeString:
+    """A webhook target for a narrow column: the host whole, then as much of the path as
+    fits, cut at its start (`127.0.0.1:8081…/broken`), so rows to one host stay apart."""
+    host, path = webhook_parts(url)
+    return format_html(
+        '<span class="nq-clip nq-target" title="{}: {}"><span class="nq-host">{}</span>'
+        '<span class="nq-path"><bdi dir="ltr">{}</bdi></span></span>',
+        channel,
+        host + path,
+        host,
+        path,
+    )
 
 
 def _mask(segment: str) -> str:
