@@ -11,6 +11,10 @@ the host site's own `schedule()` writes, alone and beside a tick draining a back
 80 s with the defaults (`--host-seconds 8 --repeats 3`). `--scenario fast-lane` (PostgreSQL
 only, about 15 s): the latency from `schedule()` returning to the sink receiving the webhook,
 with `runtick --loop 60` woken by LISTEN/NOTIFY (`--fast-lane-rows 200 --fast-lane-rate 20`).
+`--scenario burst` (about 2.5 min): 10,000 rows due at once over 100 loopback receivers
+(one port each, so 100 targets) answering after 100 ms, runtick with the default settings
+beside plain `HTTPAdapter.send` with as many threads, the memory per in-flight send, then
+the same burst to one receiver that counts its connections (`--burst-rows`, `--burst-receivers`).
 """
 
 from __future__ import annotations
@@ -134,37 +138,57 @@ def run_together(specs: list[tuple[str, dict, dict | None]]) -> list[dict]:
 # --- rows ------------------------------------------------------------------------------------
 
 
-def make_rows(n: int, *, webhook_url: str = "", email: bool = False, recurring: bool = False, age: float = 60) -> None:
-    """`n` valid due rows, created in bulk (the tick validates them as it claims them)."""
+def make_rows(
+    n: int,
+    *,
+    webhook_url: str = "",
+    webhook_urls: list[str] | None = None,
+    email: bool = False,
+    recurring: bool = False,
+    age: float = 60,
+) -> None:
+    """`n` valid due rows, created in bulk (the tick validates them as it claims them).
+
+    With `webhook_urls`, the rows are spread evenly over them in a shuffled (but fixed)
+    order, as a site's rows to its customers' endpoints would come due.
+    """
+    import random
+
     from django.utils import timezone
 
     from notifications.models import Notification
 
     due = timezone.now() - timedelta(seconds=age)
-    channels = (["email"] if email else []) + (["webhook"] if webhook_url else [])
+    urls = [webhook_url] * n
+    if webhook_urls:
+        urls = [webhook_urls[i % len(webhook_urls)] for i in range(n)]
+        random.Random(n).shuffle(urls)
+    channels = (["email"] if email else []) + (["webhook"] if urls[0] else []) if n else []
     rows = [
         Notification(
             channels=channels,
             email_to="ada@example.com" if email else "",
             subject="Your order shipped" if email else "",
             body="Order 12345 is on its way." if email else "",
-            webhook_url=webhook_url,
+            webhook_url=url,
             payload=PAYLOAD,
             recurrence_rule="*/5 * * * *" if recurring else "",
             timezone="UTC",
             next_fire_at=due,
         )
-        for _ in range(n)
+        for url in urls
     ]
     Notification.objects.bulk_create(rows, batch_size=2000)
 
 
 def clear() -> None:
+    """Empty every table a scenario fills, flow control's too: one scenario's failures must not
+    open a circuit (or spend a rate limit) for the next."""
     from post_office.models import Email, Log
 
-    from notifications.models import DeliveryAttempt, Notification, TickRun
+    from notifications.models import DeliveryAttempt, Notification, RateBucket, Target, TickRun
 
-    for model in (Notification, DeliveryAttempt, TickRun, Log, Email):
+    for model in (Notification, DeliveryAttempt, TickRun, Target, RateBucket, Log, Email):
         model.objects.all().delete()
 
 
@@ -741,6 +765,122 @@ def scenario_fast_lane(table: Table, sink: Sink, rows: int, per_second: float, v
     clear()
 
 
+# --- 10. a burst at real-world latency: many slow receivers, and one -------------------------------
+
+# Seconds each receiver of the burst scenario takes to answer: a real endpoint, not loopback.
+BURST_DELAY = 0.1
+
+
+def target_cap() -> int | None:
+    """NOTIFICATIONS_TARGET_CONCURRENCY as the tick reads it (None before there was one)."""
+    from notifications.conf import TickSettings
+
+    return getattr(TickSettings.read(), "target_concurrency", None)
+
+
+def burst_pair(
+    sink: Sink, rows: int, concurrency: int, ours_first: bool, settings: dict | None = None
+) -> tuple[dict, dict]:
+    """runtick (default settings, or `settings`) and plain `HTTPAdapter.send` with as many threads,
+    the same burst."""
+    urls = sink.urls("/burst")
+    results = {}
+    for which in ("ours", "limit") if ours_first else ("limit", "ours"):
+        sink.reset()
+        if which == "ours":
+            make_rows(rows, webhook_urls=urls)
+            result = job("runtick", {"budget": 3600}, settings)
+            stats = sink.stats()
+            result["lost"] = rows - stats["unique"] + remaining()
+            result["duplicates"] = stats["duplicates"]
+            clear()
+        else:
+            args = {"rows": rows, "urls": urls, "payload": PAYLOAD, "concurrency": concurrency}
+            result = job("plain_adapter", args)
+            result["lost"] = rows - result["ok"]
+        result["rate"] = rate(rows, result["seconds"])
+        result["in_flight_peak"] = sink.stats()["in_flight_peak"]
+        results[which] = result
+    return results["ours"], results["limit"]
+
+
+def scenario_burst(
+    table: Table, rows: int, receivers: int, repeats: int, concurrency: int, memory_rows: int, sweep: list[int]
+) -> None:
+    """A 09:00 burst: `rows` due at once, over `receivers` loopback receivers that answer after
+    BURST_DELAY, runtick beside plain requests; then the same burst to one receiver, whose
+    connections and requests in flight are counted; then the memory per in-flight send."""
+    cap = target_cap()
+    ideal = concurrency / BURST_DELAY
+    many = Sink(ports=receivers, delay=BURST_DELAY)
+    try:
+        ratios, ours_rates, limit_rates, peaks, flights, lost, dup = [], [], [], [], [], 0, 0
+        for i in range(repeats):
+            ours, limit = burst_pair(many, rows, concurrency, ours_first=i % 2 == 0)
+            flights.append(ours["in_flight_peak"])
+            ratios.append(ours["rate"] / limit["rate"])
+            ours_rates.append(ours["rate"])
+            limit_rates.append(limit["rate"])
+            peaks.append(ours["rss_peak_kb"])
+            lost += ours["lost"]
+            dup += ours["duplicates"]
+        table.add(
+            f"10. burst: {rows:,} rows over {receivers} receivers answering after {BURST_DELAY * 1000:.0f} ms, "
+            f"default settings (concurrency {concurrency}, per target {cap or 'no cap'})",
+            f"runtick **{median(ours_rates):,.0f} rows/s** ({rows / median(ours_rates):.1f} s) vs plain "
+            f"HTTPAdapter.send, {concurrency} threads, {median(limit_rates):,.0f} rows/s: **{median(ratios):.2f}x** "
+            f"(median of {repeats}, range {min(ratios):.2f}-{max(ratios):.2f}; ideal {ideal:,.0f} rows/s); "
+            f"up to {max(flights)} requests in flight; lost {lost}, duplicates {dup}; "
+            f"peak RSS {max(peaks) / 1024:.0f} MB",
+            ">= 800 rows/s, >= 0.8x, < 150 MB",
+            median(ours_rates) >= 800 and median(ratios) >= 0.8 and lost == dup == 0 and max(peaks) < 150 * 1024,
+        )
+        for c in sweep:
+            ours, limit = burst_pair(many, max(rows // 2, 1), c, True, {"NOTIFICATIONS_CONCURRENCY": c})
+            table.add(
+                f"10b. burst, concurrency {c} ({max(rows // 2, 1):,} rows)",
+                f"runtick {ours['rate']:,.0f} rows/s, plain HTTPAdapter.send {limit['rate']:,.0f} rows/s "
+                f"({ours['rate'] / limit['rate']:.2f}x; ideal {c / BURST_DELAY:,.0f}); peak RSS "
+                f"{ours['rss_peak_kb'] / 1024:.0f} MB",
+            )
+        low = max(concurrency // 4, 1)
+        if memory_rows and low < concurrency:
+            # The same smaller burst at two concurrencies: what each further send in flight costs.
+            peak = {}
+            for c in (low, concurrency):
+                make_rows(memory_rows, webhook_urls=many.urls("/burst"))
+                peak[c] = job("runtick", {"budget": 3600}, {"NOTIFICATIONS_CONCURRENCY": c})["rss_peak_kb"]
+                clear()
+            per_send = (peak[concurrency] - peak[low]) / (concurrency - low)
+            table.add(
+                f"10. memory per in-flight send: peak RSS of runtick, {memory_rows:,} burst rows, "
+                f"concurrency {low} vs {concurrency}",
+                f"{peak[low] / 1024:.0f} MB vs {peak[concurrency] / 1024:.0f} MB: "
+                f"**{per_send:,.0f} KB per in-flight send**",
+            )
+    finally:
+        many.close()
+    one = Sink(ports=1, delay=BURST_DELAY)
+    try:
+        make_rows(rows, webhook_urls=one.urls("/burst"))
+        one.reset()
+        result = job("runtick", {"budget": 3600})
+        stats = one.stats()
+        lost = rows - stats["unique"] + remaining()
+        clear()
+    finally:
+        one.close()
+    within = cap is None or stats["connections_peak"] <= cap
+    table.add(
+        f"10. burst: the same {rows:,} rows to one receiver (after {BURST_DELAY * 1000:.0f} ms), default settings",
+        f"runtick {rate(rows, result['seconds']):,.0f} rows/s (ideal {(cap or concurrency) / BURST_DELAY:,.0f}); "
+        f"**peak {stats['connections_peak']} connections, {stats['in_flight_peak']} requests in flight** "
+        f"(cap {cap or 'none'}); lost {lost}, duplicates {stats['duplicates']}",
+        "<= the per-target cap, 0 lost, 0 duplicates",
+        within and lost == 0 and stats["duplicates"] == 0,
+    )
+
+
 # --- main --------------------------------------------------------------------------------------
 
 SCENARIOS = [
@@ -754,6 +894,7 @@ SCENARIOS = [
     "stuck",
     "host-writes",
     "fast-lane",
+    "burst",
 ]
 
 
@@ -774,6 +915,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--fast-lane-rows", type=int, default=200, help="rows scheduled one by one (scenario 9)")
     parser.add_argument("--fast-lane-rate", type=float, default=20, help="rows scheduled per second (scenario 9)")
+    parser.add_argument("--burst-rows", type=int, default=10_000, help="rows of the burst (scenario 10)")
+    parser.add_argument("--burst-receivers", type=int, default=100, help="receivers of the burst (scenario 10)")
+    parser.add_argument("--burst-sweep", default="", help="further concurrencies to compare (scenario 10)")
+    parser.add_argument(
+        "--burst-memory-rows", type=int, default=3_000, help="rows of the memory comparison (scenario 10; 0: none)"
+    )
     parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the benchmark runs")
     parser.add_argument("--out", help="results file (default bench/results/<database>-<time>.md)")
     args = parser.parse_args(argv)
@@ -781,6 +928,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.rows, args.emails, args.backlog, args.repeats, args.sweep = 200, 100, 2_000, 1, ""
         args.host_seconds = 1
         args.fast_lane_rows = 20
+        args.burst_rows, args.burst_receivers, args.burst_memory_rows = 200, 10, 100
     return args
 
 
@@ -830,6 +978,17 @@ def main(argv: list[str] | None = None) -> Path:
                 scenario_host_writes(table, sink, args.rows, args.host_seconds, args.repeats, vendor, args.tick_budget)
             if "fast-lane" in only:
                 scenario_fast_lane(table, sink, args.fast_lane_rows, args.fast_lane_rate, vendor)
+            if "burst" in only:
+                burst_sweep = [int(c) for c in args.burst_sweep.split(",") if c]
+                scenario_burst(
+                    table,
+                    args.burst_rows,
+                    args.burst_receivers,
+                    args.repeats,
+                    concurrency,
+                    args.burst_memory_rows,
+                    burst_sweep,
+                )
         finally:
             sink.close()
         load = os.getloadavg()

@@ -4,6 +4,12 @@ It has to be faster than anything it measures, so it is a bare asyncio protocol
 (keep-alive, Content-Length bodies, no framework). What arrives is counted per path
 and per `webhook-id`, so the benchmark can check for duplicates and losses.
 
+A sink may listen on several ports (`Sink(ports=100)`: one receiver per port, so
+distinct webhook targets) and answer every POST after a delay (`Sink(delay=0.1)`: a
+receiver with real-world latency). It counts the connections open at once and the
+requests being answered at once (their peaks are in /stats), so the benchmark can
+check the per-target cap from the receiver's side.
+
 Paths:
   POST /status/NNN/...   answer NNN (e.g. /status/503 for a failing endpoint)
   POST /hang/...         never answer (a stuck endpoint; the connection stays open)
@@ -37,12 +43,31 @@ class Stats:
     """What arrived: totals, ids seen, and per path group the first and last arrival."""
 
     def __init__(self) -> None:
+        self.connections = 0  # open now (the GET asking for the stats is one of them)
+        self.in_flight = 0  # requests received and not yet answered
         self.reset()
 
     def reset(self) -> None:
+        """Forget what arrived; the peaks start again from what is open now."""
         self.received = 0
         self.ids: Counter[bytes] = Counter()
         self.paths: dict[str, list[float]] = {}  # group -> [count, first, last]
+        self.connections_peak = self.connections
+        self.in_flight_peak = self.in_flight
+
+    def opened(self) -> None:
+        self.connections += 1
+        self.connections_peak = max(self.connections_peak, self.connections)
+
+    def closed(self) -> None:
+        self.connections -= 1
+
+    def started(self) -> None:
+        self.in_flight += 1
+        self.in_flight_peak = max(self.in_flight_peak, self.in_flight)
+
+    def answered(self) -> None:
+        self.in_flight -= 1
 
     def record(self, path: bytes, msg_id: bytes | None) -> None:
         self.received += 1
@@ -65,6 +90,8 @@ class Stats:
                 "unique": len(self.ids),
                 "duplicates": duplicates,
                 "paths": {k: {"count": v[0], "first": v[1], "last": v[2]} for k, v in self.paths.items()},
+                "connections_peak": self.connections_peak,
+                "in_flight_peak": self.in_flight_peak,
             }
         ).encode()
 
@@ -72,14 +99,19 @@ class Stats:
 class SinkProtocol(asyncio.Protocol):
     """One connection: parse pipelined requests from the buffer, answer each."""
 
-    def __init__(self, stats: Stats) -> None:
+    def __init__(self, stats: Stats, delay: float) -> None:
         self.stats = stats
+        self.delay = delay
         self.buffer = b""
         self.transport: asyncio.Transport | None = None
         self.hung = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self.stats.opened()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.stats.closed()
 
     def data_received(self, data: bytes) -> None:
         if self.hung:
@@ -119,40 +151,60 @@ class SinkProtocol(asyncio.Protocol):
         if path.startswith(b"/hang"):
             self.hung = True
             return
-        if path.startswith(b"/status/"):
-            self.transport.write(_response(int(path.split(b"/")[2])))
+        answer = _response(int(path.split(b"/")[2])) if path.startswith(b"/status/") else OK
+        if not self.delay:
+            self.transport.write(answer)
             return
-        self.transport.write(OK)
+        # A receiver with latency: requests on one connection come one after another
+        # (no client here pipelines), so answering later keeps them in order.
+        self.stats.started()
+        asyncio.get_running_loop().call_later(self.delay, self.answer_late, answer)
+
+    def answer_late(self, answer: bytes) -> None:
+        self.stats.answered()
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(answer)
 
 
-async def serve(sock: socket.socket) -> None:
-    stats = Stats()
+async def serve(socks: list[socket.socket], delay: float) -> None:
+    stats = Stats()  # one for every port: the peaks are over the whole sink
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: SinkProtocol(stats), sock=sock, backlog=1024)
-    async with server:
-        await server.serve_forever()
+    servers = [await loop.create_server(lambda: SinkProtocol(stats, delay), sock=s, backlog=1024) for s in socks]
+    await asyncio.gather(*(server.serve_forever() for server in servers))
 
 
-def _run(sock: socket.socket) -> None:
+def _run(socks: list[socket.socket], delay: float) -> None:
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(sock))
+        asyncio.run(serve(socks, delay))
 
 
 class Sink:
-    """The sink in a child process; `url(path)` for targets, `stats()` and `reset()` to read it."""
+    """The sink in a child process; `url(path)` for targets, `stats()` and `reset()` to read it.
 
-    def __init__(self) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(1024)
+    `ports` receivers (one listening port each; `urls()` names one per port), each
+    answering a POST after `delay` seconds.
+    """
+
+    def __init__(self, ports: int = 1, delay: float = 0.0) -> None:
+        self.socks = []
+        for _ in range(ports):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("127.0.0.1", 0))
+            sock.listen(1024)
+            self.socks.append(sock)
+        self.sock = self.socks[0]
         self.port = self.sock.getsockname()[1]
         ctx = multiprocessing.get_context("fork")
-        self.process = ctx.Process(target=_run, args=(self.sock,), daemon=True, name="bench-sink")
+        self.process = ctx.Process(target=_run, args=(self.socks, delay), daemon=True, name="bench-sink")
         self.process.start()
 
     def url(self, path: str = "/ok") -> str:
         return f"http://127.0.0.1:{self.port}{path}"
+
+    def urls(self, path: str = "/ok") -> list[str]:
+        """One URL per port: as many webhook targets as the sink has receivers."""
+        return [f"http://127.0.0.1:{s.getsockname()[1]}{path}" for s in self.socks]
 
     def _get(self, path: str) -> dict:
         with socket.create_connection(("127.0.0.1", self.port), timeout=10) as conn:
@@ -175,7 +227,8 @@ class Sink:
     def close(self) -> None:
         self.process.terminate()
         self.process.join(5)
-        self.sock.close()
+        for sock in self.socks:
+            sock.close()
 
 
 def _load(port: int, seconds: float, connections: int, depth: int, result: multiprocessing.Queue) -> None:

@@ -23,6 +23,7 @@ A bad value is reported here rather than by a crash mid-tick.
 | E015 | MAX_CLOCK_OFFSET is not a positive number |
 | E016 | MAX_PAYLOAD_BYTES is not a positive integer |
 | E017 | QUIET_HOURS is not blank or "HH:MM-HH:MM" |
+| E018 | TARGET_CONCURRENCY is not a positive integer |
 | E019 | CIRCUIT_BREAKER is not a dict of failures, cooldown and max_cooldown |
 | E020 | RATE_LIMITS is not a dict of target -> "N/s,N/m,N/h,N/d" |
 | E021 | WEBHOOK_SECRET is set but holds no key (webhooks without a secret of their own are held) |
@@ -90,6 +91,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> Messages:
     errors += _number("CHANNEL_TIMEOUT", app_settings.CHANNEL_TIMEOUT, integer=False, id="notifications.E003")
     errors += _number("TICK_BUDGET", app_settings.TICK_BUDGET, integer=False, id="notifications.E004")
     errors += _number("CONCURRENCY", app_settings.CONCURRENCY, integer=True, id="notifications.E005")
+    errors += _number("TARGET_CONCURRENCY", app_settings.TARGET_CONCURRENCY, integer=True, id="notifications.E018")
     errors += _check_backoff()
     if app_settings.LEASE is not None:
         lease_errors = _number("LEASE", app_settings.LEASE, integer=False, id="notifications.E007")

@@ -34,7 +34,13 @@ class Defaults:
     CHANNEL_TIMEOUT: float = 10  # total deadline of one channel send, in seconds
     TICK_BUDGET: float = 50  # seconds after which a tick stops claiming batches
     LEASE: float | None = None  # claim lifetime; None derives it from budget and timeout
-    CONCURRENCY: int = 16  # rows delivered at once; measured in the README's Performance section
+    # Rows delivered at once (threads, started as claimed rows need them). Real receivers
+    # answer in 100-500 ms, so sends in flight, not CPU, bound a burst: see the README's
+    # Performance section for what this costs (memory per send) and gives.
+    CONCURRENCY: int = 256
+    # Sends in flight to one target (a webhook host, or email) at most: a burst to one
+    # receiver never opens more connections to it than this.
+    TARGET_CONCURRENCY: int = 16
     WEBHOOK_SECRET: str | list[str] = ""
     WEBHOOK_ALLOWED_NETWORKS: list[str] = []
     RESPONSE_BODY_LIMIT: int = 64 * 1024  # bytes of a webhook response ever read
@@ -198,6 +204,7 @@ class TickSettings:
     lease: float  # seconds a claim lives
     channel_timeout: float  # total deadline of one channel send, in seconds
     concurrency: int  # rows delivered at once
+    target_concurrency: int  # sends in flight to one target at most
     policy: Policy  # retries and backoff
     webhook_secrets: tuple[str, ...] | None  # the site's secrets, newest first; None: malformed (E009)
     allowed_networks: tuple[IPNetwork, ...]  # ranges a webhook may reach although refused by default
@@ -219,6 +226,7 @@ class TickSettings:
             lease=float(lease) if is_positive(lease, integer=False) else budget + 2 * timeout + LEASE_MARGIN,
             channel_timeout=timeout,
             concurrency=positive_int("CONCURRENCY"),
+            target_concurrency=positive_int("TARGET_CONCURRENCY"),
             policy=Policy(
                 max_retries=positive_int("MAX_RETRIES"),
                 backoff=parse_backoff(app_settings.BACKOFF) or tuple(float(s) for s in Defaults.BACKOFF),

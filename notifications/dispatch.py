@@ -1,8 +1,9 @@
 """Claimed rows on their way to a worker: batches, jobs, and one queue per target.
 
-A stuck endpoint must not hold every worker while rows to healthy ones wait, so rows
-queue per target (webhook host, or email) and a free worker takes the target with the
-fewest rows in flight.
+A stuck endpoint must not hold every worker while rows to healthy ones wait, and a
+burst to one receiver must not open every connection the tick has to it, so rows queue
+per target (webhook host, or email), a free worker takes the target with the fewest
+rows in flight, and no target has more than NOTIFICATIONS_TARGET_CONCURRENCY in flight.
 """
 
 from __future__ import annotations
@@ -91,19 +92,23 @@ class Dispatcher:
     """Claimed rows waiting for a worker, one queue per target; thread-safe.
 
     A free worker takes the oldest row of the target with the fewest rows in flight.
-    While the tick may still claim rows for other targets, no target holds more than
-    `cap` workers (three quarters of them), so rows behind a stuck endpoint leave
-    workers free and the tick claims further; `set_capped(False)` lifts the limit when
-    it cannot.
+    No target ever has more than `target_cap` rows in flight (a burst to one receiver
+    opens at most that many connections to it). While the tick may still claim rows for
+    other targets, no target holds more than `cap` workers either (three quarters of
+    them), so rows behind a stuck endpoint leave workers free and the tick claims
+    further; `set_capped(False)` lifts that second limit when it cannot.
     """
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, target_cap: int | None = None) -> None:
+        self.workers = workers
         self.cap = max(1, workers - max(1, workers // RESERVED_WORKER_RATIO))
+        self.target_cap = target_cap or workers
         self._cond = threading.Condition()
         self._queues: dict[str, deque[Job]] = {}
         self._running: Counter[str] = Counter()
+        self._held: Counter[str] = Counter()  # rows per target, waiting or running
         self._started: set[Job] = set()  # rows a worker is delivering
-        self._capped = True
+        self._limit = min(self.cap, self.target_cap)  # rows in flight per target now
         self._closed = False
         self.waiting = 0  # rows queued (read without the lock: a hint)
         self.idle = 0  # workers waiting for a row
@@ -112,6 +117,7 @@ class Dispatcher:
         with self._cond:
             for job in jobs:
                 self._queues.setdefault(job.target, deque()).append(job)
+                self._held[job.target] += 1
             self.waiting += len(jobs)
             self._cond.notify(min(len(jobs), self.idle))
 
@@ -122,6 +128,8 @@ class Dispatcher:
         """
         with self._cond:
             if finished is not None:
+                # No wake-up for another worker: only this row's target can have become
+                # startable (workers idle only while no target is), and this one picks next.
                 self._finish(finished)
             while not self._closed:
                 target = self._pick()
@@ -141,20 +149,30 @@ class Dispatcher:
             return None
 
     def done(self, job: Job) -> None:
+        """A row finished outside a worker's `take` (the monitor gave up on it)."""
         with self._cond:
             self._finish(job)
+            if self.idle and self.waiting:
+                self._cond.notify()  # its target may start its next row
 
     def _finish(self, job: Job) -> None:
         self._running[job.target] -= 1
+        self._release(job.target, 1)
         self._started.discard(job)
-        if self.idle and self.waiting:
-            self._cond.notify()  # a capped target may start its next row
+
+    def _release(self, target: str, rows: int) -> None:
+        left = self._held[target] - rows
+        if left > 0:
+            self._held[target] = left
+        else:
+            del self._held[target]  # so that busiest() looks at targets with rows only
 
     def _pick(self) -> str | None:
         best, best_running = None, 0
+        limit = self._limit
         for target in self._queues:
             running = self._running[target]
-            if self._capped and running >= self.cap:
+            if running >= limit:
                 continue
             if best is None or running < best_running:
                 best, best_running = target, running
@@ -168,20 +186,33 @@ class Dispatcher:
             return [job for job in self._started if job.started < before]
 
     def starved(self) -> bool:
-        """Workers are idle although rows wait: every waiting row's target is at its cap."""
+        """Workers are free although rows wait: every waiting row's target is at its cap."""
         with self._cond:
-            return self.idle > 0 and self.waiting > 0 and self._pick() is None
+            return len(self._started) < self.workers and self.waiting > 0 and self._pick() is None
+
+    def busiest(self) -> int:
+        """The most rows one target has, waiting or in flight (what bounds the next claim)."""
+        with self._cond:
+            return max(self._held.values(), default=0)
+
+    def useful_workers(self) -> int:
+        """Workers the rows held can keep busy: up to `target_cap` per target, `workers` in all."""
+        with self._cond:
+            return min(self.workers, sum(min(rows, self.target_cap) for rows in self._held.values()))
 
     def set_capped(self, capped: bool) -> None:
         with self._cond:
-            if capped != self._capped:
-                self._capped = capped
+            limit = min(self.cap, self.target_cap) if capped else self.target_cap
+            if limit != self._limit:
+                self._limit = limit
                 self._cond.notify_all()
 
     def drain(self) -> list[Job]:
         """Take every waiting row out (the tick is stopping: they are released)."""
         with self._cond:
             jobs = [job for jobs in self._queues.values() for job in jobs]
+            for target, queued in self._queues.items():
+                self._release(target, len(queued))
             self._queues.clear()
             self.waiting = 0
             return jobs

@@ -122,6 +122,7 @@ class Tick:
         self.lease = settings.lease
         self.timeout = settings.channel_timeout
         self.concurrency = settings.concurrency
+        self.target_concurrency = settings.target_concurrency
         self.policy = settings.policy
         self.quiet_hours = settings.quiet_hours
         self.stop = stop or threading.Event()
@@ -140,7 +141,7 @@ class Tick:
         self.channel_pool = ThreadPoolExecutor(
             CHANNEL_THREADS_PER_WORKER * self.concurrency, thread_name_prefix="notifications-send"
         )
-        self.dispatcher = Dispatcher(self.concurrency)
+        self.dispatcher = Dispatcher(self.concurrency, self.target_concurrency)
         self.results: queue.SimpleQueue[Reported] = queue.SimpleQueue()
         self.flow = FlowControl(self.lease)  # circuit breakers and rate limits
         self.workers = itertools.count()
@@ -148,20 +149,20 @@ class Tick:
         self.exhausted = False  # a claim came back short: nothing more is due
         self.finished: list[Batch] = []  # batches with every outcome, not yet written back
         self.next_write = self.next_starved_claim = self.next_check = time.monotonic()
-        for _ in range(self.concurrency):
-            self.start_worker()
+        self.live_workers = 0  # started as claimed rows need them (see claim_if_needed), never stopped
         try:
             while True:
                 self.reap_overdue()
                 if self.stop.is_set():
                     self.release_waiting()
-                if self.claim_if_needed():
-                    continue
-                if self.held == 0 and self.done_claiming():
-                    break
-                # Poll rather than block on the queue: one wake-up per interval collects
-                # every row finished meanwhile, instead of one wake-up per row.
-                time.sleep(POLL_INTERVAL)
+                if not self.claim_if_needed():
+                    if self.held == 0 and self.done_claiming():
+                        break
+                    # Poll rather than block on the queue: one wake-up per interval collects
+                    # every row finished meanwhile, instead of one wake-up per row.
+                    time.sleep(POLL_INTERVAL)
+                # After a claim too: workers that take rows as fast as they are claimed must
+                # not keep the finished ones from being written back until claiming ends.
                 self.collect_finished()
                 self.write_back(force=self.held == 0)
             self.write_back(force=True)
@@ -182,6 +183,7 @@ class Tick:
     # --- the loop's steps, in the order it takes them ---------------------------------------
 
     def start_worker(self) -> None:
+        self.live_workers += 1
         threading.Thread(
             target=self.work,
             args=(self.dispatcher, self.results, self.channels, self.channel_pool),
@@ -195,7 +197,8 @@ class Tick:
             return
         self.next_check = time.monotonic() + MONITOR_INTERVAL
         for _ in self.abandon_overdue(self.dispatcher, self.results):
-            self.start_worker()  # the stuck one is left behind; keep the concurrency
+            self.live_workers -= 1  # the stuck one is left behind and ends when its send returns...
+            self.start_worker()  # ...so keep the concurrency
 
     def release_waiting(self) -> None:
         """Stopping: rows no worker has started are handed back, due again at once."""
@@ -213,7 +216,8 @@ class Tick:
 
     def claim_if_needed(self) -> bool:
         """Claim the next batch when the workers need it; True if a claim was made."""
-        size = 0 if self.done_claiming() else self.claim_size(time.monotonic() - self.started, self.held)
+        elapsed = time.monotonic() - self.started
+        size = 0 if self.done_claiming() else self.claim_size(elapsed, self.held, self.dispatcher.busiest())
         more = size > 0 and self.dispatcher.waiting < self.high_water
         self.dispatcher.set_capped(more)
         if not more or self.flow.paused() or not self.claim_wanted(size):
@@ -235,6 +239,9 @@ class Tick:
             for outcome in deferred:
                 self.results.put((Job(batch, outcome.row, ""), outcome, []))
             self.dispatcher.put([Job(batch, row, target_of(row)) for row in send])
+            # Threads as the rows need them, up to CONCURRENCY: a tick of a few rows starts a few.
+            for _ in range(self.dispatcher.useful_workers() - self.live_workers):
+                self.start_worker()
         if self.exhausted and self.flow.pause_if_waiting(batch_now, self.budget - (time.monotonic() - self.started)):
             self.exhausted = False  # rows a rate limit deferred come due within the budget: wait for them
         return True
@@ -247,7 +254,7 @@ class Tick:
             return True  # workers are about to run dry
         if waiting < self.low_water:
             # Top up in chunks: half of what may be held at most, or a whole batch.
-            full = self.claim_size(time.monotonic() - self.started, 0)
+            full = self.claim_size(time.monotonic() - self.started, 0, 0)
             return size >= full // 2
         if self.dispatcher.starved() and time.monotonic() >= self.next_starved_claim:
             # A capped target leaves workers idle: look for rows to other targets, now and then.
@@ -255,14 +262,16 @@ class Tick:
             return True
         return False
 
-    def claim_size(self, elapsed: float, held: int) -> int:
+    def claim_size(self, elapsed: float, held: int, busiest: int) -> int:
         """Claim no more than the workers can finish before the budget runs out.
 
-        With every endpoint stuck, rows take ceil(n / concurrency) timeouts; capping
-        the rows held keeps a tick close to its budget whatever the endpoints do.
+        With every endpoint stuck, rows take ceil(n / concurrency) timeouts, and the rows
+        of one target ceil(n / TARGET_CONCURRENCY); capping the rows held (`held` in all,
+        `busiest` for the target with the most, which the whole claim might join) keeps a
+        tick close to its budget whatever the endpoints do.
         """
         waves = max(1, math.floor((self.budget - elapsed) / self.timeout))  # the timeout is positive
-        return min(self.limit, self.concurrency * waves - held)
+        return min(self.limit, self.concurrency * waves - held, self.target_concurrency * waves - busiest)
 
     def collect_finished(self) -> None:
         """File every outcome the workers handed back since the last look."""

@@ -206,18 +206,13 @@ def capture_notifications() -> Iterator[Capture]:
     """
     capture = Capture()
 
-    def session() -> requests.Session:
-        fake = requests.Session()
-        fake.trust_env = False
-        adapter = CaptureAdapter(capture)
-        fake.mount("http://", adapter)
-        fake.mount("https://", adapter)
-        return fake
+    def adapter(hosts: int, per_host: int) -> HTTPAdapter:
+        return CaptureAdapter(capture)
 
     with _active_lock:
         _active.append(capture)
     try:
-        with _email_to_capture(), mock.patch.object(transport, "new_session", session):
+        with _email_to_capture(), mock.patch.object(transport, "new_adapter", adapter):
             yield capture
     finally:
         with _active_lock:

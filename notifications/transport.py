@@ -13,6 +13,13 @@ header, TLS SNI and certificate verification still use the name in the URL. The 
 opened by NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS come with the deadline (the channel
 passes its tick's parsed networks), so they are not read again per connection.
 
+One `DeadlineAdapter` serves every worker thread of a tick (`new_adapter`): requests'
+adapter and urllib3's pools are thread-safe, and the channel sends prepared requests
+straight through `send()`, without a `Session` (no cookies carried between receivers, no
+environment proxies, no redirects, and no per-request merging of session settings).
+Each host's pool keeps at most as many connections as the tick lets one target have
+sends in flight, so a burst to one receiver opens no more connections than that.
+
 Overriding `_new_conn` relies on a private urllib3 API: see `notifications.compat`.
 """
 
@@ -25,11 +32,13 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 import requests
 from requests.adapters import HTTPAdapter
+from requests.structures import CaseInsensitiveDict
+from urllib3 import BaseHTTPResponse
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
@@ -37,8 +46,8 @@ from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConn
 from . import compat, guard
 from .conf import IPNetwork
 
-# Seconds a lookup or connect may take outside any deadline: only direct use of a
-# session does that (a tick always sends under `deadline()`).
+# Seconds a lookup or connect may take outside any deadline: only direct use of the
+# adapter does that (a tick always sends under `deadline()`).
 NO_DEADLINE_TIMEOUT = 30.0
 # The shortest wait handed to sockets and requests once the deadline is spent: a socket
 # takes 0 as "non-blocking" and urllib3 refuses a timeout of 0, so the call gets this
@@ -47,9 +56,8 @@ MIN_WAIT = 0.001
 # Seconds close() waits for the watchdog thread to end; it ends at once unless the
 # interpreter is shutting down, and as a daemon it never holds the process anyway.
 WATCHDOG_JOIN_TIMEOUT = 5.0
-# A session serves one worker thread, which sends one request at a time: a few idle
-# keep-alive connections per host (and pools for a few hosts) are all it can reuse.
-# requests' default of 10 and 10 would keep more idle sockets open per worker.
+# `new_session()` is for one thread sending one request at a time: a few idle keep-alive
+# connections per host (and pools for a few hosts) are all it can reuse.
 POOLED_HOSTS = 4
 CONNECTIONS_PER_HOST = 4
 
@@ -101,6 +109,9 @@ class Deadline:
     `allowed` are the networks the request may reach although the guard refuses them by
     default (None: read NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS when connecting).
     """
+
+    # The watchdog keeps every deadline until it passes, finished or not (a burst: thousands).
+    __slots__ = ("allowed", "expired", "expires", "finished", "watchdog")
 
     def __init__(self, seconds: float, watchdog: Watchdog, allowed: Sequence[IPNetwork] | None = None) -> None:
         self.expires = time.monotonic() + seconds
@@ -233,7 +244,13 @@ class DeadlineHTTPSConnectionPool(HTTPSConnectionPool):
 
 
 class DeadlineAdapter(HTTPAdapter):
-    """An HTTPAdapter whose connections obey `deadline()`."""
+    """An HTTPAdapter whose connections obey `deadline()`.
+
+    Two of requests' subclassing hooks are trimmed to what a webhook uses (each send
+    runs them; a burst sends thousands): without a proxy the request line is the path
+    alone, found without looking for a proxy twice; and the response skips the cookie
+    jar and the text encoding (cookies are never sent back, the body is read as bytes).
+    """
 
     pool_classes = {"http": DeadlineHTTPConnectionPool, "https": DeadlineHTTPSConnectionPool}
 
@@ -241,15 +258,44 @@ class DeadlineAdapter(HTTPAdapter):
         super().init_poolmanager(*args, **kwargs)
         compat.set_pool_classes(self.poolmanager, self.pool_classes)
 
+    def request_url(self, request: requests.PreparedRequest, proxies: Mapping[str, str] | None) -> str:
+        if proxies:
+            return super().request_url(request, proxies)
+        return request.path_url
+
+    def build_response(self, req: requests.PreparedRequest, resp: BaseHTTPResponse) -> requests.Response:
+        response = requests.Response()
+        response.status_code = resp.status
+        response.headers = CaseInsensitiveDict(resp.headers)
+        response.raw = resp
+        response.reason = resp.reason or ""
+        response.url = req.url or ""
+        response.request = req
+        response.connection = self
+        return response
+
+
+def new_adapter(hosts: int, per_host: int) -> HTTPAdapter:
+    """The adapter every worker thread of one tick sends through.
+
+    Pools for up to `hosts` hosts (the least recently used pool is closed past that),
+    each keeping up to `per_host` keep-alive connections: as many as one target may have
+    sends in flight, so no request waits for a connection and no receiver sees more.
+    No retries: a failed send is the tick's to classify and retry later.
+    """
+    return DeadlineAdapter(pool_connections=hosts, pool_maxsize=per_host, max_retries=0)
+
 
 def new_session() -> requests.Session:
-    """A session for one worker thread of one tick: no proxies, no netrc, no redirects."""
+    """A requests Session over the same guarded, deadline-bound connections, for code that
+    sends outside a tick: no proxies, no netrc (and pass `allow_redirects=False`).
+
+    A tick does not use it: the webhook channel sends prepared requests through
+    `new_adapter()` directly.
+    """
     session = requests.Session()
     session.trust_env = False  # environment proxies and .netrc are ignored
-    # Redirects are refused per request (allow_redirects=False). Not max_redirects=0:
-    # requests still prepares the next hop of a 3xx and would raise TooManyRedirects,
-    # hiding the status behind a generic error.
-    adapter = DeadlineAdapter(pool_connections=POOLED_HOSTS, pool_maxsize=CONNECTIONS_PER_HOST, max_retries=0)
+    adapter = new_adapter(hosts=POOLED_HOSTS, per_host=CONNECTIONS_PER_HOST)
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     return session

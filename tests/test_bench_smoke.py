@@ -33,6 +33,9 @@ SCENARIOS = [
     "8. host writes",
     "8. the tick beside the host writes (same database)",
     "8. host-write p99 with a draining tick vs alone",
+    "10. burst: 200 rows over 10 receivers",
+    "10. memory per in-flight send",
+    "10. burst: the same 200 rows to one receiver",
 ]
 
 
@@ -72,3 +75,12 @@ def test_benchmark_runs_every_scenario_on_tiny_sizes(tmp_path, on_postgres):
     assert all("ops/s" in line and "p99" in line and "locked errors" not in line for line in host)
     ticks = [line for line in table.splitlines() if line.startswith("| 8. the tick beside")]
     assert all("write transactions/s" in line and "duplicates 0" in line for line in ticks)
+    burst = [line for line in table.splitlines() if line.startswith("| 10. burst")]
+    assert len(burst) == 2 and all("lost 0, duplicates 0" in line for line in burst)
+    one = burst[1]  # the receiver counted its connections: never more than the per-target cap (16)
+    peak = int(one.split("**peak ")[1].split()[0])
+    assert 0 < peak <= 16 and line_met(one)
+
+
+def line_met(line: str) -> bool:
+    return line.rstrip(" |").endswith("yes")

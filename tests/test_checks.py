@@ -89,7 +89,14 @@ def test_the_test_settings_are_clean():
             True,
             "notifications.E005",
             "NOTIFICATIONS_CONCURRENCY must be a positive integer, not True.",
-            "Remove NOTIFICATIONS_CONCURRENCY to use the default (16).",
+            "Remove NOTIFICATIONS_CONCURRENCY to use the default (256).",
+        ),
+        (
+            "TARGET_CONCURRENCY",
+            0,
+            "notifications.E018",
+            "NOTIFICATIONS_TARGET_CONCURRENCY must be a positive integer, not 0.",
+            "Remove NOTIFICATIONS_TARGET_CONCURRENCY to use the default (16).",
         ),
         (
             "LEASE",

@@ -26,7 +26,7 @@ def test_the_snapshot_holds_typed_values():
 
     assert current.limit == 100 and isinstance(current.limit, int)
     assert current.channel_timeout == 2.0 and isinstance(current.channel_timeout, float)  # 2 in tests.settings
-    assert current.concurrency == 8
+    assert (current.concurrency, current.target_concurrency) == (8, 16)
     assert current.backoff == (60.0, 300.0, 1800.0) and all(isinstance(s, float) for s in current.backoff)
     assert current.max_retries == 3
     assert current.allowed_networks == LOOPBACK
@@ -54,6 +54,7 @@ def test_the_snapshot_is_read_when_asked_so_override_settings_works():
         ("CHANNEL_TIMEOUT", -1, "channel_timeout"),
         ("TICK_BUDGET", None, "budget"),
         ("CONCURRENCY", 0, "concurrency"),
+        ("TARGET_CONCURRENCY", "16", "target_concurrency"),
         ("BACKOFF", "60", "backoff"),
         ("BACKOFF", [], "backoff"),
         ("BACKOFF", [60, "300"], "backoff"),

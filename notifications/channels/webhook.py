@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import binascii
+import functools
 import http.client
-import json
 import logging
 import socket
 import ssl
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from datetime import UTC
@@ -17,6 +16,7 @@ from email.utils import parsedate_to_datetime
 import requests
 import urllib3.exceptions
 from django.core.serializers.json import DjangoJSONEncoder
+from requests.structures import CaseInsensitiveDict
 
 from .. import compat, guard, signing, transport, validation
 from ..conf import TickSettings
@@ -27,12 +27,17 @@ EVENT_TYPE = "notification.fired"
 BLOCKED = "webhook: blocked address"
 MALFORMED_URL = "webhook: malformed URL"
 USER_AGENT = "django-notifications-queue"
+# Headers every POST carries beside the signature and the length.
+STATIC_HEADERS = {"content-type": "application/json", "user-agent": USER_AGENT}
 # Bytes read from a response body at a time; RESPONSE_BODY_LIMIT is checked between reads.
 READ_CHUNK = 8192
 # 4xx answers that ask to come back later (Request Timeout, Too Many Requests): transient.
 RETRY_LATER_STATUSES = (408, 429)
 # Answers whose Retry-After header is honoured (Too Many Requests, Service Unavailable).
 RETRY_AFTER_STATUSES = (429, 503)
+# Distinct webhook URLs whose prepared form (IDNA host, quoted path) is remembered: a
+# burst sends many rows to few URLs, and preparing one is most of requests' own work.
+PREPARED_URLS = 1024
 
 logger = logging.getLogger("notifications.webhook")
 
@@ -52,9 +57,14 @@ def message_id(firing: Firing) -> str:
     return f"msg_{firing.firing_id}"
 
 
+# One encoder for every body (thread-safe: encoding reads its options, never changes them).
+_ENCODER = DjangoJSONEncoder(separators=(",", ":"))
+
+
 def body(firing: Firing) -> bytes:
+    """The JSON body of one attempt: compact, as the payload limit measures it."""
     row = firing.notification
-    return json.dumps(
+    return _ENCODER.encode(
         {
             "id": message_id(firing),
             "type": EVENT_TYPE,
@@ -62,10 +72,29 @@ def body(firing: Firing) -> bytes:
             "fired_at": firing.fired_at.isoformat(),
             "channels": firing.channels,
             "payload": row.payload,
-        },
-        cls=DjangoJSONEncoder,
-        separators=(",", ":"),
+        }
     ).encode()
+
+
+@functools.lru_cache(maxsize=PREPARED_URLS)
+def prepared_url(url: str) -> str:
+    """`url` as requests sends it; raises what requests raises for an unusable one."""
+    request = requests.PreparedRequest()
+    request.prepare_url(url, None)
+    prepared = str(request.url)
+    if not prepared.lower().startswith(("http://", "https://")):  # what a Session would find no adapter for
+        raise requests.exceptions.InvalidSchema("only http and https URLs are sent")
+    return prepared
+
+
+def prepared_request(url: str, data: bytes, headers: dict[str, str]) -> requests.PreparedRequest:
+    """A POST ready for `HTTPAdapter.send`, built without a Session (cookies, proxies, hooks)."""
+    request = requests.PreparedRequest()
+    request.method = "POST"
+    request.url = prepared_url(url)
+    request.headers = CaseInsensitiveDict(headers)
+    request.body = data
+    return request
 
 
 def classify_status(status: int) -> ErrorClass:
@@ -100,32 +129,23 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
 
 
 class WebhookChannel(Channel):
-    """POSTs with one requests session per worker thread, kept for the tick.
+    """POSTs prepared requests through one adapter shared by the tick's worker threads.
 
     `settings` is the tick's snapshot (default: the settings as they are now): the
-    deadline, the body cap, the site's secrets and the allowed networks come from it.
+    deadline, the body cap, the site's secrets, the allowed networks and the pool sizes
+    (connections per host as the per-target cap) come from it.
     """
 
     name = "webhook"
 
     def __init__(self, settings: TickSettings | None = None) -> None:
         settings = settings or TickSettings.read()
-        self._local = threading.local()
-        self._sessions: list[requests.Session] = []
-        self._lock = threading.Lock()
+        self._adapter = transport.new_adapter(hosts=settings.concurrency, per_host=settings.target_concurrency)
         self._watchdog = transport.Watchdog()
         self.timeout = settings.channel_timeout
         self.body_limit = settings.response_body_limit
         self.allowed_networks = settings.allowed_networks
         self.site_keys, self.site_key_error = _site_keys(settings.webhook_secrets)
-
-    def _session(self) -> requests.Session:
-        session = getattr(self._local, "session", None)
-        if session is None:
-            session = self._local.session = transport.new_session()
-            with self._lock:
-                self._sessions.append(session)
-        return session
 
     def keys(self, firing: Firing) -> list[bytes]:
         """The row's own key, else every site key (all of them sign during a rotation)."""
@@ -148,8 +168,8 @@ class WebhookChannel(Channel):
             return ChannelResult(self.name, "webhook: no signing secret configured", ErrorClass.TRANSIENT)
         data = body(firing)
         headers = signing.headers(keys, message_id(firing), int(firing.fired_at.timestamp()), data)
-        headers["content-type"] = "application/json"
-        headers["user-agent"] = USER_AGENT
+        headers.update(STATIC_HEADERS)
+        headers["content-length"] = str(len(data))
         with transport.deadline(self.timeout, self._watchdog, self.allowed_networks) as limit:
             try:
                 result = self._post(url, data, headers, limit)
@@ -163,13 +183,11 @@ class WebhookChannel(Channel):
             return result
 
     def _post(self, url: str, data: bytes, headers: dict[str, str], limit: transport.Deadline) -> ChannelResult:
-        response = self._session().post(
-            url,
-            data=data,
-            headers=headers,
-            timeout=(limit.remaining(), limit.remaining()),
-            allow_redirects=False,
+        # Straight to the adapter: it never follows a redirect (a Session would).
+        response = self._adapter.send(
+            prepared_request(url, data, headers),
             stream=True,
+            timeout=(limit.remaining(), limit.remaining()),
         )
         try:
             self._drain(response)
@@ -229,10 +247,7 @@ class WebhookChannel(Channel):
         return ChannelResult(self.name, error, ErrorClass.TRANSIENT)
 
     def close(self) -> None:
-        with self._lock:
-            sessions, self._sessions = self._sessions, []
-        for session in sessions:
-            session.close()
+        self._adapter.close()
         self._watchdog.close()
 
 
