@@ -497,13 +497,15 @@ def scenario_stuck(table: Table, sink: Sink, stuck_rows: int, healthy_rows: int,
         stats = sink.stats()
     finally:
         stuck.close()
-    expected = math.ceil(stuck_rows / concurrency) * timeout
+    # The stuck rows share one target: at most the per-target cap of them are in flight at once.
+    in_flight = min(concurrency, target_cap() or concurrency)
+    expected = math.ceil(stuck_rows / in_flight) * timeout
     healthy = stats["paths"].get("healthy", {"count": 0, "last": float("nan")})
     waited = healthy["last"] - result["start"]
     table.add(
-        f"7. stuck endpoint: {stuck_rows} rows never answered (timeout {timeout:g} s, concurrency {concurrency}) "
-        f"+ {healthy_rows} healthy rows",
-        f"tick {result['seconds']:.1f} s vs ceil({stuck_rows}/{concurrency}) x {timeout:g} s = {expected:g} s; "
+        f"7. stuck endpoint: {stuck_rows} rows never answered (timeout {timeout:g} s, concurrency {concurrency}, "
+        f"{in_flight} in flight to one target) + {healthy_rows} healthy rows",
+        f"tick {result['seconds']:.1f} s vs ceil({stuck_rows}/{in_flight}) x {timeout:g} s = {expected:g} s; "
         f"last healthy row delivered after **{waited:.2f} s** ({healthy['count']}/{healthy_rows}); "
         f"{result['summary'].split(' seconds=')[0]}",
         f"near {expected:g} s; healthy within {timeout:g} s",
