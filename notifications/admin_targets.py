@@ -14,9 +14,10 @@ from django.contrib import admin, messages
 from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest
+from django.utils.safestring import SafeString
 from django.utils.translation import ngettext
 
-from . import circuit
+from . import circuit, display
 from .models import Notification, Target
 
 if TYPE_CHECKING:  # django-stubs makes the admin classes generic; at run time they are not
@@ -29,12 +30,13 @@ else:
 class TargetAdmin(ModelAdmin):
     """Endpoint health: where deliveries fail, what is held, and the switch for it."""
 
-    list_display = ["key", "state", "failures_shown", "last_error_short", "rows_waiting", "retry_at", "updated_at"]
+    list_display = ["key", "state", "failures_shown", "last_error_short", "rows_waiting", "retry", "changed"]
     list_filter = ["state"]
     search_fields = ["key"]
     ordering = ["state", "key"]
     actions = ["close_circuit", "open_circuit"]
     readonly_fields = [f.name for f in Target._meta.fields]
+    Media = display.Styles
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Target]:
         held = Notification.objects.filter(held_for=OuterRef("key")).order_by().values("held_for")
@@ -47,8 +49,16 @@ class TargetAdmin(ModelAdmin):
         return obj.failures
 
     @admin.display(description="last error")
-    def last_error_short(self, obj: Target) -> str:
-        return obj.last_error[:120]
+    def last_error_short(self, obj: Target) -> SafeString | None:
+        return display.clip(obj.last_error) if obj.last_error else None
+
+    @admin.display(description="probe at", ordering="retry_at")
+    def retry(self, obj: Target) -> SafeString | None:
+        return display.moment(obj.retry_at)
+
+    @admin.display(description="changed", ordering="updated_at")
+    def changed(self, obj: Target) -> SafeString | None:
+        return display.moment(obj.updated_at)
 
     @admin.display(description="rows waiting", ordering="waiting")
     def rows_waiting(self, obj: Target) -> int:
