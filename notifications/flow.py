@@ -25,6 +25,11 @@ from .ratelimit import Limit, limits_for, read_limits, take
 from .services import Outcome
 from .targets import targets_of
 
+# Seconds a limit-deferred row's slot is still waited for after it came due: more than the
+# engine's WRITE_INTERVAL, the longest a deferred row waits for its write-back.
+SLOT_GRACE = 1.0
+RECHECK = 0.05  # seconds between claims while a slot that came due has not been claimed
+
 
 class FlowControl:
     """The breakers and limits as one tick sees them (settings read once, at its start)."""
@@ -83,14 +88,17 @@ class FlowControl:
     def pause_if_waiting(self, now: datetime, budget_left: float) -> bool:
         """Nothing more is due now: True (and claim nothing until then) if rows deferred by a
         limit come due within the budget, so the tick waits for them instead of ending."""
-        while self.slots and self.slots[0] <= now.timestamp():
-            heapq.heappop(self.slots)  # due by now: taken by another tick, or by this one already
+        # A slot that came due lately may still be this tick's own row, deferred but not yet
+        # written back (so not due to the claim that came back short): keep it a little and
+        # look again, rather than end and leave the row to the next tick.
+        while self.slots and self.slots[0] <= now.timestamp() - SLOT_GRACE:
+            heapq.heappop(self.slots)  # long due: taken by another tick, or by this one already
         if not self.slots:
             return False
-        wait = self.slots[0] - now.timestamp()
+        wait = max(self.slots[0] - now.timestamp(), RECHECK)
         if wait >= budget_left:
             return False
-        self.paused_until = time.monotonic() + max(wait, 0.0)
+        self.paused_until = time.monotonic() + wait
         return True
 
     def paused(self) -> bool:

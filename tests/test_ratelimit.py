@@ -12,6 +12,7 @@ import pytest
 from django.test import override_settings
 
 from notifications.api import run_tick
+from notifications.flow import SLOT_GRACE, FlowControl
 from notifications.models import Notification
 from notifications.ratelimit import Limit, limit_errors, parse, take
 
@@ -86,21 +87,39 @@ def test_rows_over_the_limit_are_deferred_and_others_keep_full_speed(make_row, w
         other.close()
 
 
-def arrivals_per_second(server) -> list[float]:
-    return sorted(server.arrived_at)
+# How late an arrival may be stamped after its token was granted: the sender's and the
+# receiver's threads each wait for a CPU, and with two cores shared by the whole suite
+# (or a CPU hog) one such wait is tens of milliseconds, rarely more than 0.1 s.
+SCHEDULING_SLOT = 0.2  # seconds
 
 
-def check_spans(times: list[float], n: int, jitter: float = 0.05) -> None:
-    """Over any span of T seconds at most n x (T + 1) arrivals (a little network jitter allowed)."""
+def check_spans(times: list[float], n: int, slot: float = SCHEDULING_SLOT) -> None:
+    """SPEC's rule over every span of the receiver's own arrival stamps: from the i-th to the
+    j-th arrival (T seconds apart) at most n x (T + 1) arrivals, T widened by one scheduling
+    slot because a stamp may come that much after its token. Unshared buckets would fail it
+    at the first burst (one burst of n per process)."""
+    times = sorted(times)
     for i in range(len(times)):
         for j in range(i + 1, len(times)):
-            span = max(times[j] - times[i] - jitter, 0)
-            assert j - i + 1 <= n * (span + 1) + 1, (i, j, span)
+            span = times[j] - times[i]
+            assert j - i + 1 <= n * (span + slot + 1), (i, j, round(span, 3), times[: j + 1])
+
+
+def test_the_span_rule_catches_a_burst_per_process():
+    """The check is not vacuous: two unshared buckets (2 x 10 at once) fail it; a shared one,
+    10 at once and then one each 0.1 s, passes."""
+    with pytest.raises(AssertionError):
+        check_spans([0.001 * k for k in range(20)], 10)
+    check_spans([0.001 * k for k in range(10)] + [0.1 * k for k in range(1, 41)], 10)
 
 
 @pytest.mark.parametrize("ticks", [2, 4])
 def test_a_limit_holds_across_processes(children, webhook_server, ticks):
-    """Ticks in separate processes share one 10/s budget; nothing is lost or sent twice."""
+    """Ticks in separate processes share one 10/s budget; nothing is lost or sent twice.
+
+    The budget is far beyond the 4 s the drain needs, so slow starts on a loaded machine
+    cannot leave rows behind (a tick ends as soon as nothing it deferred is left).
+    """
     key = f"127.0.0.1:{webhook_server.port}"
     due = datetime.now(UTC) - timedelta(seconds=5)
     Notification.objects.bulk_create(
@@ -108,14 +127,24 @@ def test_a_limit_holds_across_processes(children, webhook_server, ticks):
         for _ in range(50)
     )
     settings = {"NOTIFICATIONS_RATE_LIMITS": {key: "10/s"}}
-    racers = [children.start("--budget", "10", "--limit", "20", settings=settings) for _ in range(ticks)]
+    racers = [children.start("--budget", "60", "--limit", "20", settings=settings) for _ in range(ticks)]
     for racer in racers:
-        assert racer.wait(timeout=90) == 0, racer.stderr
+        assert racer.wait(timeout=120) == 0, racer.stderr
     assert Notification.objects.count() == 0, [r.stdout for r in racers]  # all delivered
     ids = webhook_server.webhook_ids()
     assert len(ids) == 50 and set(ids.values()) == {1}  # none twice
-    times = arrivals_per_second(webhook_server)
-    check_spans(times, 10)
-    start = times[0]
-    per_second = [sum(1 for t in times if k <= t - start < k + 1) for k in range(1, int(times[-1] - start) + 1)]
-    assert max(per_second) <= 10 + 1, per_second  # after the first second's burst: the rate
+    times = webhook_server.arrived_at
+    check_spans(times, 10)  # over the whole drain too: 50 arrivals take at least 3.8 s
+
+
+def test_a_tick_waits_for_a_slot_that_came_due_but_was_not_claimed():
+    """A row deferred by a limit may still wait for its write-back when its slot comes: the
+    claim that came back short did not see it, so the tick looks again instead of ending."""
+    flow = FlowControl(probe_lease=30)
+    now = datetime.now(UTC)
+    flow.slots = [now.timestamp() - SLOT_GRACE / 2]
+    assert flow.pause_if_waiting(now, budget_left=10) and flow.paused()
+    flow.slots = [now.timestamp() - SLOT_GRACE * 2]  # long due: someone took it
+    assert not flow.pause_if_waiting(now, budget_left=10)
+    flow.slots = [now.timestamp() + 20]  # beyond the budget: the next tick's
+    assert not flow.pause_if_waiting(now, budget_left=10)
