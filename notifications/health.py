@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cached_property
 from typing import Any
 
 from django.db.models import Count, Min, Q
@@ -18,6 +19,7 @@ from django.utils import timezone
 
 from . import states
 from .conf import Defaults, app_settings, parse_secrets, positive_int
+from .flow_health import FlowHealth, flow_health
 from .models import Notification, TickRun
 from .secrets import site_secret_problem
 from .services import TICK_COUNTS
@@ -115,6 +117,11 @@ class QueueHealth:
             "clocks with NTP."
         )
 
+    @cached_property
+    def flow(self) -> FlowHealth:
+        """Open circuits and targets at their limit (two more queries, made when first read)."""
+        return flow_health(self.now)
+
     def last_tick_counts(self) -> dict[str, int]:
         if self.last_tick is None:
             return {}
@@ -149,6 +156,7 @@ class QueueHealth:
             "signing_problem": self.signing_problem,
             "unsigned": self.unsigned,
             "configuration_warning": self.configuration_warning,
+            **self.flow.as_dict(),
         }
 
 

@@ -93,6 +93,7 @@ def describe(health: QueueHealth) -> list[str]:
         )
     if health.configuration_warning:
         lines.append(f"held: {health.configuration_warning}")
+    lines.extend(health.flow.lines())  # open circuits, targets at their limit
     flags = (
         ("STALE", health.stale),
         ("CLOCK SKEW", bool(health.skewed_hosts)),
