@@ -38,6 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.flow import scenario_flow  # noqa: E402
 from bench.sink import Sink, ceiling  # noqa: E402
 
 PAYLOAD = {"order": 12345, "status": "shipped", "customer": "Ada Lovelace", "items": [1, 2, 3]}
@@ -980,6 +981,8 @@ def main(argv: list[str] | None = None) -> Path:
                 scenario_host_writes(table, sink, args.rows, args.host_seconds, args.repeats, vendor, args.tick_budget)
             if "fast-lane" in only:
                 scenario_fast_lane(table, sink, args.fast_lane_rows, args.fast_lane_rate, vendor)
+            if "flow" in only:  # scenario 11, bench/flow.py: not in the default set
+                scenario_flow(table, sink, args.quick)
             if "burst" in only:
                 burst_sweep = [int(c) for c in args.burst_sweep.split(",") if c]
                 scenario_burst(

@@ -84,3 +84,27 @@ def test_benchmark_runs_every_scenario_on_tiny_sizes(tmp_path, on_postgres):
 
 def line_met(line: str) -> bool:
     return line.rstrip(" |").endswith("yes")
+
+
+@pytest.mark.slow
+def test_the_flow_scenarios_run_on_tiny_sizes(tmp_path, on_postgres):
+    """`--scenario flow --quick`: the dead endpoint off/on, the shared 200/s drain, the held
+    rows beside a due tick; every row delivered, none twice (checked by the scenario)."""
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    if on_postgres:
+        db = settings.DATABASES["default"]
+        env["DATABASE_URL"] = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/postgres"
+    out = tmp_path / "flow.md"
+    run = subprocess.run(
+        [sys.executable, "bench/run.py", "--scenario", "flow", "--quick", "--out", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    table = out.read_text()
+    for name in ("11a. dead endpoint (503)", "breaker off", "breaker on", "11b. ", "11c. "):
+        assert name in table, table
+    assert "0 left, 0 twice" in table, table
