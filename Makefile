@@ -50,7 +50,7 @@ check: setup
 	$(PY) manage.py check --fail-level WARNING
 	$(PY) manage.py makemigrations --check --dry-run
 
-# The benchmark of the README's Performance section (SQLite; DATABASE_URL=postgres://... for PostgreSQL).
+# The benchmark of docs/performance.md (SQLite; DATABASE_URL=postgres://... for PostgreSQL).
 bench: setup
 	$(PY) -m pip install --quiet -r bench/requirements.txt
 	$(PY) bench/run.py

@@ -35,8 +35,8 @@ class Defaults:
     TICK_BUDGET: float = 50  # seconds after which a tick stops claiming batches
     LEASE: float | None = None  # claim lifetime; None derives it from budget and timeout
     # Rows delivered at once (threads, started as claimed rows need them). Real receivers
-    # answer in 100-500 ms, so sends in flight, not CPU, bound a burst: see the README's
-    # Performance section for what this costs (memory per send) and gives.
+    # answer in 100-500 ms, so sends in flight, not CPU, bound a burst: see
+    # docs/performance.md for what this costs (memory per send) and gives.
     CONCURRENCY: int = 256
     # Sends in flight to one target (a webhook host, or email) at most: a burst to one
     # receiver never opens more connections to it than this.
