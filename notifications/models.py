@@ -50,6 +50,22 @@ USER_FIELDS = (
 )
 
 
+class HttpsURLField(models.URLField):  # type: ignore[type-arg]
+    """A URLField whose form field reads a URL typed without a scheme as https.
+
+    That is Django 6's default; choosing it here spares every form of the model (the
+    admin's, a host site's ModelForm) Django 5.2's RemovedInDjango60Warning. Migrations
+    see a plain URLField.
+    """
+
+    def formfield(self, **kwargs: Any) -> Any:  # type: ignore[override]  # the stubs name two of the kwargs
+        return super().formfield(**{"assume_scheme": "https", **kwargs})
+
+    def deconstruct(self) -> Any:
+        name, _path, args, kwargs = super().deconstruct()
+        return name, "django.db.models.URLField", args, kwargs
+
+
 class NotificationQuerySet(models.QuerySet["Notification"]):
     """Row states as filters (`notifications.states` defines each). `now` is passed in so
     callers and tests control time."""
@@ -112,7 +128,7 @@ class Notification(models.Model):
         db_default="",
         help_text="A code from the site's LANGUAGES, active while the message is rendered.",
     )
-    webhook_url = models.URLField("webhook URL", max_length=2000, blank=True)
+    webhook_url = HttpsURLField("webhook URL", max_length=2000, blank=True)
     webhook_secret = models.CharField(
         max_length=200,
         blank=True,
