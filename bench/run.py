@@ -1,7 +1,7 @@
 """The benchmark: `python bench/run.py` (SQLite) or `DATABASE_URL=postgres://... python bench/run.py`.
 
 Creates a throwaway database and a local HTTP sink in its own process, runs the
-scenarios of the README's Performance section, prints a Markdown table and writes it
+scenarios of docs/performance.md, prints a Markdown table and writes it
 (with the due query's plan) to bench/results/. Comparisons are run side by side, in
 alternating order, and reported as ratios: absolute figures drift on a shared machine.
 Needs bench/requirements.txt (django-post-office, the peer).
