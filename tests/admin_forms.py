@@ -1,13 +1,30 @@
-"""The admin change page of a row: its address, and what a browser posts back from it."""
+"""The admin pages of a row: the list's actions, the change page's address, and what a browser posts back."""
 
 from __future__ import annotations
 
 import json
 
+from django.contrib.messages import get_messages
+from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
 from notifications.models import Notification
+
+CHANGELIST = "/admin/notifications/notification/"
+
+
+def list_action(client: Client, action: str, rows, **extra):
+    """Run the changelist's `action` on `rows`, as the action bar posts it; follow the redirect."""
+    data = {"action": action, "_selected_action": [r.pk for r in rows], **extra}
+    return client.post(CHANGELIST, data, follow=True)
+
+
+def texts(response) -> list[str]:
+    """The messages a response shows the operator."""
+    return [str(m) for m in get_messages(response.wsgi_request)] or [
+        str(m) for m in response.context.get("messages", [])
+    ]
 
 
 def change_url(row: Notification) -> str:

@@ -33,3 +33,14 @@ class FailingRecipientsBackend(locmem.EmailBackend):
                 if recipient in self.failures:
                     raise self.failures[recipient]
         return super().send_messages(messages)
+
+
+def schedule_email(fire_at, **fields):
+    """A row with the email channel and a plain message, due at `fire_at`; `fields` override."""
+    from notifications.api import schedule
+
+    fields.setdefault("channels", ["email"])
+    fields.setdefault("email_to", OK_TO)
+    fields.setdefault("subject", "Reminder")
+    fields.setdefault("body", "Hello")
+    return schedule(fire_at=fire_at, **fields)

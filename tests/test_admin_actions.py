@@ -7,7 +7,6 @@ from datetime import timedelta
 import pytest
 from django.contrib.admin.models import CHANGE, DELETION, LogEntry
 from django.contrib.auth.models import Permission, User
-from django.contrib.messages import get_messages
 from django.core import mail
 from django.test import Client
 from django.utils import timezone
@@ -15,22 +14,10 @@ from django.utils import timezone
 from notifications import services
 from notifications.api import purge, requeue, run_tick
 from notifications.models import DeliveryAttempt, Notification, State
+from tests.admin_forms import CHANGELIST, list_action, texts
 from tests.queue_states import make, one_of_each
 
-CHANGELIST = "/admin/notifications/notification/"
-
 pytestmark = pytest.mark.django_db
-
-
-def act(client: Client, action: str, rows, **extra):
-    data = {"action": action, "_selected_action": [r.pk for r in rows], **extra}
-    return client.post(CHANGELIST, data, follow=True)
-
-
-def texts(response) -> list[str]:
-    return [str(m) for m in get_messages(response.wsgi_request)] or [
-        str(m) for m in response.context.get("messages", [])
-    ]
 
 
 def staff(*codenames: str) -> Client:
@@ -48,7 +35,7 @@ def test_requeue_makes_dead_letters_due_now_with_a_clean_count(admin_client):
     dead = make("dead")
     before = timezone.now()
 
-    response = act(admin_client, "requeue", [dead])
+    response = list_action(admin_client, "requeue", [dead])
 
     dead.refresh_from_db()
     assert dead.state() == State.DUE
@@ -66,7 +53,7 @@ def test_requeue_skips_healthy_and_retrying_rows_and_says_why(admin_client):
     rows = one_of_each()
     untouched = {s: Notification.objects.get(pk=rows[s].pk) for s in ("due", "scheduled", "retrying", "parked")}
 
-    response = act(admin_client, "requeue", rows.values())
+    response = list_action(admin_client, "requeue", rows.values())
 
     assert texts(response) == [
         "Requeued 2 notifications. 3 skipped: nothing failed (not a dead letter or partial failure). "
@@ -87,7 +74,7 @@ def test_requeue_skips_a_row_a_tick_is_delivering(admin_client):
     dead = make("dead")
     Notification.objects.filter(pk=dead.pk).update(claimed_until=timezone.now() + timedelta(minutes=2))
 
-    response = act(admin_client, "requeue", [dead])
+    response = list_action(admin_client, "requeue", [dead])
 
     assert texts(response) == ["Requeued 0 notifications. 1 skipped: being delivered by a tick right now."]
     assert Notification.objects.get(pk=dead.pk).state() == State.DEAD
@@ -102,7 +89,7 @@ def test_partial_requeue_sends_only_the_failed_channel_on_the_next_tick(admin_cl
     assert row.state() == State.PARTIAL and row.last_error == "partial: webhook"
     assert len(mail.outbox) == 1 and len(webhook_server.received) == 1
 
-    response = act(admin_client, "requeue", [row])
+    response = list_action(admin_client, "requeue", [row])
     assert "Requeued 1 notification" in texts(response)[0]
     row.refresh_from_db()
     assert row.owed_channels == ["webhook"]
@@ -126,13 +113,13 @@ def test_requeued_partial_that_dies_again_still_owes_only_the_failed_channel(adm
     webhook_server.reply.status = 503
     row = make("due", webhook_url=webhook_server.url())
     run_tick()  # partial: email ok
-    act(admin_client, "requeue", [row])
+    list_action(admin_client, "requeue", [row])
     run_tick()  # webhook fails again, retries exhausted: dead letter
     row.refresh_from_db()
     assert row.state() == State.DEAD
     assert row.owed_channels == ["webhook"]
 
-    act(admin_client, "requeue", [row])
+    list_action(admin_client, "requeue", [row])
     webhook_server.reply.status = 200
     run_tick()
 
@@ -152,7 +139,7 @@ def test_requeued_recurring_partial_resends_the_failed_channel_and_keeps_its_sch
     scheduled_for = row.next_fire_at
     assert row.state() == State.PARTIAL and scheduled_for > timezone.now()
 
-    act(admin_client, "requeue", [row])
+    list_action(admin_client, "requeue", [row])
     webhook_server.reply.status = 200
     run_tick()
 
@@ -169,7 +156,7 @@ def test_requeued_recurring_dead_letter_fires_now_then_returns_to_its_schedule(a
         dead_lettered_at=timezone.now(), last_error="email: SMTPRecipientsRefused", next_fire_at=None
     )
 
-    act(admin_client, "requeue", [row])
+    list_action(admin_client, "requeue", [row])
     report = run_tick()
 
     row.refresh_from_db()
@@ -199,7 +186,7 @@ def test_purge_asks_for_confirmation_first(admin_client):
     assert 'name="post" value="yes"' in html and "csrfmiddlewaretoken" in html
     assert Notification.objects.count() == 3  # nothing deleted yet
 
-    done = act(admin_client, "purge", rows, post="yes")
+    done = list_action(admin_client, "purge", rows, post="yes")
 
     assert list(Notification.objects.values_list("pk", flat=True)) == [keep.pk]
     assert texts(done) == ["Purged 2 notifications. Their delivery history stays readable for 30 days."]
@@ -214,7 +201,7 @@ def test_purge_keeps_the_delivery_history(admin_client, webhook_server):
     run_tick()
     assert Notification.objects.get(pk=row.pk).state() == State.DEAD
 
-    act(admin_client, "purge", [row], post="yes")
+    list_action(admin_client, "purge", [row], post="yes")
 
     assert not Notification.objects.filter(pk=row.pk).exists()
     attempt = DeliveryAttempt.objects.get(notification_id=row.pk)
@@ -225,7 +212,7 @@ def test_purge_of_rows_already_gone_says_so(admin_client):
     rows = [make("dead"), make("dead")]
     Notification.objects.filter(pk=rows[0].pk).delete()  # another operator was faster
 
-    response = act(admin_client, "purge", rows, post="yes")
+    response = list_action(admin_client, "purge", rows, post="yes")
 
     assert texts(response) == [
         "Purged 1 notification. 1 skipped: already gone. Its delivery history stays readable for 30 days."
@@ -248,7 +235,7 @@ def test_staff_without_change_permission_cannot_requeue():
 
     page = client.get(CHANGELIST)
     assert page.status_code == 200 and 'value="requeue"' not in page.content.decode()
-    response = act(client, "requeue", [dead])
+    response = list_action(client, "requeue", [dead])
 
     assert Notification.objects.get(pk=dead.pk).state() == State.DEAD
     assert not any("Requeued" in t for t in texts(response))
@@ -260,19 +247,19 @@ def test_staff_without_delete_permission_cannot_purge_even_after_confirming():
 
     assert 'value="purge"' not in client.get(CHANGELIST).content.decode()
     confirmation = client.post(CHANGELIST, {"action": "purge", "_selected_action": [dead.pk]}, follow=True)
-    forced = act(client, "purge", [dead], post="yes")
+    forced = list_action(client, "purge", [dead], post="yes")
 
     assert Notification.objects.filter(pk=dead.pk).exists()
     assert "Purge 1 notification?" not in confirmation.content.decode()
     assert "No action selected." in texts(forced)
     # The same user may requeue: change permission is enough for that.
-    assert "Requeued 1 notification" in texts(act(client, "requeue", [dead]))[0]
+    assert "Requeued 1 notification" in texts(list_action(client, "requeue", [dead]))[0]
 
 
 def test_staff_with_delete_permission_can_purge():
     dead = make("dead")
     client = staff("view_notification", "delete_notification")
-    act(client, "purge", [dead], post="yes")
+    list_action(client, "purge", [dead], post="yes")
     assert not Notification.objects.filter(pk=dead.pk).exists()
 
 

@@ -9,16 +9,14 @@ from datetime import timedelta
 import pytest
 from django.contrib.admin.models import CHANGE, DELETION, LogEntry
 from django.contrib.auth.models import Permission, User
-from django.contrib.messages import get_messages
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
 from notifications.models import Notification, State
-from tests.admin_forms import change_url
+from tests.admin_forms import CHANGELIST, change_url, list_action, texts
 from tests.queue_states import make, one_of_each
 
-CHANGELIST = "/admin/notifications/notification/"
 ACTIONS = ("requeue", "run_now", "pause", "resume", "purge")
 PAUSED_NOTE = " Paused rows send nothing until resumed."
 
@@ -27,17 +25,6 @@ pytestmark = pytest.mark.django_db
 
 def act_url(row: Notification, action: str) -> str:
     return reverse("admin:notifications_notification_act", args=[row.pk, action])
-
-
-def list_action(client: Client, action: str, rows, **extra):
-    data = {"action": action, "_selected_action": [r.pk for r in rows], **extra}
-    return client.post(CHANGELIST, data, follow=True)
-
-
-def texts(response) -> list[str]:
-    return [str(m) for m in get_messages(response.wsgi_request)] or [
-        str(m) for m in response.context.get("messages", [])
-    ]
 
 
 def buttons(response) -> list[str]:

@@ -16,8 +16,9 @@ from django.test.utils import override_settings
 from django.urls import include, path
 from django.utils import timezone
 
-from notifications.api import run_tick, schedule
+from notifications.api import run_tick
 from notifications.models import DeliveryAttempt, Suppression
+from tests.mail_doubles import schedule_email
 from tests.mail_servers import APIReply, ProviderAPI, mail_settings
 
 pytestmark = pytest.mark.django_db
@@ -52,11 +53,7 @@ def resend(api):
 
 
 def email(**fields):
-    fields.setdefault("channels", ["email"])
-    fields.setdefault("email_to", "ada@example.com")
-    fields.setdefault("subject", "Reminder")
-    fields.setdefault("body", "Hello")
-    return schedule(fire_at=NOW, **fields)
+    return schedule_email(NOW, **fields)
 
 
 def attempts(row):

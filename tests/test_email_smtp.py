@@ -15,8 +15,9 @@ from django.core import mail
 from django.test.utils import override_settings
 from django.utils import timezone
 
-from notifications.api import run_tick, schedule
+from notifications.api import run_tick
 from notifications.models import DeliveryAttempt, Notification, Suppression
+from tests.mail_doubles import schedule_email
 from tests.mail_servers import SMTP_BACKEND, SMTPServer, StallingServer, mail_settings
 
 pytestmark = pytest.mark.django_db
@@ -34,11 +35,7 @@ def smtp():
 
 
 def email(**fields):
-    fields.setdefault("channels", ["email"])
-    fields.setdefault("email_to", "ada@example.com")
-    fields.setdefault("subject", "Reminder")
-    fields.setdefault("body", "Hello")
-    return schedule(fire_at=NOW, **fields)
+    return schedule_email(NOW, **fields)
 
 
 def test_multipart_message_with_headers_and_envelope(smtp):
