@@ -193,6 +193,7 @@ def test_django_quote_name_quotes_an_identifier():
     )
 
 
+@pytest.mark.django_db  # Django 6 asks SQLite for its real parameter limit
 def test_django_bulk_batch_size_respects_the_parameter_limit():
     fields = [f for f in compat.concrete_fields(DeliveryAttempt) if not f.primary_key]
     objs = [DeliveryAttempt() for _ in range(5000)]
