@@ -295,7 +295,7 @@ def test_requeue_and_purge_accept_querysets_and_lists():
 
 
 def test_purge_deletes_in_batches(monkeypatch):
-    monkeypatch.setattr(services, "PURGE_BATCH", 2)
+    monkeypatch.setattr(services.actions, "PURGE_BATCH", 2)  # read where purge() lives
     for _ in range(5):
         make("dead")
     assert purge(Notification.objects.all()) == 5

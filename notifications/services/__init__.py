@@ -1,0 +1,99 @@
+"""Every change of queue state, in one place: the tick, the API and the admin use it.
+
+- Creating and editing: `schedule_notification` (the API's `schedule()`; with a `key`,
+  `_save_keyed` lets the key's unique constraint settle races) and `edit` (the admin's
+  add and change pages) share one due-time rule, `start`.
+- Transitions of one firing (`record_firing`, `record_invalid`, `record_internal_error`)
+  work on a row in memory and say what should happen to it; `save_outcomes` then writes
+  a whole batch at once, fenced by the claim token so a tick that lost its claim writes
+  nothing. `last_error` and `failed_channels` are set together, by `_note_error`.
+- Operator actions: `purge` and `cancel`, and the `RowAction`s `REQUEUE`, `RUN_NOW`,
+  `PAUSE` and `RESUME`, which `act` applies to rows re-read under lock (the admin's
+  actions and buttons) and `requeue`, `run_now`, `pause`, `resume` to one row or key
+  (the API). `refusal` says why one does not apply to a row.
+
+What each state means is `notifications.states`; the claim itself is `notifications.claims`.
+
+The modules, each importing only those above it in this list:
+
+- `outcomes`: what a firing came to (`Kind`, `Outcome`) and the tick's counts (`TICK_COUNTS`).
+- `firing`: one firing in memory: `record_firing` & co., holds (`held_back`, `record_held`),
+  expiry, `defer`, `release`, `dead_letter_unloadable`.
+- `creating`: `schedule_notification` and its keyed insert or replace, `edit`, `start`.
+- `persisting`: a batch's write-back (`save_outcomes`), `suppress`, `insert_statements`,
+  `announce`.
+- `housekeeping`: `prune_history`, `record_tick`.
+- `actions`: operator actions on rows in bulk: `ActionResult`, `RowAction`, `act`,
+  `requeue` (`REQUEUE`), `purge`.
+- `lifecycle`: `cancel`, `pause`, `resume`, `run_now` and their `RowAction`s, `refusal`,
+  `pk_of`.
+
+This package re-exports the names the rest of the app uses; a test that patches a value
+a function reads (`PURGE_BATCH`) patches it in the module that defines it.
+"""
+
+from __future__ import annotations
+
+from ..conf import Policy
+from .actions import REQUEUE, ActionResult, RowAction, act, purge, requeue
+from .creating import edit, quiet_start, schedule_notification, start
+from .firing import (
+    CONFIGURATION_HOLD,
+    Hold,
+    dead_letter_unloadable,
+    defer,
+    held_back,
+    record_firing,
+    record_held,
+    record_internal_error,
+    record_invalid,
+    release,
+    unsigned_webhook,
+)
+from .housekeeping import prune_history, record_tick
+from .lifecycle import PAUSE, RESUME, RUN_NOW, cancel, pause, pk_of, refusal, resume, run_now
+from .outcomes import TICK_COUNTS, Kind, Outcome
+from .persisting import announce, insert_statements, save_outcomes, suppress
+
+__all__ = [
+    "CONFIGURATION_HOLD",
+    "PAUSE",
+    "REQUEUE",
+    "RESUME",
+    "RUN_NOW",
+    "TICK_COUNTS",
+    "ActionResult",
+    "Hold",
+    "Kind",
+    "Outcome",
+    "Policy",
+    "RowAction",
+    "act",
+    "announce",
+    "cancel",
+    "dead_letter_unloadable",
+    "defer",
+    "edit",
+    "held_back",
+    "insert_statements",
+    "pause",
+    "pk_of",
+    "prune_history",
+    "purge",
+    "quiet_start",
+    "record_firing",
+    "record_held",
+    "record_internal_error",
+    "record_invalid",
+    "record_tick",
+    "refusal",
+    "release",
+    "requeue",
+    "resume",
+    "run_now",
+    "save_outcomes",
+    "schedule_notification",
+    "start",
+    "suppress",
+    "unsigned_webhook",
+]

@@ -1,0 +1,166 @@
+"""Operator actions on rows in bulk: `RowAction`s that `act` applies to rows re-read
+under lock, `requeue` (and its `REQUEUE`), and `purge`."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from .. import wake
+from ..claims import load_defensively
+from ..models import Notification
+from ..states import State
+from .firing import _note_error
+
+REQUEUE_FIELDS = [
+    "pending_channels",
+    "failed_channels",
+    "firing_id",
+    "next_fire_at",
+    "error_count",
+    "dead_lettered_at",
+    "last_error",
+    "previous_error",
+    "expired_at",
+    "updated_at",
+]
+
+
+@dataclass
+class ActionResult:
+    """How many rows an operator action changed, and why the others were skipped."""
+
+    changed: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    rows: list[Notification] = field(default_factory=list)  # the rows changed
+
+    def skip(self, reason: str) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + 1
+
+
+@dataclass(frozen=True)
+class RowAction:
+    """An operator action on rows: why it does not apply to a row (`refusal`, None when it
+    does), what it changes on one in memory (`change`), and the fields that change."""
+
+    name: str
+    refusal: Callable[[Notification, datetime], str | None]
+    change: Callable[[Notification, datetime], None]
+    fields: tuple[str, ...]
+    wakes: bool = False  # it may make rows due now: tell a waiting `runtick --loop`
+
+
+def act(action: RowAction, rows: Iterable[Notification], now: datetime | None = None) -> ActionResult:
+    """Apply `action` to `rows`; rows it does not apply to are skipped with a reason.
+
+    Rows are re-read inside the transaction (locked on PostgreSQL) and the changes saved
+    with one bulk UPDATE, so a tick's claim or write-back in between is never overwritten.
+    """
+    now = now or timezone.now()
+    result = ActionResult()
+    pks = _pks(rows)
+    with transaction.atomic():
+        query = Notification.objects.filter(pk__in=pks).order_by("pk")
+        if connection.features.has_select_for_update:
+            query = query.select_for_update()
+        fresh, unloadable = load_defensively(query)
+        for _ in unloadable:
+            result.skip("cannot be loaded (a value the ORM cannot read): fix it in the database or purge it")
+        for row in fresh:
+            reason = action.refusal(row, now)
+            if reason:
+                result.skip(reason)
+                continue
+            action.change(row, now)
+            row.updated_at = now
+            result.rows.append(row)
+        if result.rows:
+            result.changed = Notification.objects.filter(pk__in=[r.pk for r in result.rows]).bulk_update(
+                result.rows, list(dict.fromkeys([*action.fields, "updated_at"]))
+            )
+            if action.wakes:
+                wake.announce_due(min((r.next_fire_at for r in result.rows if r.next_fire_at), default=None))
+    for _ in range(len(set(pks)) - len(fresh) - len(unloadable)):
+        result.skip("no longer exists")
+    return result
+
+
+def requeue(rows: Iterable[Notification], now: datetime | None = None) -> ActionResult:
+    """Make dead letters and partial failures due now, with a clean retry count.
+
+    A partial failure owes only the channels that failed, and only those are sent; a
+    dead letter owes what its firing still owed. A recurring row stopped by a permanent
+    failure (`next_fire_at` NULL) fires now and then resumes its schedule (the write-back
+    of a firing moves it to its first occurrence after now). An expired firing kept as a
+    dead letter is requeued like any dead letter, once its `expires_at` (if any) is ahead
+    again. Other rows are skipped with a reason:
+    requeueing a healthy row would fire it early, and a retrying row retries by itself.
+    Rows are re-read inside the transaction (locked on PostgreSQL) so a tick's claim or
+    write-back in between is never overwritten (see `act`).
+    """
+    return act(REQUEUE, rows, now)
+
+
+def _requeue(row: Notification, now: datetime) -> None:
+    if row.failed_channels is not None:
+        row.pending_channels = row.resend_channels
+    # A one-shot row keeps its firing id, so receivers de-duplicate the resend;
+    # a recurring row's id already belongs to its next scheduled firing.
+    if row.is_recurring:
+        row.firing_id = uuid.uuid4()
+    row.next_fire_at = now
+    row.error_count = 0
+    row.dead_lettered_at = None
+    previous = row.last_error or row.previous_error
+    _note_error(row, None)
+    row.previous_error = previous  # the admin shows "previous: ..." until a firing delivers
+
+
+def _requeue_refusal(row: Notification, now: datetime) -> str | None:
+    """Why `row` must not be requeued, or None when it may."""
+    state = row.state(now)
+    if state == State.PAUSED:
+        return "paused: resume it first"
+    if state == State.EXPIRED and row.dead_lettered_at is not None:
+        state = State.DEAD  # an expired firing kept as a dead letter
+    if state == State.RETRYING:
+        return "still retrying on its own"
+    if state not in (State.DEAD, State.PARTIAL):
+        return "nothing failed (not a dead letter or partial failure)"
+    if row.claimed_until is not None and row.claimed_until > now:
+        return "being delivered by a tick right now"
+    if state == State.PARTIAL and not row.resend_channels:
+        return "the failed channels are no longer configured"
+    if row.expires_at is not None and row.expires_at < now:
+        return "past its expires_at (it would expire again): extend or clear expires_at first"
+    return None
+
+
+REQUEUE = RowAction("requeue", _requeue_refusal, _requeue, tuple(REQUEUE_FIELDS), wakes=True)
+
+
+PURGE_BATCH = 500  # rows per DELETE: keeps each statement's parameter list small
+
+
+def purge(rows: Iterable[Notification]) -> int:
+    """Delete rows in small batches; returns how many went. Their delivery history stays until it expires."""
+    pks = _pks(rows)
+    deleted = 0
+    for start in range(0, len(pks), PURGE_BATCH):
+        with transaction.atomic():
+            _, per_model = Notification.objects.filter(pk__in=pks[start : start + PURGE_BATCH]).delete()
+        deleted += per_model.get(Notification._meta.label, 0)
+    return deleted
+
+
+def _pks(rows: Iterable[Notification]) -> list[Any]:
+    if isinstance(rows, QuerySet):
+        return list(rows.order_by().values_list("pk", flat=True))
+    return [row.pk for row in rows]

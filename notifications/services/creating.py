@@ -1,0 +1,226 @@
+"""Creating and editing rows: `schedule_notification`, `edit` and the due-time rule they share, `start`."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import Model
+from django.utils import timezone
+
+from .. import quiet, validation, wake
+from ..conf import quiet_hours
+from ..models import USER_FIELDS, Notification
+from .firing import _next_occurrence
+
+NO_OCCURRENCE_LEFT = "The rule has no occurrence left after now."
+
+# Editing either moves a recurring row's schedule: it starts again under the new rule.
+RULE_FIELDS = frozenset({"recurrence_rule", "timezone"})
+# Editing any of these may put the due time inside quiet hours: it moves to the window's end.
+QUIET_FIELDS = frozenset({"next_fire_at", "quiet_hours", "timezone"})
+
+
+def schedule_notification(
+    *, fire_at: datetime | None = None, key: str = "", on_conflict: str = "error", **fields: Any
+) -> Notification:
+    """Validate and save a new row, or apply `on_conflict` to the row holding `key`; see
+    `notifications.api.schedule`."""
+    if on_conflict not in ON_CONFLICT:
+        raise ValueError(f"on_conflict must be {' or '.join(map(repr, ON_CONFLICT))}, not {on_conflict!r}")
+    if "next_fire_at" in fields:  # the column's own name works as well as fire_at
+        if fire_at is not None:
+            raise TypeError("schedule() takes fire_at or next_fire_at, not both")
+        fire_at = fields.pop("next_fire_at")
+    unknown = set(fields) - _SCHEDULE_FIELDS
+    if unknown:
+        raise TypeError(f"schedule() got unexpected keyword argument(s): {', '.join(sorted(unknown))}")
+    row = Notification(key=key, **fields)
+    if fire_at is not None and timezone.is_naive(fire_at):
+        raise ValueError("fire_at must be an aware datetime (USE_TZ is on)")
+    # The key's uniqueness is the database's to decide (`_save_keyed`): a check here would race.
+    row.full_clean(exclude=["next_fire_at"], validate_constraints=False)
+    start(row, fire_at or timezone.now(), fire_at=fire_at)
+    if row.key:
+        return _save_keyed(row, on_conflict)
+    row.save()
+    wake.announce_due(row.next_fire_at)
+    return row
+
+
+# `key` and `on_conflict` are schedule()'s arguments of their own.
+_SCHEDULE_FIELDS = set(USER_FIELDS)
+
+# What schedule(key=...) does when a row holds the key already: raise ValidationError on
+# `key`, replace that row's fields (same pk, a fresh start), or return it unchanged.
+ON_CONFLICT = ("error", "replace", "keep")
+# A keyed schedule() tries again only when a row with its key appeared or vanished between
+# its read and its write (a concurrent schedule() or cancel()); more than a few in a row
+# means something keeps deleting and creating the key.
+KEY_ATTEMPTS = 5
+# What a replace keeps of the row it replaces: its identity and its history.
+_KEPT_ON_REPLACE = frozenset({"id", "created_at", "last_fired_at"})
+
+
+def _save_keyed(row: Notification, on_conflict: str) -> Notification:
+    """Insert `row`, or apply `on_conflict` to the row that holds its key.
+
+    Race-safe on every database through the key's unique constraint: the insert runs in
+    a savepoint, and a caller that loses the race to a concurrent schedule() is refused
+    by the database, reads the winner and applies its policy to that row. So concurrent
+    calls with one key leave exactly one row.
+    """
+    for _ in range(KEY_ATTEMPTS):
+        existing = Notification.objects.filter(key=row.key).order_by().first()
+        if existing is None:
+            if _insert_keyed(row):
+                return row
+            continue  # another call inserted the key first: apply the policy to its row
+        if on_conflict == "error":
+            raise ValidationError({"key": [ValidationError(validation.KEY_TAKEN, code="unique")]})
+        if on_conflict == "keep":
+            return existing
+        replaced = _replace_keyed(row)
+        if replaced is not None:
+            return replaced
+        # cancelled between the read and the replace: insert after all
+    raise RuntimeError(f"schedule(key={row.key!r}): the key kept changing hands; try again")
+
+
+def _insert_keyed(row: Notification) -> bool:
+    """Insert `row`; False when a row with its key exists by now (the constraint refused it)."""
+    try:
+        with transaction.atomic():  # a savepoint: a lost race leaves a caller's transaction usable
+            # Validated by schedule(); Notification.save() would validate again, and its
+            # check of the key would race the constraint that decides.
+            Model.save(row, force_insert=True)
+    except IntegrityError:
+        if not Notification.objects.filter(key=row.key).exists():
+            raise  # not the key's constraint
+        return False
+    wake.announce_due(row.next_fire_at)
+    return True
+
+
+def _replace_keyed(row: Notification) -> Notification | None:
+    """Give the row holding `row.key` every field of `row`: a fresh start. None if no row holds it.
+
+    One UPDATE by key, so concurrent replaces queue on the row (its lock on PostgreSQL,
+    the write lock on SQLite) and the last one wins whole. The row starts afresh: no
+    errors, not paused, a new firing (a new `webhook-id`) due at `row`'s due time, and
+    its claim released, so a firing in flight writes nothing back over it (the
+    write-back is fenced by the claim token).
+    """
+    values = {f.attname: getattr(row, f.attname) for f in Notification._meta.concrete_fields}
+    for name in _KEPT_ON_REPLACE:
+        values.pop(name)
+    values.update(updated_at=timezone.now(), claim_token=None, claimed_until=None)
+    with transaction.atomic():
+        if not Notification.objects.filter(key=row.key).update(**values):
+            return None
+        replaced = Notification.objects.get(key=row.key)
+    wake.announce_due(replaced.next_fire_at)
+    return replaced
+
+
+def start(
+    row: Notification, start_at: datetime, *, fire_at: datetime | None = None, now: datetime | None = None
+) -> None:
+    """The due-time rule, in memory: `row`'s schedule starts at `start_at`.
+
+    `starts_at` = `start_at`: an RRULE's time of day, phase and COUNT count from it.
+    `next_fire_at` = `fire_at`, or without one the first due time: `start_at` for a
+    one-shot row, the rule's first occurrence after it for a recurring one. Raises
+    ValidationError on `recurrence_rule` when the rule has no occurrence left. A due time
+    inside the row's quiet hours moves to the window's end (`quiet_start`, at `now`).
+    """
+    row.starts_at = start_at
+    if fire_at is None:
+        fire_at = _next_occurrence(row, start_at) if row.is_recurring else start_at
+        if fire_at is None:  # COUNT or UNTIL already spent: the row would never fire
+            raise ValidationError({"recurrence_rule": [NO_OCCURRENCE_LEFT]})
+    row.next_fire_at = fire_at
+    quiet_start(row, now or timezone.now())
+
+
+def quiet_start(row: Notification, now: datetime) -> bool:
+    """A due time inside the row's quiet hours moves to the window's end; True if it moved.
+
+    The save path's half of the rule (the tick defers what it finds due inside a window):
+    a row due in the past is sent at `now`, so `now` is what counts then.
+    """
+    if row.next_fire_at is None:
+        return False
+    window = quiet.effective(row.quiet_hours, quiet_hours())
+    try:
+        end = quiet.end_of_window(window, row.timezone, max(row.next_fire_at, now))
+    except ValueError:  # a bad window or zone: validation names it, on this same save
+        return False
+    if end is None:
+        return False
+    row.next_fire_at = end
+    return True
+
+
+def edit(
+    row: Notification,
+    fields: Iterable[str],
+    *,
+    changed: Iterable[str] | None = None,
+    now: datetime | None = None,
+    dry_run: bool = False,
+) -> list[str]:
+    """An operator's edit of `row` (the admin's add and change pages); returns the fields set.
+
+    `fields` are the fields the edit writes, their new values already on `row`; `changed`
+    those among them that differ from the stored row (default: all of them).
+
+    A new row starts like `schedule()`: at its due time, or now (a one-shot row is then due
+    now, a recurring one at its rule's next occurrence). When an existing recurring row's
+    rule or time zone changes, its schedule starts again: from its due time if that was
+    edited too, else from now, due at the new rule's next occurrence. `starts_at` moves
+    with `next_fire_at`, so the occurrence preview and every firing after the next follow
+    the new rule. A row made one-shot keeps its due time.
+
+    A due time the edit puts inside the row's quiet hours (a new due time, quiet hours or
+    time zone) moves to the window's end.
+
+    A new row is saved whole; an existing one only in the fields edited (and those the
+    rule moved): the tick's bookkeeping (claim, retry count, errors) may have moved since
+    the page was loaded and is never written back stale. Raises ValidationError on
+    `recurrence_rule` when the new rule has no occurrence left.
+
+    `dry_run=True` edits a copy and saves nothing: a form learns what the edit would
+    raise, and the edit itself, given the same `now`, then does exactly that.
+    """
+    now = now or timezone.now()
+    if dry_run:
+        row = copy.copy(row)
+    if row._state.adding:
+        start(row, row.next_fire_at or now, fire_at=row.next_fire_at, now=now)
+        if not dry_run:
+            row.save()
+            wake.announce_due(row.next_fire_at)
+        return [f.name for f in Notification._meta.concrete_fields]  # saved whole
+    written = [name for name in dict.fromkeys(fields) if name in _EDITABLE_FIELDS]
+    edited = set(written) if changed is None else set(changed) & set(written)
+    if RULE_FIELDS & edited and row.is_recurring:
+        if "next_fire_at" in edited:  # a due time set by hand: the new rule counts from it
+            row.starts_at = row.next_fire_at or now
+        else:
+            start(row, now, now=now)
+        written += [name for name in ("next_fire_at", "starts_at") if name not in written]
+    if QUIET_FIELDS & edited and quiet_start(row, now) and "next_fire_at" not in written:
+        written.append("next_fire_at")
+    if not dry_run:
+        row.save(update_fields=[*written, "updated_at"])
+        wake.announce_due(row.next_fire_at)
+    return written
+
+
+# What an edit may write: the fields host code sets and the due time, never the queue's own.
+_EDITABLE_FIELDS = frozenset(f.name for f in Notification._meta.concrete_fields if f.editable)

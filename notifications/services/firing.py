@@ -1,0 +1,283 @@
+"""One firing, in memory: what became of a claimed row (`record_firing` & co., holds,
+expiry, `defer`, `release`), as an `Outcome` that `persisting.save_outcomes` writes."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from .. import expiry, quiet, retry, schedule, validation
+from ..channels import ChannelResult, ErrorClass
+from ..conf import Policy, TickSettings
+from ..models import Notification
+from ..secrets import site_secret_problem
+from ..states import partial_error
+from .outcomes import Kind, Outcome
+
+logger = logging.getLogger("notifications")
+
+
+def _next_occurrence(row: Notification, now: datetime) -> datetime | None:
+    return schedule.next_occurrence(row.recurrence_rule, row.timezone, now, anchor=row.recurrence_anchor or now)
+
+
+def _release_claim(row: Notification, now: datetime) -> None:
+    row.claim_token = None
+    row.claimed_until = None
+    row.updated_at = now
+
+
+def _note_error(
+    row: Notification, error: str | None, *, failed: list[str] | None = None, expired: datetime | None = None
+) -> None:
+    """Set `last_error`, `failed_channels` and `expired_at`, which always move together:
+    `failed` names the channels of a partial failure (`last_error` then reads
+    `partial: ...`), `expired` is when a firing came too late (it reads `expired: ...`).
+    A firing's outcome also ends the `previous_error` a requeue kept."""
+    row.last_error = partial_error(failed) if failed else error
+    row.failed_channels = failed or None
+    row.expired_at = expired
+    row.previous_error = None
+
+
+def record_firing(row: Notification, results: list[ChannelResult], now: datetime, policy: Policy) -> Outcome:
+    """Apply the channels' results to `row` and say what became of it.
+
+    All ok advances the row, some ok parks it as partial (never retried as a whole),
+    none ok retries it after the backoff or dead-letters it once retries run out.
+    """
+    failed = [r for r in results if not r.ok]
+    if not failed:
+        return _advance(row, now, Kind.SUCCEEDED, failed=None, results=results)
+    if len(failed) < len(results):
+        return _advance(row, now, Kind.PARTIAL, failed=[r.channel for r in failed], results=results)
+    error = "; ".join(r.error or r.channel for r in failed)
+    if all(r.error_class == ErrorClass.PERMANENT for r in failed):
+        # No retry can help (blocked address, 410 Gone, recipient refused ...), nor can the
+        # next occurrence: a recurring row stops too, until an operator requeues it.
+        return _dead_letter(row, now, error, policy, results=results, skip_forward=False)
+    retry_after = max((r.retry_after for r in failed if r.retry_after is not None), default=None)
+    return _fail(row, now, error, policy, results=results, retry_after=retry_after)
+
+
+def record_internal_error(row: Notification, exc: BaseException, now: datetime, policy: Policy) -> Outcome:
+    """An unexpected exception is a full failure of the row, so poison walks to the dead letters."""
+    return _fail(row, now, f"internal: {type(exc).__name__}: {exc}"[:500], policy)
+
+
+def record_invalid(row: Notification, errors: dict[str, list[str]], now: datetime, policy: Policy) -> Outcome:
+    """A row that bypassed validation cannot be delivered: dead-letter it with the reason."""
+    return _dead_letter(row, now, validation.describe(errors), policy, skip_forward=False)
+
+
+def _advance(
+    row: Notification, now: datetime, kind: Kind, *, failed: list[str] | None, results: list[ChannelResult]
+) -> Outcome:
+    """After a firing that delivered something: next occurrence, or done."""
+    if row.is_recurring:
+        next_at = _next_occurrence(row, now)  # may raise: handled as an internal error
+        row.next_fire_at = next_at
+        row.error_count = 0
+        row.firing_id = uuid.uuid4()  # the next firing is a new message
+        # A firing went out: an earlier dead-lettered firing no longer makes the row a
+        # dead letter (requeueing it would only fire the schedule early). The delivery
+        # log keeps that history.
+        row.dead_lettered_at = None
+    elif kind == Kind.SUCCEEDED:
+        return Outcome(row, kind, delete=True, results=results)
+    else:
+        row.next_fire_at = None  # parked: a partial one-shot is never retried as a whole
+        next_at = None
+    if kind == Kind.SUCCEEDED and row.is_recurring and next_at is None:
+        return Outcome(row, kind, delete=True, detail="schedule finished", results=results)
+    _note_error(row, None, failed=failed)
+    row.last_fired_at = now
+    row.pending_channels = None
+    _release_claim(row, now)
+    return Outcome(row, kind, detail=f"failed: {','.join(failed)}" if failed else "", results=results)
+
+
+def _fail(
+    row: Notification,
+    now: datetime,
+    error: str,
+    policy: Policy,
+    *,
+    results: list[ChannelResult] | None = None,
+    retry_after: float | None = None,
+) -> Outcome:
+    policy = policy.for_row(row.max_retries, row.backoff)
+    decision = retry.after_failure(row.error_count, policy.max_retries, policy.backoff, retry_after=retry_after)
+    if isinstance(decision, retry.DeadLetter):
+        return _dead_letter(row, now, error, policy, results=results)
+    retry_at = now + timedelta(seconds=decision.delay)
+    late = expiry.past_deadline(retry_at, row.expires_at)
+    if late is not None:  # the retry could not be sent anyway: the firing expires now
+        reason = f"the next retry would come {expiry.describe(late)} past expires_at; {error}"
+        return _expire(row, now, reason, results=results)
+    row.error_count = decision.error_count
+    row.next_fire_at = retry_at
+    _note_error(row, error)
+    _release_claim(row, now)
+    return Outcome(row, Kind.RETRIED, detail=f"retry in {decision.delay:g}s: {error}", results=results or [])
+
+
+def _dead_letter(
+    row: Notification,
+    now: datetime,
+    error: str,
+    policy: Policy,
+    *,
+    results: list[ChannelResult] | None = None,
+    skip_forward: bool = True,
+) -> Outcome:
+    """Dead-letter the firing; a recurring row's schedule skips forward past now."""
+    policy = policy.for_row(row.max_retries, row.backoff)
+    row.dead_lettered_at = now
+    _note_error(row, error)
+    next_at = None
+    if skip_forward and row.is_recurring:
+        try:
+            next_at = _next_occurrence(row, now)
+        except Exception:  # noqa: BLE001 - a schedule that cannot advance parks the row
+            next_at = None
+    if next_at is not None:
+        row.error_count = 0
+        row.next_fire_at = next_at
+        row.firing_id = uuid.uuid4()
+        row.pending_channels = None  # the next firing owes every channel
+    else:
+        # pending_channels stays: a requeue resends only what this firing still owed.
+        row.error_count = policy.max_retries
+        row.next_fire_at = None
+    _release_claim(row, now)
+    return Outcome(row, Kind.DEAD_LETTERED, detail=error, results=results or [])
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Why a claimed row is not sent now: too late (`EXPIRED`, with `reason`), inside
+    quiet hours, or waiting for a signing secret (`DEFERRED` until `until`)."""
+
+    kind: Kind
+    reason: str = ""
+    until: datetime | None = None
+
+
+# A row whose webhook needs the site's signing secret while the site has no usable one is
+# held this long at a time: no retry spent, no attempt logged. Every tick reads the
+# settings afresh, so the first tick after the fix sends it.
+CONFIGURATION_HOLD = timedelta(seconds=60)  # one cron interval
+
+
+def unsigned_webhook(row: Notification, problem: str | None, *, own_secret: bool | None = None) -> bool:
+    """Whether `row` owes a webhook signed with the site's secret while `problem` (from
+    `secrets.site_secret_problem`) says the site has none it can sign with. `own_secret`
+    says whether the row has a secret of its own, for a row read without it."""
+    if problem is None or (bool(row.webhook_secret) if own_secret is None else own_secret):
+        return False
+    return "webhook" in row.owed_channels
+
+
+def held_back(row: Notification, now: datetime, settings: TickSettings) -> Hold | None:
+    """Whether `row`, claimed and valid, must not be sent at `now`, and why. Changes nothing.
+
+    Too late (past `expires_at`, or more than `max_delay` after `next_fire_at`) expires the
+    firing; inside quiet hours defers it to the window's end, unless that end is past
+    `expires_at` too. A webhook the site cannot sign (NOTIFICATIONS_WEBHOOK_SECRET empty or
+    malformed: a configuration error, notifications.E010/E021) is held for
+    CONFIGURATION_HOLD instead of spending the row's retries. `settings` is the tick's.
+    """
+    late = expiry.too_late(now, due_at=row.next_fire_at, expires_at=row.expires_at, max_delay=row.max_delay)
+    if late is not None:
+        return Hold(Kind.EXPIRED, reason=late)
+    end = quiet.end_of_window(quiet.effective(row.quiet_hours, settings.quiet_hours), row.timezone, now)
+    if end is None:
+        problem = site_secret_problem(settings.webhook_secrets)
+        if unsigned_webhook(row, problem):
+            return Hold(Kind.DEFERRED, reason=f"held: {problem}", until=now + CONFIGURATION_HOLD)
+        return None
+    past = expiry.past_deadline(end, row.expires_at)
+    if past is not None:
+        return Hold(Kind.EXPIRED, reason=f"quiet hours end {expiry.describe(past)} past expires_at")
+    return Hold(Kind.DEFERRED, until=end)
+
+
+def record_held(row: Notification, hold: Hold, now: datetime) -> Outcome:
+    """Apply a `Hold` to `row`: nothing was sent, no retry is spent."""
+    if hold.kind == Kind.DEFERRED and hold.until is not None:
+        row.next_fire_at = hold.until
+        _release_claim(row, now)
+        detail = hold.reason or f"quiet hours until {hold.until:%Y-%m-%d %H:%M} UTC"
+        return Outcome(row, Kind.DEFERRED, detail=detail)
+    return _expire(row, now, hold.reason)
+
+
+def defer(row: Notification, until: datetime, now: datetime, detail: str, *, held_for: str | None = None) -> Outcome:
+    """Not sent now, due again at `until`: no retry spent, no attempt logged. Flow control
+    (`notifications.flow`): an open circuit (`held_for` its target) or a rate limit."""
+    row.next_fire_at = until
+    row.held_for = held_for
+    _release_claim(row, now)
+    return Outcome(row, Kind.DEFERRED, detail=detail)
+
+
+def _expire(row: Notification, now: datetime, reason: str, *, results: list[ChannelResult] | None = None) -> Outcome:
+    """The firing came too late and is not sent: `last_error` says why, `expired_at` when.
+
+    A recurring row moves on to its first occurrence after now, a new firing; a one-shot
+    row, or a recurring one with no occurrence left before `expires_at`, is kept as a dead
+    letter (`next_fire_at` NULL). No retry is spent: `error_count` is left as it was.
+    """
+    _note_error(row, expiry.PREFIX + reason, expired=now)
+    next_at = None
+    if row.is_recurring:
+        try:
+            next_at = _next_occurrence(row, now)
+        except Exception:  # noqa: BLE001 - a schedule that cannot advance parks the row
+            next_at = None
+        if next_at is not None and expiry.past_deadline(next_at, row.expires_at) is not None:
+            next_at = None  # every later firing would expire too
+    if next_at is not None:
+        row.error_count = 0
+        row.next_fire_at = next_at
+        row.firing_id = uuid.uuid4()
+        row.pending_channels = None
+    else:
+        row.next_fire_at = None
+        row.dead_lettered_at = now
+    _release_claim(row, now)
+    return Outcome(row, Kind.EXPIRED, detail=reason, results=results or [])
+
+
+def dead_letter_unloadable(token: uuid.UUID, unloadable: dict[Any, str], now: datetime, policy: Policy) -> int:
+    """Dead-letter claimed rows the ORM could not load, by id, without reading them.
+
+    Such a row reached the table some other way (raw SQL) holding a value no code can
+    convert; it is parked (`next_fire_at` NULL, so a recurring one stops too) for an
+    operator, with the conversion error in `last_error`. Fenced by the claim token.
+    """
+    dead = 0
+    for pk, error in unloadable.items():
+        logger.error("notification %s: cannot be loaded (%s); dead-lettered", pk, error)
+        dead += Notification.objects.filter(pk=pk, claim_token=token).update(
+            dead_lettered_at=now,
+            next_fire_at=None,
+            error_count=policy.max_retries,
+            last_error=f"invalid: cannot load the row: {error}",
+            previous_error=None,
+            failed_channels=None,
+            claim_token=None,
+            claimed_until=None,
+            updated_at=now,
+        )
+    return dead
+
+
+def release(row: Notification, now: datetime) -> Outcome:
+    """Hand an unattempted row back: due again at once for the next tick."""
+    _release_claim(row, now)
+    return Outcome(row, Kind.RELEASED)

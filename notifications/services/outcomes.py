@@ -1,0 +1,36 @@
+"""What a firing came to (`Kind`, `Outcome`) and the counts of a tick's summary (`TICK_COUNTS`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from ..channels import ChannelResult
+from ..models import Notification
+
+
+class Kind(StrEnum):
+    """What a firing came to. Counted in the tick's summary line."""
+
+    SUCCEEDED = "succeeded"
+    PARTIAL = "partial"
+    RETRIED = "retried"
+    DEAD_LETTERED = "dead_lettered"
+    EXPIRED = "expired"  # not sent: too late (`expires_at`, `max_delay`)
+    DEFERRED = "deferred"  # not sent yet: quiet hours, an open circuit or a rate limit
+    RELEASED = "released"  # not attempted (the tick was stopping): claim handed back
+
+
+# The counts of the tick's summary line and of its `TickRun` record, in the line's order.
+TICK_COUNTS = ("claimed", *(kind.value for kind in Kind))
+
+
+@dataclass
+class Outcome:
+    """One row's result in a tick: what happened, and whether the row goes away."""
+
+    row: Notification
+    kind: Kind
+    delete: bool = False
+    detail: str = ""
+    results: list[ChannelResult] = field(default_factory=list)

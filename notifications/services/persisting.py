@@ -1,0 +1,169 @@
+"""Persisting a batch: the write-back of a tick's outcomes (`save_outcomes`), the
+suppression list (`suppress`), the delivery log's INSERTs and the public signals."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import DateTimeField, Field, Model, UUIDField
+from django.utils import timezone
+
+from .. import compat
+from ..models import DeliveryAttempt, Notification, Suppression
+from .outcomes import Kind, Outcome
+
+logger = logging.getLogger("notifications")
+
+
+# Fields a write-back may change; one bulk UPDATE sets them all.
+WRITE_BACK_FIELDS = [
+    "next_fire_at",
+    "last_fired_at",
+    "error_count",
+    "last_error",
+    "previous_error",
+    "dead_lettered_at",
+    "expired_at",
+    "firing_id",
+    "pending_channels",
+    "failed_channels",
+    "claim_token",
+    "claimed_until",
+    "held_for",
+    "updated_at",
+]
+
+
+# A deferred row's write-back: the due time moves, the claim goes, nothing else changes
+# (`held_for` names the open circuit holding it, if one does).
+DEFER_FIELDS = ["next_fire_at", "claim_token", "claimed_until", "held_for", "updated_at"]
+
+
+def save_outcomes(batches: Iterable[tuple[uuid.UUID, Iterable[Outcome]]], attempts: Sequence[DeliveryAttempt]) -> None:
+    """Write batches back in one short transaction: one DELETE, one bulk UPDATE, one
+    UPDATE for released rows and the INSERT of the delivery log.
+
+    Fenced by the batches' claim tokens: rows whose claim expired and passed to another
+    tick are left alone. On SQLite the transaction holds the database's write lock,
+    which the host site's writes wait for: the delivery log's statements are prepared
+    before it begins.
+    """
+    tokens: list[uuid.UUID] = []
+    outcomes: list[Outcome] = []
+    for token, batch in batches:
+        tokens.append(token)
+        outcomes.extend(batch)
+    doomed = [o.row.pk for o in outcomes if o.delete]
+    released = [o.row.pk for o in outcomes if o.kind == Kind.RELEASED]
+    deferred = [o.row for o in outcomes if o.kind == Kind.DEFERRED]
+    kept = [o.row for o in outcomes if not o.delete and o.kind not in (Kind.RELEASED, Kind.DEFERRED)]
+    log = insert_statements(DeliveryAttempt, attempts)
+    refused = [refusal for o in outcomes for result in o.results for refusal in result.refused]
+    claimed = Notification.objects.filter(claim_token__in=tokens)
+    with transaction.atomic():
+        if doomed:
+            claimed.filter(pk__in=doomed).delete()
+        if kept:
+            claimed.bulk_update(kept, WRITE_BACK_FIELDS)
+        if deferred:
+            claimed.bulk_update(deferred, DEFER_FIELDS)
+        if released:
+            claimed.filter(pk__in=released).update(claim_token=None, claimed_until=None)
+        if log:
+            with connection.cursor() as cursor:
+                for sql, params in log:
+                    cursor.execute(sql, params)
+        if refused:  # addresses refused for good, whatever became of the claim
+            suppress(refused)
+
+
+def suppress(refusals: Iterable[tuple[str, str]], now: datetime | None = None) -> None:
+    """Add (address, reason) pairs to the suppression list; an address already there keeps
+    its entry. The tick's write-back and django-anymail's tracking signal call this."""
+    entries: dict[str, Suppression] = {}
+    for address, reason in refusals:
+        key = address.strip().lower()
+        if key and key not in entries:
+            entries[key] = Suppression(address=key, reason=reason[:200], created_at=now or timezone.now())
+    if entries:
+        Suppression.objects.bulk_create(entries.values(), ignore_conflicts=True)
+
+
+def insert_statements(model: type[Model], objs: Sequence[Model]) -> list[tuple[str, list[Any]]]:
+    """Multi-row INSERTs of `objs`: bulk_create's result without its per-row SQL compiling.
+
+    The delivery log gets a row per channel per firing; at thousands of rows a second,
+    compiling bulk_create's multi-row VALUES dominated the write-back. One statement per
+    chunk rather than an executemany: on SQLite the write lock is held across the
+    statements, and each executemany row is a step that waits for Python's GIL again.
+    Values go through each field's own database preparation, so every backend stores
+    them as bulk_create would. For models without save() logic: no signals, no pre_save.
+    """
+    fields = [f for f in compat.concrete_fields(model) if not f.primary_key]
+    prepare = [_preparer(f) for f in fields]
+    per_statement = compat.rows_per_statement(connection, fields, objs)  # the backend's parameter limit
+    placeholders = "({})".format(", ".join(["%s"] * len(fields)))
+    statements = []
+    for start in range(0, len(objs), per_statement):
+        chunk = objs[start : start + per_statement]
+        # Only quoted model metadata goes into the text; values are parameters.
+        sql = "INSERT INTO {} ({}) VALUES {}".format(  # noqa: S608
+            compat.quote_name(connection, model._meta.db_table),
+            ", ".join(compat.quote_name(connection, f.column) for f in fields),
+            ", ".join([placeholders] * len(chunk)),
+        )
+        statements.append(
+            (sql, [p(getattr(obj, f.attname)) for obj in chunk for f, p in zip(fields, prepare, strict=True)])
+        )
+    return statements
+
+
+def _preparer(field: Field[Any, Any]) -> Callable[[Any], Any]:
+    """The cheapest correct conversion of one field's Python value for the database."""
+    if field.get_internal_type() in _PLAIN_TYPES:
+        return lambda value: value
+    if field.is_relation and compat.relation_target(field).get_internal_type() in ("AutoField", "BigAutoField"):
+        return lambda value: value if type(value) is int else field.get_db_prep_save(value, connection)
+    if isinstance(field, UUIDField) and not compat.stores_uuid_natively(connection):
+        return lambda value: value.hex if isinstance(value, uuid.UUID) else field.get_db_prep_save(value, connection)
+    if isinstance(field, DateTimeField):
+        adapt = compat.datetime_adapter(connection)
+        return lambda value: None if value is None else adapt(value)
+    return lambda value: field.get_db_prep_save(value, connection)
+
+
+# Field types whose Python values (str, int, None) the database drivers take as they are.
+_PLAIN_TYPES = {
+    "CharField",
+    "TextField",
+    "IntegerField",
+    "BigIntegerField",
+    "SmallIntegerField",
+    "PositiveIntegerField",
+    "PositiveSmallIntegerField",
+    "PositiveBigIntegerField",
+}
+
+
+def announce(outcomes: Iterable[Outcome]) -> None:
+    """Send the public signals for a batch that has been written back."""
+    from .. import signals
+
+    by_kind = {
+        Kind.SUCCEEDED: signals.notification_delivered,
+        Kind.PARTIAL: signals.notification_partially_delivered,
+        Kind.DEAD_LETTERED: signals.notification_dead_lettered,
+        Kind.EXPIRED: signals.notification_expired,
+    }
+    for outcome in outcomes:
+        signal = by_kind.get(outcome.kind)
+        if signal is None or not signal.has_listeners(Notification):
+            continue
+        for receiver, response in signal.send_robust(Notification, notification=outcome.row, results=outcome.results):
+            if isinstance(response, Exception):
+                logger.error("signal receiver %r failed: %r", receiver, response)
