@@ -201,7 +201,9 @@ def test_django_bulk_batch_size_respects_the_parameter_limit():
     assert parameters(connection.ops.bulk_batch_size) == ["fields", "objs"], changed(
         "Django", "DatabaseOperations.bulk_batch_size() no longer takes (fields, objs)"
     )
-    assert 1 <= rows <= len(objs), changed("Django", f"bulk_batch_size() returned {rows} for {len(objs)} rows")
+    # At least one row per statement; it may exceed len(objs) (Django 6.1 returns the
+    # parameter limit's share), which slicing by it takes in its stride.
+    assert rows >= 1, changed("Django", f"bulk_batch_size() returned {rows} for {len(objs)} rows")
     limit = connection.features.max_query_params
     if limit is not None:
         assert rows * len(fields) <= limit, changed(
