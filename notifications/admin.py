@@ -67,6 +67,7 @@ LIST_COLUMNS = (
     "dead_lettered_at",
     "paused_at",
     "expired_at",
+    "held_for",
 )
 
 # The filter's values, in the order an operator triages them.
@@ -152,11 +153,14 @@ def held(row: Notification) -> str | None:
 
 
 def reason(row: Notification) -> str | None:
-    """Why the row stands where it does, in a line: a configuration hold, its last error,
-    or the error a requeue cleared (`previous: ...`) until a firing delivers."""
+    """Why the row stands where it does, in a line: a configuration hold, an open circuit
+    holding it, its last error, or the error a requeue cleared (`previous: ...`) until a
+    firing delivers."""
     problem = held(row)
     if problem:
         return gettext("held: %(problem)s") % {"problem": problem}
+    if row.held_for:
+        return gettext("held: circuit open for %(target)s") % {"target": row.held_for}
     if row.last_error:
         return row.last_error
     if row.previous_error:

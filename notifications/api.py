@@ -14,9 +14,10 @@ from typing import Any
 
 from .engine import TickReport, run_tick
 from .models import Notification
-from .services import cancel, pause, purge, requeue, resume, run_now, schedule_notification
+from .services import ActionResult, cancel, pause, purge, requeue, resume, run_now, schedule_notification
 
 __all__ = [
+    "ActionResult",
     "Notification",
     "TickReport",
     "cancel",

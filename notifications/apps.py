@@ -1,3 +1,6 @@
+"""The app's configuration: registers the system checks and, with django-anymail, its
+bounce and complaint signals."""
+
 from django.apps import AppConfig
 
 

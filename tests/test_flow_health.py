@@ -67,6 +67,16 @@ def test_the_list_header_shows_open_circuits_with_a_link_to_the_targets(admin_cl
     assert f'href="{reverse("admin:notifications_target_changelist")}" class="nq-targets-link"' in page
 
 
+def test_each_held_row_names_the_circuit_holding_it(admin_client):
+    open_target("down.example.com", held=1)
+    Notification.objects.create(
+        channels=["webhook"], webhook_url="https://up.example.com/hook", timezone="UTC", next_fire_at=timezone.now()
+    )
+    page = admin_client.get(reverse("admin:notifications_notification_changelist")).content.decode()
+    assert page.count("held: circuit open for down.example.com") == 2  # the reason and its hover text
+    assert "up.example.com" in page
+
+
 def test_closing_a_circuit_clears_the_header(admin_client):
     open_target("down.example.com", held=2)
     circuit.close("down.example.com")
