@@ -40,7 +40,7 @@ from .clock import measure_offset
 from .conf import TickSettings
 from .dispatch import Batch, Dispatcher, Job, target_of
 from .flow import FlowControl
-from .models import DeliveryAttempt
+from .models import DeliveryAttempt, Notification
 from .services import TICK_COUNTS, Kind, Outcome
 
 logger = logging.getLogger("notifications.tick")
@@ -235,8 +235,9 @@ class Tick:
             for channel in self.channels.values():
                 channel.prepare(claimed.rows)  # e.g. the suppressed addresses: workers touch no database
             batch = Batch(claimed.token, batch_now, len(claimed.rows))
-            send, deferred = self.flow.admit(claimed.rows, batch_now)  # open circuits, rate limits
-            for outcome in deferred:
+            ready, held = self.hold_back(claimed.rows, batch_now)
+            send, deferred = self.flow.admit(ready, batch_now)  # open circuits, rate limits
+            for outcome in held + deferred:
                 self.results.put((Job(batch, outcome.row, ""), outcome, []))
             self.dispatcher.put([Job(batch, row, target_of(row)) for row in send])
             # Threads as the rows need them, up to CONCURRENCY: a tick of a few rows starts a few.
@@ -245,6 +246,23 @@ class Tick:
         if self.exhausted and self.flow.pause_if_waiting(batch_now, self.budget - (time.monotonic() - self.started)):
             self.exhausted = False  # rows a rate limit deferred come due within the budget: wait for them
         return True
+
+    def hold_back(self, rows: list[Notification], now: datetime) -> tuple[list[Notification], list[Outcome]]:
+        """Rows that may go now, and outcomes for those that must not (too late, quiet hours,
+        a setting): settled before flow control, so they take no rate-limit slot and are
+        never a circuit's probe. A row whose hold cannot be read goes on: its worker
+        validates it and says why."""
+        ready, held = [], []
+        for row in rows:
+            try:
+                hold = services.held_back(row, now, self.settings)
+            except Exception:  # noqa: BLE001 - an invalid row: the worker dead-letters it, saying why
+                hold = None
+            if hold is None:
+                ready.append(row)
+            else:
+                held.append(services.record_held(row, hold, now))
+        return ready, held
 
     def claim_wanted(self, size: int) -> bool:
         """Whether to claim now. Claims take the database's write lock (all of it, on
@@ -333,13 +351,12 @@ class Tick:
         (which changes the row in memory); the other side drops what it has.
 
         A valid row that comes too late (`expires_at`, `max_delay`) or inside quiet hours
-        is not sent: no delivery record, no retry spent."""
+        is not sent: no delivery record, no retry spent (`hold_back`, before it got here)."""
         row, now = job.row, job.batch.now
         mine = False
         try:
             errors = validation.field_errors(row)
-            hold = None if errors else services.held_back(row, now, self.settings)
-            if not errors and hold is None:
+            if not errors:
                 job.firing = Firing(row, str(row.firing_id), timezone.now(), row.owed_channels)
                 channel_results = self.deliver(job, channels, pool)
             mine = job.settle()
@@ -347,8 +364,6 @@ class Tick:
                 return None
             if errors:
                 return services.record_invalid(row, errors, now, self.policy), []
-            if hold is not None:
-                return services.record_held(row, hold, now), []
             return self.record(job, channel_results)
         except Exception as exc:  # noqa: BLE001 - logged by internal_error()
             if not mine and not job.settle():

@@ -1,10 +1,12 @@
 """When a firing comes too late to be sent: `expires_at` and `max_delay`. Pure.
 
 `expires_at` is an instant after which no firing of the row is sent. `max_delay` (seconds)
-bounds how late a firing may go out after the time it was due: the `next_fire_at` the tick
-found it at, which for a retry is its backoff time and for a firing moved by quiet hours
-the window's end. It guards against sending after an outage or a backlog what no longer
-matters (a password-reset mail two hours late); `expires_at` is the absolute deadline.
+bounds how late a firing may go out after the time it was due (`firing_due_at`, or
+`next_fire_at` when the firing has not waited): its retries, and the time it waited behind
+an open circuit, a rate limit or a held setting, all count; quiet hours make the window's
+end its due time, and an operator's requeue, run now or resume make it due afresh. It
+guards against sending after an outage or a backlog what no longer matters (a
+password-reset mail two hours late); `expires_at` is the absolute deadline.
 
 The reasons returned are what follows `expired: ` in the row's `last_error`.
 """

@@ -189,6 +189,10 @@ class Notification(models.Model):
     # NULL for every channel of the row (writers never store an empty list; one is read
     # as NULL, so a firing never owes nothing).
     firing_id = models.UUIDField(default=uuid.uuid4, editable=False)
+    # When the current firing was due, while it waits past that (a retry's backoff, an open
+    # circuit, a rate limit, a held configuration) and `next_fire_at` has moved on; NULL:
+    # `next_fire_at` is the due time. `max_delay` counts from it.
+    firing_due_at = models.DateTimeField(null=True, blank=True, editable=False)
     pending_channels = models.JSONField(null=True, blank=True, editable=False)
     # The channels a partial failure left undelivered (what a requeue sends again); NULL
     # when the last firing was not a partial failure. The PARTIAL state is this column.

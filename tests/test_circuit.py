@@ -111,6 +111,27 @@ def test_failures_open_the_circuit_and_held_rows_cost_nothing(make_row, webhook_
 
 @pytest.mark.django_db(transaction=True)
 @override_settings(NOTIFICATIONS_CIRCUIT_BREAKER=BREAKER, NOTIFICATIONS_BACKOFF=[3600, 3600])
+def test_time_held_behind_an_open_circuit_counts_toward_max_delay(make_row, webhook_server, clock):
+    webhook_server.reply.status = 503
+    url = webhook_server.url()
+    hooks(make_row, url, 3)
+    run_tick()
+    urgent = make_row(channels=["webhook"], webhook_url=url, max_delay=30)
+    patient = make_row(channels=["webhook"], webhook_url=url, max_delay=600)
+    assert run_tick().counts()["deferred"] == 2
+
+    clock.shift(61)
+    webhook_server.reply.status = 200
+    report = run_tick()
+
+    assert (report.counts()["expired"], report.counts()["succeeded"]) == (1, 1)
+    assert len(webhook_server.received) == 4  # the probe: the patient row, not the expired one
+    assert Notification.objects.get(pk=urgent.pk).last_error.startswith("expired: 1 min after its due time")
+    assert not Notification.objects.filter(pk=patient.pk).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(NOTIFICATIONS_CIRCUIT_BREAKER=BREAKER, NOTIFICATIONS_BACKOFF=[3600, 3600])
 def test_one_probe_after_the_cooldown_success_closes_and_releases(make_row, webhook_server, clock, heard):
     webhook_server.reply.status = 503
     url = webhook_server.url()

@@ -3,8 +3,9 @@
 A one-shot row is kept as a dead letter whose `last_error` starts `expired:`; a recurring
 row skips that firing and its schedule moves on. Each expired firing is announced once
 (`notification_expired`) and counted (`expired=N`, `TickRun.expired`); nothing was sent,
-so no delivery attempt is logged. A row in backoff whose next retry would come after its
-`expires_at` expires instead of trying again.
+so no delivery attempt is logged. `max_delay` counts from when the firing first came due,
+across its retries and the time flow control held it. A row in backoff whose next retry
+would come too late expires instead of trying again.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from io import StringIO
 import pytest
 from django.core.exceptions import ValidationError
 from django.core.management import call_command
+from django.test import override_settings
 
 from notifications import signals
-from notifications.api import requeue, run_tick, schedule
+from notifications.api import requeue, run_now, run_tick, schedule
 from notifications.models import DeliveryAttempt, Notification, TickRun
 from notifications.states import State
 from tests.servers import Reply
@@ -227,6 +229,73 @@ def test_a_retry_found_later_than_max_delay_after_its_due_time_expires(hook_row,
     assert report.counts()["expired"] == 1
     assert len(webhook_server.received) == 1
     assert reload(row).last_error.startswith("expired: 2 h after its due time, max_delay 10 min")
+
+
+def test_a_retry_that_would_come_later_than_max_delay_expires_instead(hook_row, webhook_server):
+    webhook_server.reply = Reply(status=503)
+    row = hook_row(max_delay=90)  # due a minute ago; the first retry would come a minute after NOW
+
+    report = run_tick(now=NOW)
+
+    assert (report.counts()["expired"], report.counts()["retried"]) == (1, 0)
+    row = reload(row)
+    assert row.last_error == (
+        "expired: the next retry would come 2 min after its due time, max_delay 1.5 min; webhook: HTTP 503"
+    )
+    assert (row.dead_lettered_at, row.next_fire_at) == (NOW, None)
+
+
+def test_max_delay_counts_from_the_firing_s_due_time_across_its_retries(hook_row, webhook_server):
+    webhook_server.reply = Reply(status=503)
+    row = hook_row(max_delay=300)  # due at NOW - 1 min; retries at +1 min, then +5 min
+
+    assert run_tick(now=NOW).counts()["retried"] == 1  # the retry comes 2 min after the due time
+    waiting = reload(row)
+    assert (waiting.next_fire_at, waiting.firing_due_at) == (NOW + timedelta(minutes=1), NOW - timedelta(minutes=1))
+
+    report = run_tick(now=NOW + timedelta(minutes=1))  # the next retry would come 7 min after it
+
+    assert report.counts()["expired"] == 1
+    assert len(webhook_server.received) == 2
+    assert reload(row).last_error.startswith("expired: the next retry would come 7 min after its due time")
+
+
+def test_time_waited_for_a_rate_limit_counts_toward_max_delay(hook_row, webhook_server):
+    first, second = hook_row(max_delay=60), hook_row(max_delay=60)
+    with override_settings(NOTIFICATIONS_RATE_LIMITS={f"127.0.0.1:{webhook_server.port}": "1/h"}):
+        counts = run_tick(now=NOW).counts()
+        assert (counts["succeeded"], counts["deferred"]) == (1, 1)
+        (late,) = Notification.objects.filter(pk__in=[first.pk, second.pk])
+        assert late.firing_due_at == NOW - timedelta(minutes=1)  # still due when it was
+
+        report = run_tick(now=late.next_fire_at)  # its slot, an hour later
+
+    assert (report.counts()["expired"], report.counts()["succeeded"]) == (1, 0)
+    assert len(webhook_server.received) == 1
+    assert reload(late).last_error.startswith("expired: 1 h after its due time, max_delay 1 min")
+
+
+def test_quiet_hours_make_the_window_s_end_the_due_time(hook_row, webhook_server):
+    row = hook_row(max_delay=60, quiet_hours="12:00-14:00", fire_at=NOW + timedelta(hours=1))
+    assert reload(row).next_fire_at == datetime(2025, 1, 15, 14, 0, tzinfo=UTC)  # moved when saved
+
+    Notification.objects.filter(pk=row.pk).update(next_fire_at=NOW)  # due inside the window after all
+    assert run_tick(now=NOW).counts()["deferred"] == 1
+    assert reload(row).firing_due_at is None
+
+    assert run_tick(now=datetime(2025, 1, 15, 14, 0, 30, tzinfo=UTC)).counts()["succeeded"] == 1
+    assert len(webhook_server.received) == 1
+
+
+def test_an_operator_s_run_now_makes_a_waiting_firing_due_afresh(hook_row, webhook_server, clock):
+    webhook_server.reply = Reply(status=503)
+    row = hook_row(max_delay=600)
+    run_tick(now=NOW)
+    assert reload(row).firing_due_at is not None
+
+    clock.move_to(NOW, tick=False)
+    run_now(reload(row))
+    assert (reload(row).next_fire_at, reload(row).firing_due_at) == (NOW, None)
 
 
 # --- counted, announced, validated, requeued -------------------------------------------------------

@@ -17,13 +17,14 @@ from .. import wake
 from ..claims import load_defensively
 from ..models import Notification
 from ..states import State
-from .firing import _note_error
+from .firing import _due_at, _note_error
 
 REQUEUE_FIELDS = [
     "pending_channels",
     "failed_channels",
     "firing_id",
     "next_fire_at",
+    "firing_due_at",
     "error_count",
     "dead_lettered_at",
     "last_error",
@@ -115,7 +116,7 @@ def _requeue(row: Notification, now: datetime) -> None:
     # a recurring row's id already belongs to its next scheduled firing.
     if row.is_recurring:
         row.firing_id = uuid.uuid4()
-    row.next_fire_at = now
+    _due_at(row, now)
     row.error_count = 0
     row.dead_lettered_at = None
     previous = row.last_error or row.previous_error

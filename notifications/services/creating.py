@@ -216,6 +216,9 @@ def edit(
         written += [name for name in ("next_fire_at", "starts_at") if name not in written]
     if QUIET_FIELDS & edited and quiet_start(row, now) and "next_fire_at" not in written:
         written.append("next_fire_at")
+    if "next_fire_at" in written:  # a due time set afresh: a waiting firing is due then
+        row.firing_due_at = None
+        written.append("firing_due_at")
     if not dry_run:
         row.save(update_fields=[*written, "updated_at"])
         wake.announce_due(row.next_fire_at)

@@ -24,6 +24,27 @@ def _next_occurrence(row: Notification, now: datetime) -> datetime | None:
     return schedule.next_occurrence(row.recurrence_rule, row.timezone, now, anchor=row.recurrence_anchor or now)
 
 
+def _wait_until(row: Notification, at: datetime) -> None:
+    """The current firing goes out later, at `at`: it keeps the time it was due."""
+    if row.firing_due_at is None:
+        row.firing_due_at = row.next_fire_at
+    row.next_fire_at = at
+
+
+def _due_at(row: Notification, at: datetime | None) -> None:
+    """A firing is due at `at` (None: parked), from then on: a new firing, or one whose due
+    time was set afresh (quiet hours)."""
+    row.next_fire_at = at
+    row.firing_due_at = None
+
+
+def _too_late(row: Notification, at: datetime) -> str | None:
+    """Why the row's current firing must not go out at `at` (`expires_at`, `max_delay`
+    counted from when the firing was due), or None."""
+    due_at = row.firing_due_at or row.next_fire_at
+    return expiry.too_late(at, due_at=due_at, expires_at=row.expires_at, max_delay=row.max_delay)
+
+
 def _release_claim(row: Notification, now: datetime) -> None:
     row.claim_token = None
     row.claimed_until = None
@@ -79,7 +100,7 @@ def _advance(
     """After a firing that delivered something: next occurrence, or done."""
     if row.is_recurring:
         next_at = _next_occurrence(row, now)  # may raise: handled as an internal error
-        row.next_fire_at = next_at
+        _due_at(row, next_at)
         row.error_count = 0
         row.firing_id = uuid.uuid4()  # the next firing is a new message
         # A firing went out: an earlier dead-lettered firing no longer makes the row a
@@ -89,7 +110,7 @@ def _advance(
     elif kind == Kind.SUCCEEDED:
         return Outcome(row, kind, delete=True, results=results)
     else:
-        row.next_fire_at = None  # parked: a partial one-shot is never retried as a whole
+        _due_at(row, None)  # parked: a partial one-shot is never retried as a whole
         next_at = None
     if kind == Kind.SUCCEEDED and row.is_recurring and next_at is None:
         return Outcome(row, kind, delete=True, detail="schedule finished", results=results)
@@ -114,12 +135,11 @@ def _fail(
     if isinstance(decision, retry.DeadLetter):
         return _dead_letter(row, now, error, policy, results=results)
     retry_at = now + timedelta(seconds=decision.delay)
-    late = expiry.past_deadline(retry_at, row.expires_at)
+    late = _too_late(row, retry_at)
     if late is not None:  # the retry could not be sent anyway: the firing expires now
-        reason = f"the next retry would come {expiry.describe(late)} past expires_at; {error}"
-        return _expire(row, now, reason, results=results)
+        return _expire(row, now, f"the next retry would come {late}; {error}", results=results)
     row.error_count = decision.error_count
-    row.next_fire_at = retry_at
+    _wait_until(row, retry_at)
     _note_error(row, error)
     _release_claim(row, now)
     return Outcome(row, Kind.RETRIED, detail=f"retry in {decision.delay:g}s: {error}", results=results or [])
@@ -144,15 +164,14 @@ def _dead_letter(
             next_at = _next_occurrence(row, now)
         except Exception:  # noqa: BLE001 - a schedule that cannot advance parks the row
             next_at = None
+    _due_at(row, next_at)
     if next_at is not None:
         row.error_count = 0
-        row.next_fire_at = next_at
         row.firing_id = uuid.uuid4()
         row.pending_channels = None  # the next firing owes every channel
     else:
         # pending_channels stays: a requeue resends only what this firing still owed.
         row.error_count = policy.max_retries
-        row.next_fire_at = None
     _release_claim(row, now)
     return Outcome(row, Kind.DEAD_LETTERED, detail=error, results=results or [])
 
@@ -165,6 +184,7 @@ class Hold:
     kind: Kind
     reason: str = ""
     until: datetime | None = None
+    new_due_time: bool = False  # quiet hours: `until` is the firing's due time from now on
 
 
 # A row whose webhook needs the site's signing secret while the site has no usable one is
@@ -185,13 +205,14 @@ def unsigned_webhook(row: Notification, problem: str | None, *, own_secret: bool
 def held_back(row: Notification, now: datetime, settings: TickSettings) -> Hold | None:
     """Whether `row`, claimed and valid, must not be sent at `now`, and why. Changes nothing.
 
-    Too late (past `expires_at`, or more than `max_delay` after `next_fire_at`) expires the
-    firing; inside quiet hours defers it to the window's end, unless that end is past
-    `expires_at` too. A webhook the site cannot sign (NOTIFICATIONS_WEBHOOK_SECRET empty or
+    Too late (past `expires_at`, or more than `max_delay` after the firing was due, however
+    long it waited since: retries, an open circuit, a rate limit) expires the firing;
+    inside quiet hours defers it to the window's end, unless that end is past `expires_at`
+    too. A webhook the site cannot sign (NOTIFICATIONS_WEBHOOK_SECRET empty or
     malformed: a configuration error, notifications.E010/E021) is held for
     CONFIGURATION_HOLD instead of spending the row's retries. `settings` is the tick's.
     """
-    late = expiry.too_late(now, due_at=row.next_fire_at, expires_at=row.expires_at, max_delay=row.max_delay)
+    late = _too_late(row, now)
     if late is not None:
         return Hold(Kind.EXPIRED, reason=late)
     end = quiet.end_of_window(quiet.effective(row.quiet_hours, settings.quiet_hours), row.timezone, now)
@@ -203,13 +224,16 @@ def held_back(row: Notification, now: datetime, settings: TickSettings) -> Hold 
     past = expiry.past_deadline(end, row.expires_at)
     if past is not None:
         return Hold(Kind.EXPIRED, reason=f"quiet hours end {expiry.describe(past)} past expires_at")
-    return Hold(Kind.DEFERRED, until=end)
+    return Hold(Kind.DEFERRED, until=end, new_due_time=True)
 
 
 def record_held(row: Notification, hold: Hold, now: datetime) -> Outcome:
     """Apply a `Hold` to `row`: nothing was sent, no retry is spent."""
     if hold.kind == Kind.DEFERRED and hold.until is not None:
-        row.next_fire_at = hold.until
+        if hold.new_due_time:
+            _due_at(row, hold.until)
+        else:  # held for a setting: the firing waits, still due when it was
+            _wait_until(row, hold.until)
         _release_claim(row, now)
         detail = hold.reason or f"quiet hours until {hold.until:%Y-%m-%d %H:%M} UTC"
         return Outcome(row, Kind.DEFERRED, detail=detail)
@@ -219,7 +243,7 @@ def record_held(row: Notification, hold: Hold, now: datetime) -> Outcome:
 def defer(row: Notification, until: datetime, now: datetime, detail: str, *, held_for: str | None = None) -> Outcome:
     """Not sent now, due again at `until`: no retry spent, no attempt logged. Flow control
     (`notifications.flow`): an open circuit (`held_for` its target) or a rate limit."""
-    row.next_fire_at = until
+    _wait_until(row, until)
     row.held_for = held_for
     _release_claim(row, now)
     return Outcome(row, Kind.DEFERRED, detail=detail)
@@ -241,13 +265,12 @@ def _expire(row: Notification, now: datetime, reason: str, *, results: list[Chan
             next_at = None
         if next_at is not None and expiry.past_deadline(next_at, row.expires_at) is not None:
             next_at = None  # every later firing would expire too
+    _due_at(row, next_at)
     if next_at is not None:
         row.error_count = 0
-        row.next_fire_at = next_at
         row.firing_id = uuid.uuid4()
         row.pending_channels = None
     else:
-        row.next_fire_at = None
         row.dead_lettered_at = now
     _release_claim(row, now)
     return Outcome(row, Kind.EXPIRED, detail=reason, results=results or [])

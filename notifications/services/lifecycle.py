@@ -10,7 +10,7 @@ from typing import Any
 from ..models import Notification
 from ..states import State
 from .actions import REQUEUE, RowAction, act, purge
-from .firing import _next_occurrence
+from .firing import _due_at, _next_occurrence
 
 BEING_DELIVERED = "being delivered by a tick right now"
 
@@ -43,7 +43,7 @@ def _resume(row: Notification, now: datetime) -> None:
     if row.next_fire_at is None or _in_flight(row, now):
         return  # nothing scheduled (parked, a dead letter), or the firing in flight sets it
     if not row.is_recurring:
-        row.next_fire_at = max(row.next_fire_at, now)
+        _due_at(row, max(row.next_fire_at, now))
         return
     try:
         next_at = _next_occurrence(row, now)
@@ -55,7 +55,7 @@ def _resume(row: Notification, now: datetime) -> None:
         row.error_count = 0
         row.firing_id = uuid.uuid4()
         row.pending_channels = None
-    row.next_fire_at = next_at  # None: the rule has nothing left, the row is parked
+    _due_at(row, next_at)  # None: the rule has nothing left, the row is parked
 
 
 def _run_now_refusal(row: Notification, now: datetime) -> str | None:
@@ -74,7 +74,7 @@ def _run_now_refusal(row: Notification, now: datetime) -> str | None:
 def _run_now(row: Notification, now: datetime) -> None:
     # The current firing goes now; a recurring row's write-back then moves it to its next
     # occurrence after now, so its schedule continues.
-    row.next_fire_at = now
+    _due_at(row, now)
 
 
 PAUSE = RowAction("pause", _pause_refusal, _pause, ("paused_at",))
@@ -82,10 +82,10 @@ RESUME = RowAction(
     "resume",
     _resume_refusal,
     _resume,
-    ("paused_at", "next_fire_at", "error_count", "last_error", "firing_id", "pending_channels"),
+    ("paused_at", "next_fire_at", "firing_due_at", "error_count", "last_error", "firing_id", "pending_channels"),
     wakes=True,
 )
-RUN_NOW = RowAction("run_now", _run_now_refusal, _run_now, ("next_fire_at",), wakes=True)
+RUN_NOW = RowAction("run_now", _run_now_refusal, _run_now, ("next_fire_at", "firing_due_at"), wakes=True)
 
 
 def refusal(action: str, row: Notification, now: datetime) -> str | None:

@@ -23,6 +23,7 @@ logger = logging.getLogger("notifications")
 # Fields a write-back may change; one bulk UPDATE sets them all.
 WRITE_BACK_FIELDS = [
     "next_fire_at",
+    "firing_due_at",
     "last_fired_at",
     "error_count",
     "last_error",
@@ -39,9 +40,10 @@ WRITE_BACK_FIELDS = [
 ]
 
 
-# A deferred row's write-back: the due time moves, the claim goes, nothing else changes
-# (`held_for` names the open circuit holding it, if one does).
-DEFER_FIELDS = ["next_fire_at", "claim_token", "claimed_until", "held_for", "updated_at"]
+# A deferred row's write-back: the due time moves (the firing's own due time is kept, or
+# moved with it by quiet hours), the claim goes, nothing else changes (`held_for` names the
+# open circuit holding it, if one does).
+DEFER_FIELDS = ["next_fire_at", "firing_due_at", "claim_token", "claimed_until", "held_for", "updated_at"]
 
 
 def save_outcomes(batches: Iterable[tuple[uuid.UUID, Iterable[Outcome]]], attempts: Sequence[DeliveryAttempt]) -> None:
