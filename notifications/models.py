@@ -7,13 +7,14 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import JSONField, Q, Value
 from django.utils import timezone
 
-from . import states, validation
+from . import quiet, states, validation
 from .addresses import AddressesField
-from .conf import positive_int
+from .conf import positive_int, quiet_hours
 from .states import State
 
 
@@ -238,9 +239,29 @@ class Notification(models.Model):
         return f"Notification #{self.pk} ({', '.join(self.channel_list)})"
 
     def save(self, *args: Any, **kwargs: Any) -> None:
-        """Every save through the ORM validates; only raw SQL and bulk_create bypass it."""
+        """Every save through the ORM validates; only raw SQL and bulk_create bypass it.
+        A due time saved inside the row's quiet hours moves to the window's end."""
         self.full_clean()
+        update_fields = kwargs.get("update_fields")
+        if update_fields is None or "next_fire_at" in update_fields:
+            self.leave_quiet_hours(timezone.now())
         super().save(*args, **kwargs)
+
+    def leave_quiet_hours(self, now: datetime) -> bool:
+        """Move a due time inside the row's quiet hours (its own, or the site's) to the
+        window's end; True if it moved. A due time already past is sent at `now`, so `now`
+        is what counts then."""
+        if self.next_fire_at is None:
+            return False
+        window = quiet.effective(self.quiet_hours, quiet_hours())
+        try:
+            end = quiet.end_of_window(window, self.timezone, max(self.next_fire_at, now))
+        except ValueError:  # a bad window or zone: validation names it, on this same save
+            return False
+        if end is None:
+            return False
+        self.next_fire_at = end
+        return True
 
     def clean_fields(self, exclude: Any = None) -> None:
         # Django's JSONField.validate() encodes the payload recursively: a payload nested
@@ -252,6 +273,21 @@ class Notification(models.Model):
 
     def clean(self) -> None:
         validation.validate(self)
+
+    def validate_constraints(self, exclude: Any = None) -> None:
+        """As Django's, but a key already taken is an error on `key`, where a form shows it
+        (Django reports a conditional unique constraint against the whole row)."""
+        errors: dict[str, Any] = {}
+        if self.key and (exclude is None or "key" not in exclude):
+            if type(self)._default_manager.filter(key=self.key).exclude(pk=self.pk).exists():
+                errors["key"] = [ValidationError(validation.KEY_TAKEN, code="unique")]
+            exclude = {*(exclude or ()), "key"}  # checked just now
+        try:
+            super().validate_constraints(exclude=exclude)
+        except ValidationError as exc:
+            errors = exc.update_error_dict(errors)
+        if errors:
+            raise ValidationError(errors)
 
     @property
     def channel_list(self) -> list[str]:

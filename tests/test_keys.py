@@ -16,6 +16,7 @@ import time_machine
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.db.models import QuerySet
+from django.forms import modelform_factory
 from django.utils import timezone
 
 from notifications.api import cancel, run_tick, schedule
@@ -53,6 +54,21 @@ class TestPolicies:
             assert info.value.message_dict == {"key": [KEY_TAKEN]}
             assert info.value.error_dict["key"][0].code == "unique"
         assert list(Notification.objects.values_list("pk", "subject")) == [(first.pk, "Invoice 7")]
+
+    def test_a_plain_save_or_a_model_form_reports_a_taken_key_on_key(self):
+        first = schedule(**EMAIL, key=KEY)
+
+        with pytest.raises(ValidationError) as info:
+            Notification(**EMAIL, key=KEY, next_fire_at=NOW).save()
+        assert info.value.message_dict == {"key": [KEY_TAKEN]}
+
+        form_class = modelform_factory(Notification, fields=["channels", "email_to", "subject", "body", "key"])
+        form = form_class(data={**EMAIL, "channels": '["email"]', "key": KEY})
+        assert not form.is_valid()
+        assert form.errors == {"key": [KEY_TAKEN]}
+        first.subject = "Edited"
+        first.save()  # its own key is not a conflict
+        assert Notification.objects.get(pk=first.pk).subject == "Edited"
 
     def test_keep_returns_the_existing_row_unchanged(self):
         first = schedule(**EMAIL, key=KEY, fire_at=NOW)

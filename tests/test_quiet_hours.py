@@ -235,6 +235,19 @@ def test_services_edit_of_the_due_time_into_the_window_moves_it(make_row):
     assert reload(row).next_fire_at == datetime(2025, 1, 16, 8, 0, tzinfo=UTC)
 
 
+def test_a_plain_model_save_or_create_moves_the_due_time_too(make_row):
+    inside = datetime(2025, 1, 15, 22, 0, tzinfo=UTC)
+    fields = {"channels": ["email"], "email_to": "ada@example.com", "subject": "s", "body": "b", "timezone": "UTC"}
+
+    created = Notification.objects.create(**fields, next_fire_at=inside, quiet_hours="21:00-08:00")
+    row = make_row(fire_at=datetime(2025, 1, 15, 12, 30, tzinfo=UTC), timezone="UTC")
+    row.quiet_hours = "12:00-13:00"
+    row.save()
+
+    assert reload(created).next_fire_at == datetime(2025, 1, 16, 8, 0, tzinfo=UTC)
+    assert reload(row).next_fire_at == datetime(2025, 1, 15, 13, 0, tzinfo=UTC)
+
+
 # --- when a tick finds it due ---------------------------------------------------------------
 
 

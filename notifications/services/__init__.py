@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from ..conf import Policy
 from .actions import REQUEUE, ActionResult, RowAction, act, purge, requeue
-from .creating import edit, quiet_start, schedule_notification, start
+from .creating import edit, schedule_notification, start
 from .firing import (
     CONFIGURATION_HOLD,
     Hold,
@@ -80,7 +80,6 @@ __all__ = [
     "pk_of",
     "prune_history",
     "purge",
-    "quiet_start",
     "record_firing",
     "record_held",
     "record_internal_error",

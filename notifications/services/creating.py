@@ -12,8 +12,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Model
 from django.utils import timezone
 
-from .. import quiet, validation, wake
-from ..conf import quiet_hours
+from .. import validation, wake
 from ..models import USER_FIELDS, Notification
 from .firing import _next_occurrence
 
@@ -136,7 +135,7 @@ def start(
     `next_fire_at` = `fire_at`, or without one the first due time: `start_at` for a
     one-shot row, the rule's first occurrence after it for a recurring one. Raises
     ValidationError on `recurrence_rule` when the rule has no occurrence left. A due time
-    inside the row's quiet hours moves to the window's end (`quiet_start`, at `now`).
+    inside the row's quiet hours moves to the window's end (at `now`).
     """
     row.starts_at = start_at
     if fire_at is None:
@@ -144,26 +143,7 @@ def start(
         if fire_at is None:  # COUNT or UNTIL already spent: the row would never fire
             raise ValidationError({"recurrence_rule": [NO_OCCURRENCE_LEFT]})
     row.next_fire_at = fire_at
-    quiet_start(row, now or timezone.now())
-
-
-def quiet_start(row: Notification, now: datetime) -> bool:
-    """A due time inside the row's quiet hours moves to the window's end; True if it moved.
-
-    The save path's half of the rule (the tick defers what it finds due inside a window):
-    a row due in the past is sent at `now`, so `now` is what counts then.
-    """
-    if row.next_fire_at is None:
-        return False
-    window = quiet.effective(row.quiet_hours, quiet_hours())
-    try:
-        end = quiet.end_of_window(window, row.timezone, max(row.next_fire_at, now))
-    except ValueError:  # a bad window or zone: validation names it, on this same save
-        return False
-    if end is None:
-        return False
-    row.next_fire_at = end
-    return True
+    row.leave_quiet_hours(now or timezone.now())
 
 
 def edit(
@@ -214,7 +194,7 @@ def edit(
         else:
             start(row, now, now=now)
         written += [name for name in ("next_fire_at", "starts_at") if name not in written]
-    if QUIET_FIELDS & edited and quiet_start(row, now) and "next_fire_at" not in written:
+    if QUIET_FIELDS & edited and row.leave_quiet_hours(now) and "next_fire_at" not in written:
         written.append("next_fire_at")
     if "next_fire_at" in written:  # a due time set afresh: a waiting firing is due then
         row.firing_due_at = None
