@@ -19,6 +19,7 @@ once per claimed batch, `Breaker.observe` right after each write-back.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -108,6 +109,10 @@ class Breaker:
         self.probe_lease = probe_lease  # how long a probe that never reports back blocks the next
         self.known: dict[str, Target] = {}  # targets with a row, as last read
         self.probes: dict[Any, str] = {}  # probes in flight: row pk -> target
+        # Failures in a row per target as this tick's results arrive, and the targets they
+        # tripped (held until when): `watch`, ahead of the write-back that opens the circuit.
+        self.run: Counter[str] = Counter()
+        self.tripped: dict[str, datetime] = {}
 
     def admit(self, rows: Sequence[Notification], now: datetime) -> Admission:
         """Split a claimed batch: rows to send, rows held by an open circuit, probes.
@@ -134,6 +139,8 @@ class Breaker:
         """Until when, and for which target, `row` is held; None to send it (maybe as a probe)."""
         probe_for = None
         for key in targets_of(row):
+            if key in self.tripped:
+                return self.tripped[key], key
             target = self.known.get(key)
             if target is None or target.state == Target.State.CLOSED:
                 continue
@@ -169,6 +176,33 @@ class Breaker:
         if won:
             logger.info("target %s: probe sent", key)
         return bool(won)
+
+    def watch(self, outcomes: Iterable[Any], now: datetime) -> dict[str, datetime]:
+        """As results arrive, before their batch is written back: the targets that have just
+        failed `failures` times in a row in this tick, with until when their rows are held.
+
+        The tick holds their waiting rows at once instead of sending them into the same
+        failure; the circuit itself opens when the results are written back (`observe`),
+        from the streak kept in the database. Probes are left to `observe`.
+        """
+        if not self.settings.enabled:
+            return {}
+        tripped: dict[str, datetime] = {}
+        for outcome in outcomes:
+            if outcome.row.pk in self.probes:
+                continue
+            for result in outcome.results:
+                key = channel_target(outcome.row, result.channel)
+                if not key:
+                    continue
+                if not _counts_as_failure(result):
+                    self.run[key] = 0
+                    self.tripped.pop(key, None)  # it answers again: let the write-back decide
+                    continue
+                self.run[key] += 1
+                if self.run[key] >= self.settings.failures and key not in self.tripped:
+                    self.tripped[key] = tripped[key] = now + timedelta(seconds=self.settings.cooldown)
+        return tripped
 
     def observe(self, outcomes: Iterable[Any], now: datetime) -> None:
         """After a write-back: extend or end failure streaks, open circuits, settle probes."""

@@ -12,6 +12,7 @@ import threading
 import time
 import uuid
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from urllib.parse import urlsplit
@@ -206,6 +207,24 @@ class Dispatcher:
             if limit != self._limit:
                 self._limit = limit
                 self._cond.notify_all()
+
+    def withdraw(self, doomed: Callable[[Job], bool]) -> list[Job]:
+        """Take the waiting rows `doomed` picks out (their target's circuit is opening)."""
+        with self._cond:
+            taken: list[Job] = []
+            for target in list(self._queues):
+                queued = self._queues[target]
+                kept = deque(job for job in queued if not doomed(job))
+                if len(kept) == len(queued):
+                    continue
+                taken += [job for job in queued if doomed(job)]
+                self._release(target, len(queued) - len(kept))
+                if kept:
+                    self._queues[target] = kept
+                else:
+                    del self._queues[target]
+            self.waiting -= len(taken)
+            return taken
 
     def drain(self) -> list[Job]:
         """Take every waiting row out (the tick is stopping: they are released)."""

@@ -293,14 +293,30 @@ class Tick:
 
     def collect_finished(self) -> None:
         """File every outcome the workers handed back since the last look."""
+        collected = []
         while True:
             try:
                 job, outcome, attempts = self.results.get_nowait()
             except queue.Empty:
-                return
+                break
             self.held -= 1
+            collected.append(outcome)
             if job.batch.add(outcome, attempts):
                 self.finished.append(job.batch)
+        if collected:
+            self.hold_tripped(collected)
+
+    def hold_tripped(self, outcomes: list[Outcome]) -> None:
+        """A target that has just failed `failures` times in a row: its rows still waiting
+        for a worker are held now, not sent into the same failure while the rest of their
+        batch finishes (its circuit opens when the results are written back)."""
+        tripped = self.flow.watch(outcomes, self.fixed_now or timezone.now())
+        if not tripped:
+            return
+        for job in self.dispatcher.withdraw(lambda job: self.flow.tripped_target(job.row, tripped) is not None):
+            key = self.flow.tripped_target(job.row, tripped)
+            assert key is not None  # withdrawn for it
+            self.results.put((job, self.flow.hold_tripped(job.row, key, tripped[key], job.batch.now), []))
 
     def write_back(self, *, force: bool) -> None:
         """Write finished batches back in one transaction, at most every WRITE_INTERVAL.

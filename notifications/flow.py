@@ -104,5 +104,19 @@ class FlowControl:
     def paused(self) -> bool:
         return time.monotonic() < self.paused_until
 
+    def watch(self, outcomes: Iterable[Outcome], now: datetime) -> dict[str, datetime]:
+        """Targets that have just failed `failures` times in a row in this tick, with until
+        when their rows are held (`Breaker.watch`): rows still waiting for a worker are
+        held (`hold_tripped`) rather than sent into the same failure."""
+        return self.breaker.watch(outcomes, now)
+
+    @staticmethod
+    def tripped_target(row: Notification, tripped: dict[str, datetime]) -> str | None:
+        return next((t for t in targets_of(row) if t in tripped), None)
+
+    def hold_tripped(self, row: Notification, key: str, until: datetime, now: datetime) -> Outcome:
+        """`row`, waiting for a worker, held for `key` as behind an open circuit."""
+        return services.defer(row, until, now, f"circuit open for {key}", held_for=key)
+
     def observe(self, outcomes: Iterable[Outcome], now: datetime) -> None:
         self.breaker.observe(outcomes, now)

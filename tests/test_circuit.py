@@ -110,6 +110,28 @@ def test_failures_open_the_circuit_and_held_rows_cost_nothing(make_row, webhook_
 
 
 @pytest.mark.django_db(transaction=True)
+@override_settings(NOTIFICATIONS_CIRCUIT_BREAKER=BREAKER)
+def test_a_target_failing_mid_batch_has_its_waiting_rows_held_in_the_same_tick(make_row, webhook_server, clock):
+    webhook_server.reply.status = 503
+    webhook_server.reply.delay = 0.2  # results arrive while most of the batch still waits
+    rows = hooks(make_row, webhook_server.url(), 40)
+
+    report = run_tick()
+
+    sent = len(webhook_server.received)
+    # Sends already started went out: a wave of the 8 workers, and the next wave that the
+    # workers started before the tick read the first one's results. The rest were held.
+    assert 3 <= sent <= 24
+    assert (report.counts()["retried"], report.counts()["deferred"]) == (sent, 40 - sent)
+    target = Target.objects.get(key=key_of(webhook_server))
+    assert target.state == "open"
+    held = Notification.objects.filter(pk__in=[r.pk for r in rows], held_for=target.key)
+    assert held.count() == 40 - sent
+    assert all(row.error_count == 0 for row in held)  # no retry spent
+    assert DeliveryAttempt.objects.count() == sent
+
+
+@pytest.mark.django_db(transaction=True)
 @override_settings(NOTIFICATIONS_CIRCUIT_BREAKER=BREAKER, NOTIFICATIONS_BACKOFF=[3600, 3600])
 def test_time_held_behind_an_open_circuit_counts_toward_max_delay(make_row, webhook_server, clock):
     webhook_server.reply.status = 503

@@ -36,11 +36,12 @@ ROWS = 100
 # INSERT per 111 records on SQLite (999 parameters), one in all on PostgreSQL.
 # Flow control adds one SELECT per batch (the batch's targets with a circuit on record,
 # notifications.circuit) and, when a target fails, its failure streak: the Target row
-# made once (INSERT, with BEGIN/COMMIT), one UPDATE of the streak, one UPDATE that opens
-# the circuit at the threshold and the re-read of the opened target for its signal.
+# made once (INSERT, with BEGIN/COMMIT), one UPDATE of the streak and one UPDATE that
+# opens the circuit at the threshold (the threshold is set out of reach here: a tripped
+# target's waiting rows would be held, not retried; opening adds a re-read for its signal).
 PINNED = {
-    "sqlite": {"succeeded": 17, "recurring": 18, "retried": 23, "partial": 25},
-    "postgresql": {"succeeded": 21, "recurring": 21, "retried": 26, "partial": 27},
+    "sqlite": {"succeeded": 17, "recurring": 18, "retried": 22, "partial": 24},
+    "postgresql": {"succeeded": 21, "recurring": 21, "retried": 25, "partial": 26},
 }
 
 
@@ -75,6 +76,7 @@ EXPECTED_KIND = {"succeeded": "succeeded", "recurring": "succeeded", "retried": 
 
 @pytest.mark.django_db(transaction=True)  # no test transaction: count BEGIN/COMMIT as a tick sees them
 @pytest.mark.parametrize("kind", ["succeeded", "recurring", "retried", "partial"])
+@override_settings(NOTIFICATIONS_CIRCUIT_BREAKER={"failures": 1000})  # on, but 100 failures do not trip it
 def test_statements_per_row_are_pinned(kind, failing_url):
     make_rows(ROWS, **scenario_fields(kind, failing_url))
 
