@@ -248,16 +248,21 @@ class Tick:
         return True
 
     def hold_back(self, rows: list[Notification], now: datetime) -> tuple[list[Notification], list[Outcome]]:
-        """Rows that may go now, and outcomes for those that must not (too late, quiet hours,
-        a setting): settled before flow control, so they take no rate-limit slot and are
-        never a circuit's probe. A row whose hold cannot be read goes on: its worker
-        validates it and says why."""
+        """Rows that may go now, and outcomes for those that must not: invalid (dead-lettered,
+        saying why), too late, inside quiet hours, held for a setting. Settled before flow
+        control, so they take no rate-limit slot and are never a circuit's probe."""
         ready, held = [], []
         for row in rows:
             try:
+                errors = validation.field_errors(row)
+                if errors:
+                    held.append(services.record_invalid(row, errors, now, self.policy))
+                    continue
                 hold = services.held_back(row, now, self.settings)
-            except Exception:  # noqa: BLE001 - an invalid row: the worker dead-letters it, saying why
-                hold = None
+            except Exception as exc:  # a poison row costs only itself
+                logger.exception("notification %s: internal error", row.pk)
+                held.append(services.record_internal_error(row, exc, now, self.policy))
+                continue
             if hold is None:
                 ready.append(row)
             else:
@@ -362,24 +367,18 @@ class Tick:
     def attempt(
         self, job: Job, channels: dict[str, Channel], pool: ThreadPoolExecutor
     ) -> tuple[Outcome, list[DeliveryAttempt]] | None:
-        """Validate and deliver one row: its outcome and delivery records, or None when
+        """Deliver one row: its outcome and delivery records, or None when
         the monitor settled the row first. Whoever settles a job computes its outcome
         (which changes the row in memory); the other side drops what it has.
 
-        A valid row that comes too late (`expires_at`, `max_delay`) or inside quiet hours
-        is not sent: no delivery record, no retry spent (`hold_back`, before it got here)."""
-        row, now = job.row, job.batch.now
+        Rows reach it validated and due to go (`hold_back`)."""
         mine = False
         try:
-            errors = validation.field_errors(row)
-            if not errors:
-                job.firing = Firing(row, str(row.firing_id), timezone.now(), row.owed_channels)
-                channel_results = self.deliver(job, channels, pool)
+            job.firing = Firing(job.row, str(job.row.firing_id), timezone.now(), job.row.owed_channels)
+            channel_results = self.deliver(job, channels, pool)
             mine = job.settle()
             if not mine:
                 return None
-            if errors:
-                return services.record_invalid(row, errors, now, self.policy), []
             return self.record(job, channel_results)
         except Exception as exc:  # noqa: BLE001 - logged by internal_error()
             if not mine and not job.settle():
