@@ -9,7 +9,7 @@ only the row itself, and the health header is two aggregate queries.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
@@ -29,6 +29,7 @@ from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
 from . import addresses, display, schedule, services, states, validation
+from .admin_base import ModelAdmin, TabularInline
 from .admin_forms import SECRET_FIELD, NotificationForm
 from .conf import app_settings, parse_secrets
 from .display import moment
@@ -36,13 +37,6 @@ from .health import queue_health
 from .models import DeliveryAttempt, Notification, NotificationQuerySet, TickRun
 from .secrets import site_secret_problem
 from .states import STATES, State
-
-if TYPE_CHECKING:  # django-stubs makes the admin classes generic; at run time they are not
-    ModelAdmin = admin.ModelAdmin[Any]
-    TabularInline = admin.TabularInline[Any, Any]
-else:
-    ModelAdmin = admin.ModelAdmin
-    TabularInline = admin.TabularInline
 from .validation import CHANNELS
 
 ATTEMPTS_SHOWN = 20  # delivery attempts on a change page; the rest are one click away
@@ -828,14 +822,19 @@ class NotificationIdFilter(admin.SimpleListFilter):
     parameter_name = "notification_id"
 
     def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]) -> list[tuple[str, str]]:
-        value = self.value()
-        return [(value, f"#{value}")] if value and value.isdigit() else []
+        pk = row_id(self.value())
+        return [] if pk is None else [(str(pk), f"#{pk}")]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        value = self.value()
-        if value and value.isdigit():
-            return queryset.filter(notification_id=int(value))
-        return queryset
+        pk = row_id(self.value())
+        return queryset if pk is None else queryset.filter(notification_id=pk)
+
+
+def row_id(value: str | None) -> int | None:
+    """`value` as a row id the database can compare (ASCII digits, within a BIGINT), or None."""
+    if not value or not (value.isascii() and value.isdigit()) or int(value) >= 2**63:
+        return None
+    return int(value)
 
 
 def outcome_badge(attempt: DeliveryAttempt) -> SafeString:

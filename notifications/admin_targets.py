@@ -8,7 +8,7 @@ the change permission. Targets are made by the tick, not by hand.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.contrib import admin, messages
 from django.db.models import Count, OuterRef, QuerySet, Subquery
@@ -18,12 +18,8 @@ from django.utils.safestring import SafeString
 from django.utils.translation import ngettext
 
 from . import circuit, display
+from .admin_base import ModelAdmin
 from .models import Notification, Target
-
-if TYPE_CHECKING:  # django-stubs makes the admin classes generic; at run time they are not
-    ModelAdmin = admin.ModelAdmin[Any]
-else:
-    ModelAdmin = admin.ModelAdmin
 
 
 @admin.register(Target)

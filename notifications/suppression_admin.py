@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.contrib import admin
 from django.http import HttpRequest
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 
+from .admin_base import ModelAdmin
 from .display import Styles, clip, moment
 from .models import Suppression
-
-if TYPE_CHECKING:  # django-stubs makes the admin classes generic; at run time they are not
-    ModelAdmin = admin.ModelAdmin[Any]
-else:
-    ModelAdmin = admin.ModelAdmin
 
 
 @admin.register(Suppression)

@@ -532,3 +532,28 @@ def test_both_lists_shorten_a_long_error_alike(admin_client):
 
     assert f'<span class="nq-status" title="{escaped}">' in admin_client.get(CHANGELIST).content.decode()
     assert f'<span class="nq-clip" title="{escaped}">{escaped}</span>' in admin_client.get(ATTEMPTS).content.decode()
+
+
+# --- hand-edited list URLs --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "query", "status"),
+    [
+        (ATTEMPTS, "notification_id=%C2%B2", 200),  # a Unicode digit int() refuses: not a row id, ignored
+        (ATTEMPTS, "notification_id=99999999999999999999999999", 200),  # past a BIGINT: ignored
+        (ATTEMPTS, "outcome=%00", 302),  # PostgreSQL refuses NUL bytes in text
+        (ATTEMPTS, "channel=web%00hook", 302),
+        (CHANGELIST, "next_fire_at__year=99999999999", 302),  # past Python's dates
+        (CHANGELIST, "q=%00", 302),
+        (reverse("admin:notifications_target_changelist"), "state=%00", 302),
+    ],
+)
+def test_a_hand_edited_list_url_is_refused_like_a_bad_lookup_not_a_500(admin_client, url, query, status):
+    make("dead")
+
+    response = admin_client.get(f"{url}?{query}")
+
+    assert response.status_code == status
+    if status == 302:  # Django's answer to a lookup it cannot run: the "database error" page
+        assert response["Location"].endswith("?e=1")
