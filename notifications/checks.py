@@ -54,7 +54,7 @@ from django.core import checks
 from django.db import connections, router
 
 from . import quiet
-from .conf import Defaults, app_settings, is_backoff
+from .conf import Defaults, app_settings, is_backoff, is_positive, lease_too_short
 from .mailer_settings import mail_timeout
 from .secrets import secret_errors
 
@@ -66,14 +66,8 @@ WAL_PATTERN = re.compile(r"journal_mode\s*=\s*'?wal", re.IGNORECASE)
 Messages = list[checks.CheckMessage]
 
 
-def _positive(value: Any, *, integer: bool) -> bool:
-    if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
-        return False
-    return bool(value > 0)
-
-
 def _number(name: str, value: Any, *, integer: bool, id: str) -> Messages:
-    if _positive(value, integer=integer):
+    if is_positive(value, integer=integer):
         return []
     what = "a positive integer" if integer else "a positive number"
     default = getattr(Defaults, name)
@@ -121,7 +115,7 @@ def _check_backoff() -> Messages:
             )
         ]
     max_retries = app_settings.MAX_RETRIES
-    if _positive(max_retries, integer=True) and len(backoff) < max_retries - 1:
+    if is_positive(max_retries, integer=True) and len(backoff) < max_retries - 1:
         return [
             checks.Warning(
                 f"NOTIFICATIONS_BACKOFF has {len(backoff)} steps but NOTIFICATIONS_MAX_RETRIES={max_retries} "
@@ -178,9 +172,9 @@ def _check_quiet_hours() -> Messages:
 
 def _check_lease() -> Messages:
     lease, budget, timeout = app_settings.LEASE, app_settings.TICK_BUDGET, app_settings.CHANNEL_TIMEOUT
-    if not (_positive(budget, integer=False) and _positive(timeout, integer=False)):
+    if not (is_positive(budget, integer=False) and is_positive(timeout, integer=False)):
         return []  # E003/E004 already say what is wrong
-    if lease > budget + timeout:
+    if lease_too_short(lease, budget, timeout) is None:
         return []
     return [
         checks.Error(
@@ -301,8 +295,8 @@ def check_email(app_configs: Any = None, **kwargs: Any) -> Messages:
             )
         ]
     if (
-        _positive(timeout.seconds, integer=False)
-        and _positive(channel_timeout, integer=False)
+        is_positive(timeout.seconds, integer=False)
+        and is_positive(channel_timeout, integer=False)
         and timeout.seconds > channel_timeout
     ):
         default = ", anymail's default" if timeout.defaulted else ""
@@ -351,7 +345,7 @@ def check_sqlite_concurrency(app_configs: Any = None, **kwargs: Any) -> Messages
     if WAL_PATTERN.search(str(options.get("init_command", ""))):
         return []
     budget, timeout = app_settings.TICK_BUDGET, app_settings.CHANNEL_TIMEOUT
-    if not (_positive(budget, integer=False) and _positive(timeout, integer=False)):
+    if not (is_positive(budget, integer=False) and is_positive(timeout, integer=False)):
         return []
     longest_tick = budget + timeout + TICK_OVERRUN_GRACE
     interval = cron_interval()

@@ -14,8 +14,9 @@ Two views of the same settings:
 from __future__ import annotations
 
 import ipaddress
+import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.conf import settings as django_settings
@@ -98,10 +99,24 @@ app_settings = Settings()
 
 
 def is_positive(value: Any, *, integer: bool) -> bool:
-    """A positive int (or, unless `integer`, a positive int or float); bools are not numbers."""
+    """A positive int (or, unless `integer`, a positive finite int or float); bools are not
+    numbers, and infinity is not a number of seconds a tick can plan with."""
     if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
         return False
-    return bool(value > 0)
+    return bool(value > 0) and math.isfinite(value)
+
+
+def derived_lease(budget: float, timeout: float) -> float:
+    """The lease when NOTIFICATIONS_LEASE is unset: see LEASE_MARGIN."""
+    return budget + 2 * timeout + LEASE_MARGIN
+
+
+def lease_too_short(lease: float, budget: float, timeout: float) -> str | None:
+    """Why a claim of `lease` seconds could expire while a tick of `budget` still delivers
+    its rows (a second tick would send them again), or None (notifications.E008)."""
+    if lease > budget + timeout:
+        return None
+    return f"a lease of {lease:g}s is not longer than the budget plus the channel timeout ({budget + timeout:g}s)"
 
 
 def positive_int(name: str) -> int:
@@ -223,7 +238,7 @@ class TickSettings:
         return cls(
             limit=positive_int("TICK_LIMIT"),
             budget=budget,
-            lease=float(lease) if is_positive(lease, integer=False) else budget + 2 * timeout + LEASE_MARGIN,
+            lease=float(lease) if is_positive(lease, integer=False) else derived_lease(budget, timeout),
             channel_timeout=timeout,
             concurrency=positive_int("CONCURRENCY"),
             target_concurrency=positive_int("TARGET_CONCURRENCY"),
@@ -239,6 +254,19 @@ class TickSettings:
             max_clock_offset=positive_number("MAX_CLOCK_OFFSET"),
             quiet_hours=quiet_hours(),
         )
+
+    def with_budget(self, budget: float) -> TickSettings:
+        """These settings for a tick of another budget (`runtick --budget`): a derived lease
+        grows with a longer budget (never shrinks); a lease set by hand must still outlive it
+        (ValueError says why not)."""
+        lease = self.lease
+        if is_positive(app_settings.LEASE, integer=False):
+            problem = lease_too_short(lease, budget, self.channel_timeout)
+            if problem:
+                raise ValueError(f"{problem}: raise NOTIFICATIONS_LEASE or give a shorter budget")
+        else:
+            lease = max(lease, derived_lease(budget, self.channel_timeout))
+        return replace(self, budget=budget, lease=lease)
 
     @property
     def max_retries(self) -> int:

@@ -115,7 +115,7 @@ class Tick:
         if limit is not None:
             settings = replace(settings, limit=int(limit))
         if budget is not None:
-            settings = replace(settings, budget=float(budget))
+            settings = settings.with_budget(float(budget))  # ValueError: a lease set by hand too short for it
         self.settings = settings
         self.limit = settings.limit
         self.budget = settings.budget

@@ -83,6 +83,10 @@ class NotificationQuerySet(models.QuerySet["Notification"]):
     def dead(self) -> NotificationQuerySet:
         return self.in_state(State.DEAD)
 
+    def dead_letters(self, now: datetime | None = None) -> NotificationQuerySet:
+        """Every row kept as a dead letter (not paused): the `dead` state and expired one-shot rows."""
+        return self.filter(states.DEAD_LETTERS.q(now or timezone.now()))
+
     def partial(self) -> NotificationQuerySet:
         return self.in_state(State.PARTIAL)
 

@@ -93,6 +93,9 @@ IN_TIME = Condition(Q(expired_at__isnull=True), lambda r, now: r.expired_at is N
 
 ACTIVE = RUNNING & IN_TIME  # neither paused by hand nor holding an expired firing
 HEALTHY = ALIVE & WHOLE & CLEAN  # no failure on record: the row just waits for its due time
+# Every row kept as a dead letter and not paused: the DEAD state, and EXPIRED one-shot rows
+# (a firing too late to send is kept as a dead letter). What a purge of dead letters takes.
+DEAD_LETTERS = RUNNING & DEAD_LETTERED
 
 # The states, in the order an operator triages them (the admin filter's order). A paused
 # row is paused whatever else it holds; an expired firing shows before a dead letter.

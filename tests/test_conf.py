@@ -7,6 +7,7 @@ from dataclasses import replace
 from unittest import mock
 
 import pytest
+from django.core.management import CommandError, call_command
 from django.test import override_settings
 from django.utils import timezone
 
@@ -146,6 +147,37 @@ def test_runtick_options_replace_limit_and_budget_only():
     assert (tick.limit, tick.budget) == (5, 0.0)
     assert tick.settings.lease == TickSettings.read().lease  # from the settings, as before
     assert tick.settings.concurrency == tick.concurrency == 8
+
+
+def test_a_longer_budget_than_the_settings_gets_a_lease_that_outlives_it():
+    settings = TickSettings.read()
+    longer = Tick(budget=settings.budget + 600)
+    assert longer.lease == longer.settings.lease == settings.lease + 600  # derived: it follows the budget
+
+
+@override_settings(NOTIFICATIONS_LEASE=100, NOTIFICATIONS_TICK_BUDGET=50, NOTIFICATIONS_CHANNEL_TIMEOUT=10)
+def test_a_lease_set_by_hand_too_short_for_the_budget_is_refused(capsys):
+    assert Tick(budget=80).lease == 100  # 80 + 10 < 100: it still outlives the tick
+    with pytest.raises(ValueError, match=r"not longer than the budget plus the channel timeout \(100s\)"):
+        Tick(budget=90)
+    with pytest.raises(CommandError, match="--budget 90: a lease of 100s is not longer"):
+        call_command("runtick", "--budget", "90")
+
+
+@pytest.mark.parametrize("value", ["inf", "1e400", "nan", "-1"])
+def test_runtick_refuses_a_budget_that_is_not_a_finite_number_of_seconds(value):
+    with pytest.raises(CommandError, match="finite number of seconds"):
+        call_command("runtick", "--budget", value)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", ["TICK_BUDGET", "CHANNEL_TIMEOUT", "LEASE", "ATTEMPT_RETENTION_DAYS"])
+def test_infinity_is_not_a_number_of_seconds_a_tick_runs_on(name, make_row):
+    with override_settings(**{f"NOTIFICATIONS_{name}": float("inf")}):
+        assert [m.id for m in check_settings() if m.id.startswith("notifications.E")]  # check says so
+        assert run_tick().counts()["succeeded"] == 0  # and a tick runs on the default
+        make_row()
+        assert run_tick().counts()["succeeded"] == 1
 
 
 @pytest.mark.parametrize(

@@ -131,7 +131,9 @@ def test_age_argument(text, expected):
     assert age(text) == expected
 
 
-@pytest.mark.parametrize("text", ["30", "d", "30 days", "-3d", "0d", "thirty"])
+@pytest.mark.parametrize(
+    "text", ["30", "d", "30 days", "-3d", "0d", "thirty", "99999999999d", "100000000w", "9" * 400 + "d", "366000d"]
+)
 def test_bad_ages_are_refused_clearly(text):
     with pytest.raises(argparse.ArgumentTypeError):
         age(text)
@@ -153,3 +155,22 @@ def test_an_age_or_zero_refuses_the_rest(text):
 def test_bad_age_on_the_command_line():
     with pytest.raises(CommandError, match="is not an age"):
         call_command("purgenotifications", "--dead", "--older-than", "30 days")
+
+
+def test_an_age_past_the_calendar_is_refused_on_the_command_line():
+    with pytest.raises(CommandError, match="is more than 1000 years"):
+        call_command("purgenotifications", "--dead", "--older-than", "99999999999d")
+    with pytest.raises(CommandError, match="is more than 1000 years"):
+        call_command("notifications_status", "--stale-after", "99999999999d")
+
+
+def test_an_expired_one_shot_kept_as_a_dead_letter_is_purged_too(queue):
+    expired = make("expired")
+    assert expired.dead_lettered_at is not None  # a firing too late to send is kept as a dead letter
+    paused = dead_since(45)
+    Notification.objects.filter(pk=paused.pk).update(paused_at=timezone.now())  # an operator's hold: kept
+
+    call_command("purgenotifications", "--dead", "--older-than", "0")
+
+    assert not Notification.objects.filter(pk=expired.pk).exists()
+    assert Notification.objects.filter(pk=paused.pk).exists()

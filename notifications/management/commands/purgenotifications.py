@@ -18,7 +18,8 @@ from notifications.models import Notification
 
 class Command(BaseCommand):
     help = (
-        "Delete dead letters that were dead-lettered longer ago than --older-than (0: all of them). Recurring "
+        "Delete dead letters (firings that came too late included) that were dead-lettered longer ago than "
+        "--older-than (0: all of them). Recurring "
         "rows whose schedule still runs are kept (purge those in the admin). Delivery history stays until it expires."
     )
 
@@ -39,7 +40,7 @@ class Command(BaseCommand):
         older_than: timedelta = options["older_than"]
         now = timezone.now()
         cutoff = now - older_than
-        old = Notification.objects.dead().filter(dead_lettered_at__lte=cutoff)
+        old = Notification.objects.dead_letters(now).filter(dead_lettered_at__lte=cutoff)
         # A recurring row whose schedule skipped forward still fires: deleting it from a
         # cron job would silently end someone's reminders.
         still_scheduled = old.exclude(recurrence_rule="").filter(next_fire_at__isnull=False)

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import signal
 import threading
 import time
 from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 from django.utils import timezone
 
 from notifications import wake
 from notifications.claims import load_defensively
+from notifications.conf import TickSettings
 from notifications.engine import run_tick
 from notifications.models import Notification
 from notifications.services import TICK_COUNTS, Outcome
@@ -31,14 +33,14 @@ def positive_int(value: str) -> int:
 
 def seconds(value: str) -> float:
     number = float(value)
-    if not number >= 0:  # also refuses nan
-        raise argparse.ArgumentTypeError("must not be negative")
+    if not (number >= 0 and math.isfinite(number)):  # also refuses nan
+        raise argparse.ArgumentTypeError("must be a finite number of seconds, not negative")
     return number
 
 
 def interval(value: str) -> float:
     number = float(value)
-    if not number > 0:
+    if not (number > 0 and math.isfinite(number)):
         raise argparse.ArgumentTypeError("must be a positive number of seconds")
     return number
 
@@ -68,6 +70,11 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["budget"] is not None:
+            try:
+                TickSettings.read().with_budget(options["budget"])
+            except ValueError as exc:
+                raise CommandError(f"--budget {options['budget']:g}: {exc}") from None
         if options["dry_run"]:
             self.dry_run(options["limit"])
             return
