@@ -19,6 +19,7 @@ once per claimed batch, `Breaker.observe` right after each write-back.
 from __future__ import annotations
 
 import logging
+import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -111,8 +112,11 @@ class Breaker:
         self.probes: dict[Any, str] = {}  # probes in flight: row pk -> target
         # Failures in a row per target as this tick's results arrive, and the targets they
         # tripped (held until when): `watch`, ahead of the write-back that opens the circuit.
+        # Workers watch their own results, so they share these under a lock.
         self.run: Counter[str] = Counter()
         self.tripped: dict[str, datetime] = {}
+        self.new_trips: dict[str, datetime] = {}  # tripped since the tick last asked (`take_new_trips`)
+        self.lock = threading.Lock()
 
     def admit(self, rows: Sequence[Notification], now: datetime) -> Admission:
         """Split a claimed batch: rows to send, rows held by an open circuit, probes.
@@ -177,20 +181,19 @@ class Breaker:
             logger.info("target %s: probe sent", key)
         return bool(won)
 
-    def watch(self, outcomes: Iterable[Any], now: datetime) -> dict[str, datetime]:
-        """As results arrive, before their batch is written back: the targets that have just
-        failed `failures` times in a row in this tick, with until when their rows are held.
+    def watch(self, outcome: Any, now: datetime) -> None:
+        """One row's results as they arrive (from a worker's thread), before their batch is
+        written back: a target that has just failed `failures` times in a row in this tick
+        is tripped, held until the cooldown has passed.
 
-        The tick holds their waiting rows at once instead of sending them into the same
+        Workers start no further sends to a tripped target (`is_tripped`), and the tick
+        holds its waiting rows (`take_new_trips`) instead of sending them into the same
         failure; the circuit itself opens when the results are written back (`observe`),
         from the streak kept in the database. Probes are left to `observe`.
         """
-        if not self.settings.enabled:
-            return {}
-        tripped: dict[str, datetime] = {}
-        for outcome in outcomes:
-            if outcome.row.pk in self.probes:
-                continue
+        if not self.settings.enabled or outcome.row.pk in self.probes:
+            return
+        with self.lock:
             for result in outcome.results:
                 key = channel_target(outcome.row, result.channel)
                 if not key:
@@ -201,8 +204,16 @@ class Breaker:
                     continue
                 self.run[key] += 1
                 if self.run[key] >= self.settings.failures and key not in self.tripped:
-                    self.tripped[key] = tripped[key] = now + timedelta(seconds=self.settings.cooldown)
-        return tripped
+                    self.tripped[key] = self.new_trips[key] = now + timedelta(seconds=self.settings.cooldown)
+
+    def is_tripped(self, key: str) -> bool:
+        return key in self.tripped
+
+    def take_new_trips(self) -> dict[str, datetime]:
+        """The targets tripped since the last call, with until when their rows are held."""
+        with self.lock:
+            trips, self.new_trips = self.new_trips, {}
+            return trips
 
     def observe(self, outcomes: Iterable[Any], now: datetime) -> None:
         """After a write-back: extend or end failure streaks, open circuits, settle probes."""

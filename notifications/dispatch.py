@@ -100,8 +100,11 @@ class Dispatcher:
     further; `set_capped(False)` lifts that second limit when it cannot.
     """
 
-    def __init__(self, workers: int, target_cap: int | None = None) -> None:
+    def __init__(
+        self, workers: int, target_cap: int | None = None, *, paused: Callable[[str], bool] | None = None
+    ) -> None:
         self.workers = workers
+        self.paused = paused or (lambda target: False)  # a target no row may start to now (its rows wait)
         self.cap = max(1, workers - max(1, workers // RESERVED_WORKER_RATIO))
         self.target_cap = target_cap or workers
         self._cond = threading.Condition()
@@ -173,7 +176,7 @@ class Dispatcher:
         limit = self._limit
         for target in self._queues:
             running = self._running[target]
-            if running >= limit:
+            if running >= limit or self.paused(target):
                 continue
             if best is None or running < best_running:
                 best, best_running = target, running

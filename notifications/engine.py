@@ -141,9 +141,9 @@ class Tick:
         self.channel_pool = ThreadPoolExecutor(
             CHANNEL_THREADS_PER_WORKER * self.concurrency, thread_name_prefix="notifications-send"
         )
-        self.dispatcher = Dispatcher(self.concurrency, self.target_concurrency)
-        self.results: queue.SimpleQueue[Reported] = queue.SimpleQueue()
         self.flow = FlowControl(self.lease)  # circuit breakers and rate limits
+        self.dispatcher = Dispatcher(self.concurrency, self.target_concurrency, paused=self.flow.is_tripped)
+        self.results: queue.SimpleQueue[Reported] = queue.SimpleQueue()
         self.workers = itertools.count()
         self.held = 0  # rows claimed and not yet given an outcome
         self.exhausted = False  # a claim came back short: nothing more is due
@@ -298,24 +298,21 @@ class Tick:
 
     def collect_finished(self) -> None:
         """File every outcome the workers handed back since the last look."""
-        collected = []
         while True:
             try:
                 job, outcome, attempts = self.results.get_nowait()
             except queue.Empty:
                 break
             self.held -= 1
-            collected.append(outcome)
             if job.batch.add(outcome, attempts):
                 self.finished.append(job.batch)
-        if collected:
-            self.hold_tripped(collected)
+        self.hold_tripped()
 
-    def hold_tripped(self, outcomes: list[Outcome]) -> None:
+    def hold_tripped(self) -> None:
         """A target that has just failed `failures` times in a row: its rows still waiting
         for a worker are held now, not sent into the same failure while the rest of their
         batch finishes (its circuit opens when the results are written back)."""
-        tripped = self.flow.watch(outcomes, self.fixed_now or timezone.now())
+        tripped = self.flow.new_trips()
         if not tripped:
             return
         for job in self.dispatcher.withdraw(lambda job: self.flow.tripped_target(job.row, tripped) is not None):
@@ -361,8 +358,16 @@ class Tick:
             reported = self.attempt(job, channels, pool)
             if reported is None:
                 return  # the monitor reported this row as timed out
-            results.put((job, *reported))
+            self.hand_back(results, job, *reported)
             finished = job  # marked done by the next take()
+
+    def hand_back(
+        self, results: queue.SimpleQueue[Reported], job: Job, outcome: Outcome, attempts: list[DeliveryAttempt]
+    ) -> None:
+        """Hand a delivered row's outcome to the tick, telling the breaker first, in this
+        thread: no further send to a target failing again and again starts meanwhile."""
+        self.flow.watch(outcome, self.fixed_now or job.batch.now)
+        results.put((job, outcome, attempts))
 
     def attempt(
         self, job: Job, channels: dict[str, Channel], pool: ThreadPoolExecutor
@@ -430,7 +435,7 @@ class Tick:
                 outcome, attempts = self.internal_error(job, exc), []
             logger.warning("notification %s: a send overran its deadline; left behind", job.row.pk)
             dispatcher.done(job)
-            results.put((job, outcome, attempts))
+            self.hand_back(results, job, outcome, attempts)
             abandoned.append(job)
         return abandoned
 

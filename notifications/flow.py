@@ -104,11 +104,18 @@ class FlowControl:
     def paused(self) -> bool:
         return time.monotonic() < self.paused_until
 
-    def watch(self, outcomes: Iterable[Outcome], now: datetime) -> dict[str, datetime]:
-        """Targets that have just failed `failures` times in a row in this tick, with until
-        when their rows are held (`Breaker.watch`): rows still waiting for a worker are
-        held (`hold_tripped`) rather than sent into the same failure."""
-        return self.breaker.watch(outcomes, now)
+    def watch(self, outcome: Outcome, now: datetime) -> None:
+        """One row's results, as its worker hands them back (`Breaker.watch`)."""
+        self.breaker.watch(outcome, now)
+
+    def is_tripped(self, target: str) -> bool:
+        """Whether this tick saw `target` fail `failures` times in a row: no more sends start to it."""
+        return self.breaker.is_tripped(target)
+
+    def new_trips(self) -> dict[str, datetime]:
+        """Targets tripped since the last call, with until when their waiting rows are held
+        (`hold_tripped`) rather than sent into the same failure."""
+        return self.breaker.take_new_trips()
 
     @staticmethod
     def tripped_target(row: Notification, tripped: dict[str, datetime]) -> str | None:
