@@ -186,7 +186,7 @@ class Breaker:
         written back: a target that has just failed `failures` times in a row in this tick
         is tripped, held until the cooldown has passed.
 
-        Workers start no further sends to a tripped target (`is_tripped`), and the tick
+        Workers start no further sends to a tripped target (`tripped`), and the tick
         holds its waiting rows (`take_new_trips`) instead of sending them into the same
         failure; the circuit itself opens when the results are written back (`observe`),
         from the streak kept in the database. Probes are left to `observe`.
@@ -205,9 +205,6 @@ class Breaker:
                 self.run[key] += 1
                 if self.run[key] >= self.settings.failures and key not in self.tripped:
                     self.tripped[key] = self.new_trips[key] = now + timedelta(seconds=self.settings.cooldown)
-
-    def is_tripped(self, key: str) -> bool:
-        return key in self.tripped
 
     def take_new_trips(self) -> dict[str, datetime]:
         """The targets tripped since the last call, with until when their rows are held."""

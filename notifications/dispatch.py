@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from datetime import datetime
 from urllib.parse import urlsplit
@@ -100,11 +100,9 @@ class Dispatcher:
     further; `set_capped(False)` lifts that second limit when it cannot.
     """
 
-    def __init__(
-        self, workers: int, target_cap: int | None = None, *, paused: Callable[[str], bool] | None = None
-    ) -> None:
+    def __init__(self, workers: int, target_cap: int | None = None, *, paused: Container[str] = frozenset()) -> None:
         self.workers = workers
-        self.paused = paused or (lambda target: False)  # a target no row may start to now (its rows wait)
+        self.paused = paused  # targets no row may start to now (the breaker's tripped ones; read, never written)
         self.cap = max(1, workers - max(1, workers // RESERVED_WORKER_RATIO))
         self.target_cap = target_cap or workers
         self._cond = threading.Condition()
@@ -176,7 +174,7 @@ class Dispatcher:
         limit = self._limit
         for target in self._queues:
             running = self._running[target]
-            if running >= limit or self.paused(target):
+            if running >= limit or target in self.paused:
                 continue
             if best is None or running < best_running:
                 best, best_running = target, running

@@ -142,7 +142,7 @@ class Tick:
             CHANNEL_THREADS_PER_WORKER * self.concurrency, thread_name_prefix="notifications-send"
         )
         self.flow = FlowControl(self.lease)  # circuit breakers and rate limits
-        self.dispatcher = Dispatcher(self.concurrency, self.target_concurrency, paused=self.flow.is_tripped)
+        self.dispatcher = Dispatcher(self.concurrency, self.target_concurrency, paused=self.flow.tripped)
         self.results: queue.SimpleQueue[Reported] = queue.SimpleQueue()
         self.workers = itertools.count()
         self.held = 0  # rows claimed and not yet given an outcome

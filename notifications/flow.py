@@ -108,9 +108,10 @@ class FlowControl:
         """One row's results, as its worker hands them back (`Breaker.watch`)."""
         self.breaker.watch(outcome, now)
 
-    def is_tripped(self, target: str) -> bool:
-        """Whether this tick saw `target` fail `failures` times in a row: no more sends start to it."""
-        return self.breaker.is_tripped(target)
+    @property
+    def tripped(self) -> dict[str, datetime]:
+        """The targets this tick saw fail `failures` times in a row: no more sends start to them."""
+        return self.breaker.tripped
 
     def new_trips(self) -> dict[str, datetime]:
         """Targets tripped since the last call, with until when their waiting rows are held
