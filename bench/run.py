@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -229,6 +230,18 @@ def median(values: list[float]) -> float:
 # --- scenarios -------------------------------------------------------------------------------
 
 
+def runtick_drain(sink: Sink, rows: int, settings: dict | None, **fields: Any) -> dict:
+    """One runtick draining `rows` webhook rows made with `fields` into the sink: its result,
+    with the rows the sink never got (`lost`, counting rows left in the table) and got twice."""
+    make_rows(rows, **fields)
+    result = job("runtick", {"budget": 3600}, settings)
+    stats = sink.stats()
+    result["lost"] = rows - stats["unique"] + remaining()
+    result["duplicates"] = stats["duplicates"]
+    clear()
+    return result
+
+
 def drain_pair(sink: Sink, rows: int, concurrency: int, ours_first: bool) -> tuple[dict, dict]:
     """runtick draining `rows` webhooks, and plain requests posting as many: one of each."""
     url = sink.url("/drain")
@@ -237,12 +250,7 @@ def drain_pair(sink: Sink, rows: int, concurrency: int, ours_first: bool) -> tup
     for which in ("ours", "limit") if ours_first else ("limit", "ours"):
         sink.reset()
         if which == "ours":
-            make_rows(rows, webhook_url=url)
-            result = job("runtick", {"budget": 3600}, settings)
-            stats = sink.stats()
-            result["lost"] = rows - stats["unique"] + remaining()
-            result["duplicates"] = stats["duplicates"]
-            clear()
+            result = runtick_drain(sink, rows, settings, webhook_url=url)
         else:
             result = job("plain_requests", {"rows": rows, "url": url, "payload": PAYLOAD, "concurrency": concurrency})
             result["lost"] = rows - result["ok"]
@@ -801,12 +809,7 @@ def burst_pair(
     for which in ("ours", "limit") if ours_first else ("limit", "ours"):
         sink.reset()
         if which == "ours":
-            make_rows(rows, webhook_urls=urls)
-            result = job("runtick", {"budget": 3600}, settings)
-            stats = sink.stats()
-            result["lost"] = rows - stats["unique"] + remaining()
-            result["duplicates"] = stats["duplicates"]
-            clear()
+            result = runtick_drain(sink, rows, settings, webhook_urls=urls)
         else:
             args = {"rows": rows, "urls": urls, "payload": PAYLOAD, "concurrency": concurrency}
             result = job("plain_adapter", args)

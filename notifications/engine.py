@@ -316,9 +316,7 @@ class Tick:
         if not tripped:
             return
         for job in self.dispatcher.withdraw(lambda job: self.flow.tripped_target(job.row, tripped) is not None):
-            key = self.flow.tripped_target(job.row, tripped)
-            assert key is not None  # withdrawn for it
-            self.results.put((job, self.flow.hold_tripped(job.row, key, tripped[key], job.batch.now), []))
+            self.results.put((job, self.flow.hold_tripped(job.row, tripped, job.batch.now), []))
 
     def write_back(self, *, force: bool) -> None:
         """Write finished batches back in one transaction, at most every WRITE_INTERVAL.

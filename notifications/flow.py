@@ -122,9 +122,12 @@ class FlowControl:
     def tripped_target(row: Notification, tripped: dict[str, datetime]) -> str | None:
         return next((t for t in targets_of(row) if t in tripped), None)
 
-    def hold_tripped(self, row: Notification, key: str, until: datetime, now: datetime) -> Outcome:
-        """`row`, waiting for a worker, held for `key` as behind an open circuit."""
-        return services.defer(row, until, now, f"circuit open for {key}", held_for=key)
+    def hold_tripped(self, row: Notification, tripped: dict[str, datetime], now: datetime) -> Outcome:
+        """`row`, waiting for a worker, held as behind an open circuit for its tripped target."""
+        key = self.tripped_target(row, tripped)
+        if key is None:
+            raise ValueError(f"notification {row.pk} has no tripped target")
+        return services.defer(row, tripped[key], now, f"circuit open for {key}", held_for=key)
 
     def observe(self, outcomes: Iterable[Outcome], now: datetime) -> None:
         self.breaker.observe(outcomes, now)

@@ -249,3 +249,22 @@ def _has_open(pid: int, path: str) -> bool:
                 if os.readlink(fd) == path:
                     return True
     return False
+
+
+def run_benchmark(out: Path, on_postgres: bool, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """`bench/run.py --quick *args --out out` in a child process, on the database of this
+    pass (PostgreSQL: a throwaway database the benchmark makes on the local server)."""
+    from django.conf import settings
+
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    if on_postgres:
+        db = settings.DATABASES["default"]
+        env["DATABASE_URL"] = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/postgres"
+    return subprocess.run(
+        [sys.executable, "bench/run.py", "--quick", *args, "--out", str(out)],
+        cwd=Path(__file__).resolve().parent.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

@@ -8,15 +8,9 @@ On the PostgreSQL pass it runs on PostgreSQL (its own throwaway database).
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
-from django.conf import settings
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.processes import run_benchmark
 
 SCENARIOS = [
     "sink ceiling",
@@ -41,20 +35,9 @@ SCENARIOS = [
 
 @pytest.mark.slow
 def test_benchmark_runs_every_scenario_on_tiny_sizes(tmp_path, on_postgres):
-    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-    if on_postgres:
-        db = settings.DATABASES["default"]
-        env["DATABASE_URL"] = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/postgres"
     out = tmp_path / "results.md"
 
-    run = subprocess.run(
-        [sys.executable, "bench/run.py", "--quick", "--out", str(out)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    run = run_benchmark(out, on_postgres, timeout=900)
 
     assert run.returncode == 0, run.stderr[-3000:]
     table = out.read_text()
@@ -90,19 +73,8 @@ def line_met(line: str) -> bool:
 def test_the_flow_scenarios_run_on_tiny_sizes(tmp_path, on_postgres):
     """`--scenario flow --quick`: the dead endpoint off/on, the shared 200/s drain, the held
     rows beside a due tick; every row delivered, none twice (checked by the scenario)."""
-    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-    if on_postgres:
-        db = settings.DATABASES["default"]
-        env["DATABASE_URL"] = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/postgres"
     out = tmp_path / "flow.md"
-    run = subprocess.run(
-        [sys.executable, "bench/run.py", "--scenario", "flow", "--quick", "--out", str(out)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    run = run_benchmark(out, on_postgres, "--scenario", "flow", timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     table = out.read_text()
     for name in ("11a. dead endpoint (503)", "breaker off", "breaker on", "11b. ", "11c. "):

@@ -9,14 +9,10 @@ instead of waiting out its interval. SQLite polls at the interval, as before
 from __future__ import annotations
 
 import logging
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from django.db import connection, transaction
@@ -26,8 +22,8 @@ from django.utils import timezone
 from notifications import wake
 from notifications.api import requeue, schedule
 from notifications.models import Notification
+from tests.processes import run_benchmark
 
-ROOT = Path(__file__).resolve().parent.parent
 LOOP_INTERVAL = "60"  # far beyond every wait below: a delivery in time was woken, not polled
 PROMPT = 5.0  # seconds: generous for "within a second" on a shared machine
 
@@ -298,22 +294,9 @@ def test_the_loop_survives_a_lost_listener_and_wakes_again_once_it_is_back(loop,
 
 @pytest.mark.slow
 def test_the_fast_lane_benchmark_runs_on_postgresql_and_says_it_is_skipped_on_sqlite(tmp_path, on_postgres):
-    from django.conf import settings
-
-    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-    if on_postgres:
-        db = settings.DATABASES["default"]
-        env["DATABASE_URL"] = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/postgres"
     out = tmp_path / "results.md"
 
-    run = subprocess.run(
-        [sys.executable, "bench/run.py", "--scenario", "fast-lane", "--quick", "--out", str(out)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    run = run_benchmark(out, on_postgres, "--scenario", "fast-lane", timeout=300)
 
     assert run.returncode == 0, run.stderr[-3000:]
     (line,) = [line for line in out.read_text().splitlines() if line.startswith("| 9. fast lane")]
