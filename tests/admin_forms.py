@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from django.contrib.auth.models import Permission, User
 from django.contrib.messages import get_messages
 from django.test import Client
 from django.urls import reverse
@@ -12,6 +13,15 @@ from django.utils import timezone
 from notifications.models import Notification
 
 CHANGELIST = "/admin/notifications/notification/"
+
+
+def staff(*codenames: str) -> Client:
+    """A client logged in as a staff user holding just these permissions (e.g. view_notification)."""
+    user = User.objects.create_user(f"staff-{'-'.join(codenames) or 'none'}", password="pw", is_staff=True)
+    user.user_permissions.set(Permission.objects.filter(codename__in=codenames))
+    client = Client()
+    client.force_login(user)
+    return client
 
 
 def list_action(client: Client, action: str, rows, **extra):

@@ -6,7 +6,6 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.admin.models import CHANGE, DELETION, LogEntry
-from django.contrib.auth.models import Permission, User
 from django.core import mail
 from django.test import Client
 from django.utils import timezone
@@ -14,18 +13,10 @@ from django.utils import timezone
 from notifications import services
 from notifications.api import purge, requeue, run_tick
 from notifications.models import DeliveryAttempt, Notification, State
-from tests.admin_forms import CHANGELIST, list_action, texts
+from tests.admin_forms import CHANGELIST, list_action, staff, texts
 from tests.queue_states import make, one_of_each
 
 pytestmark = pytest.mark.django_db
-
-
-def staff(*codenames: str) -> Client:
-    user = User.objects.create_user(f"staff-{'-'.join(codenames) or 'none'}", password="pw", is_staff=True)
-    user.user_permissions.set(Permission.objects.filter(codename__in=codenames))
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 # --- requeue -------------------------------------------------------------------------------

@@ -8,13 +8,12 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.admin.models import CHANGE, DELETION, LogEntry
-from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
 from notifications.models import Notification, State
-from tests.admin_forms import CHANGELIST, change_url, list_action, texts
+from tests.admin_forms import CHANGELIST, change_url, list_action, staff, texts
 from tests.queue_states import make, one_of_each
 
 ACTIONS = ("requeue", "run_now", "pause", "resume", "purge")
@@ -30,14 +29,6 @@ def act_url(row: Notification, action: str) -> str:
 def buttons(response) -> list[str]:
     """The change page's action buttons, in page order."""
     return re.findall(r'class="button nq-act-(\w+)"', response.content.decode())
-
-
-def staff(*codenames: str) -> Client:
-    user = User.objects.create_user(f"staff-{'-'.join(codenames) or 'none'}", password="pw", is_staff=True)
-    user.user_permissions.set(Permission.objects.filter(codename__in=codenames))
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def fresh(row: Notification) -> Notification:
