@@ -17,6 +17,7 @@ from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.admin.utils import quote, unquote
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import connection
 from django.db.models import Case, Exists, OuterRef, QuerySet, Value, When
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, HttpResponseNotAllowed
 from django.shortcuts import redirect
@@ -32,6 +33,7 @@ from . import addresses, display, schedule, services, states, validation
 from .admin_base import ModelAdmin, TabularInline
 from .admin_forms import SECRET_FIELD, NotificationForm
 from .conf import app_settings, parse_secrets
+from .databases import sliced_ids
 from .display import moment
 from .health import queue_health
 from .models import DeliveryAttempt, Notification, NotificationQuerySet, TickRun
@@ -517,7 +519,8 @@ class NotificationAdmin(ModelAdmin):
                 .order_by("-attempted_at", "-id")
                 .values("pk")[:ATTEMPTS_SHOWN]
             )
-            kwargs["queryset"] = kwargs["queryset"].filter(pk__in=latest).order_by("-attempted_at", "-id")
+            latest_ids = sliced_ids(latest, connection)
+            kwargs["queryset"] = kwargs["queryset"].filter(pk__in=latest_ids).order_by("-attempted_at", "-id")
         return kwargs
 
     def save_model(self, request: HttpRequest, obj: Notification, form: NotificationForm, change: bool) -> None:

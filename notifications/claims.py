@@ -1,8 +1,8 @@
 """Claiming due rows for one tick: one conditional UPDATE, fenced by a fresh token.
 
-Two ticks running at once, on one host or many, on SQLite or PostgreSQL, never claim
-the same row: PostgreSQL skips rows another tick is claiming (FOR UPDATE SKIP LOCKED)
-and SQLite runs the single UPDATE under its database write lock. A claim lives for the
+Two ticks running at once, on one host or many, on any supported database, never claim
+the same row: PostgreSQL, MariaDB and MySQL skip rows another tick is claiming (FOR UPDATE
+SKIP LOCKED) and SQLite runs the single UPDATE under its database write lock. A claim lives for the
 lease; a tick that dies leaves rows that become claimable again when it expires.
 
 The claim only marks rows, and they are loaded afterwards: a row written by raw SQL
@@ -23,6 +23,7 @@ from typing import Any
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import QuerySet
 
+from .databases import sliced_ids
 from .models import Notification
 
 logger = logging.getLogger("notifications.tick")
@@ -69,6 +70,10 @@ def mark(token: uuid.UUID, now: datetime, limit: int, lease: float) -> int:
     own writes wait for: a plain UPDATE holds it for one step of the statement, while
     RETURNING would hold it until every returned row had been fetched (one step, and
     one wait for Python's GIL, per row).
+
+    MariaDB and MySQL take no LIMIT in an IN subquery: there the SELECT ... FOR UPDATE
+    SKIP LOCKED runs first and the UPDATE names its ids, in one transaction, so the rows
+    stay locked from the moment they are picked until their claim is written.
     """
     due = due_query(now, limit)
     atomic: Any = contextlib.nullcontext()  # one statement is atomic by itself (SQLite: no BEGIN/COMMIT)
@@ -76,7 +81,10 @@ def mark(token: uuid.UUID, now: datetime, limit: int, lease: float) -> int:
         due = due.select_for_update(skip_locked=True)
         atomic = transaction.atomic()  # Django wants FOR UPDATE inside a transaction
     with atomic:
-        return Notification.objects.filter(pk__in=due).update(
+        picked = sliced_ids(due, connection)
+        if isinstance(picked, list) and not picked:  # MariaDB/MySQL read the ids first: none, nothing to update
+            return 0
+        return Notification.objects.filter(pk__in=picked).update(
             claim_token=token, claimed_until=now + timedelta(seconds=lease)
         )
 

@@ -10,7 +10,7 @@ record; the admin header, `manage.py notifications_status` and the
 
 The measurement only reports: a tick never refuses to run because of it, so tests
 that move Python's clock with time-machine keep working (the database's clock is not
-moved: SQLite reads the C library's clock, PostgreSQL the server's).
+moved: SQLite reads the C library's clock, PostgreSQL and MariaDB/MySQL the server's).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ logger = logging.getLogger("notifications")
 CLOCK_QUERIES = {
     "postgresql": "SELECT clock_timestamp()",
     "sqlite": "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')",  # UTC, milliseconds
+    "mysql": "SELECT UTC_TIMESTAMP(6)",  # naive UTC, microseconds, when the statement runs
 }
 
 
@@ -36,7 +37,7 @@ def measure_offset(using: str = DEFAULT_DB_ALIAS) -> float | None:
 
     One query. The database's reading is compared with the local time halfway
     through the round trip, so a slow query does not count as skew. None when the
-    database has no clock query here (not PostgreSQL or SQLite) or the query fails:
+    database has no clock query here (not PostgreSQL, MariaDB/MySQL or SQLite) or the query fails:
     a failed measurement is no reason to fail a tick.
     """
     connection = connections[using]
@@ -58,7 +59,7 @@ def measure_offset(using: str = DEFAULT_DB_ALIAS) -> float | None:
 
 
 def _as_datetime(value: datetime | str) -> datetime:
-    """The database's reading as an aware datetime (SQLite gives UTC text)."""
+    """The database's reading as an aware datetime (SQLite gives UTC text, MariaDB/MySQL a naive UTC time)."""
     if isinstance(value, str):
         value = datetime.fromisoformat(value)
     if not isinstance(value, datetime):

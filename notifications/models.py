@@ -15,6 +15,7 @@ from django.utils import timezone
 from . import quiet, states, validation
 from .addresses import AddressesField
 from .conf import positive_int, quiet_hours
+from .keys import KeyConstraint, KeyField
 from .states import State
 
 
@@ -150,7 +151,7 @@ class Notification(models.Model):
     # Lifecycle (all optional): the host's own name for the row, pausing, expiry, quiet
     # hours and a retry policy of its own.
     # db_default: rows inserted by raw SQL that predates these columns still get a value.
-    key = models.CharField(
+    key = KeyField(
         max_length=200,
         blank=True,
         default="",
@@ -235,8 +236,9 @@ class Notification(models.Model):
         ]
         constraints = [
             # Keys are unique among rows that have one, enforced by the database so that
-            # concurrent schedule(key=...) calls leave one row.
-            models.UniqueConstraint(fields=["key"], condition=~Q(key=""), name="notification_key_unique"),
+            # concurrent schedule(key=...) calls leave one row (on MariaDB/MySQL through a
+            # generated column: notifications.keys).
+            KeyConstraint(field="key", name="notification_key_unique"),
         ]
 
     def __str__(self) -> str:

@@ -7,7 +7,8 @@ T units, at most N x (T + 1). `"*"` gives every webhook target not named its own
 buckets of that size; email is limited only when named.
 
 A tick takes tokens for a whole batch in its own thread: one statement per bucket (an
-upsert that refills, grants what it can and RETURNs the grant), in a short transaction
+upsert that refills, grants what it can and RETURNs the grant; two on MariaDB/MySQL,
+which read the grant back), in a short transaction
 with no network I/O. A target with several limits gets the smallest grant; the other
 buckets are given back what they granted beyond it. Rows that got no token are not
 sent now: they are deferred to the slot the binding bucket will have a token for them
@@ -133,30 +134,51 @@ def take(target: str, limits: tuple[Limit, ...], want: int, now: float | None = 
     return Grant(granted, now + wait, binding.rate)
 
 
-def _sql(template: str) -> str:
-    """`{least}`/`{greatest}`/`{floor}` for the database at hand."""
-    if connection.vendor == "postgresql":
-        return template.format(least="LEAST", greatest="GREATEST", floor="FLOOR", table=RateBucket._meta.db_table)
-    return template.format(least="MIN", greatest="MAX", floor="", table=RateBucket._meta.db_table)
-
-
-# Refilled tokens at %(now)s: capped at the bucket's size, never back in time.
+# --- the buckets' SQL: the one place it differs per database ----------------------------
+#
+# Refilled tokens at %(now)s: capped at the bucket's size, never back in time. Only the
+# table name, the quoted `key` column and function names are formatted in; values are
+# parameters.
 _REFILLED = "{least}(%(cap)s, {table}.tokens + {greatest}(%(now)s - {table}.stamp, 0) * %(rate)s)"
-_GRANT = "CAST({floor}({least}(%(want)s, " + _REFILLED + ")) AS INTEGER)"
-# Only the table name and function names are formatted in; values are parameters.
-_TAKE = (
-    "INSERT INTO {table} (key, tokens, stamp, granted) VALUES (%(key)s, %(first_left)s, %(now)s, %(first)s) "  # noqa: S608
-    "ON CONFLICT (key) DO UPDATE SET "
+_GRANT = "CAST({floor}({least}(%(want)s, " + _REFILLED + ")) AS {integer})"
+_INSERT = "INSERT INTO {table} ({key}, tokens, stamp, granted) VALUES (%(key)s, %(first_left)s, %(now)s, %(first)s) "
+# PostgreSQL and SQLite: one statement; every SET expression reads the row as it was.
+_TAKE_RETURNING = (
+    _INSERT + "ON CONFLICT ({key}) DO UPDATE SET "
     "tokens = " + _REFILLED + " - " + _GRANT + ", "
     "granted = " + _GRANT + ", "
     "stamp = {greatest}({table}.stamp, %(now)s) "
     "RETURNING granted, tokens"
 )
-_GIVE_BACK = "UPDATE {table} SET tokens = {least}(%(cap)s, tokens + %(n)s) WHERE key = %(key)s"
+# MariaDB/MySQL: ON DUPLICATE KEY UPDATE assigns left to right, each later expression
+# reading the columns already assigned, so `granted` comes first (from the old tokens and
+# stamp), `tokens` subtracts it, and `stamp` moves last. No RETURNING: the row is read back
+# in the same transaction, under the lock the upsert took.
+_TAKE_UPSERT = (
+    _INSERT + "ON DUPLICATE KEY UPDATE "
+    "granted = " + _GRANT + ", "
+    "tokens = " + _REFILLED + " - {table}.granted, "
+    "stamp = {greatest}({table}.stamp, %(now)s)"
+)
+_READ_BACK = "SELECT granted, tokens FROM {table} WHERE {key} = %(key)s"
+_GIVE_BACK = "UPDATE {table} SET tokens = {least}(%(cap)s, tokens + %(n)s) WHERE {key} = %(key)s"
+
+_FUNCTIONS = {
+    "postgresql": {"least": "LEAST", "greatest": "GREATEST", "floor": "FLOOR", "integer": "INTEGER"},
+    "mysql": {"least": "LEAST", "greatest": "GREATEST", "floor": "FLOOR", "integer": "SIGNED"},
+    "sqlite": {"least": "MIN", "greatest": "MAX", "floor": "", "integer": "INTEGER"},  # CAST truncates
+}
+
+
+def _sql(template: str) -> str:
+    """`template` for the database at hand: its function names, table and quoted `key`."""
+    names = _FUNCTIONS.get(connection.vendor, _FUNCTIONS["sqlite"])
+    return template.format(**names, table=RateBucket._meta.db_table, key=connection.ops.quote_name("key"))
 
 
 def _take_one(key: str, limit: Limit, want: int, now: float) -> tuple[int, float]:
-    """One bucket: (tokens granted, tokens left). One statement: an upsert with RETURNING."""
+    """One bucket: (tokens granted, tokens left). One upsert, which RETURNs the grant where
+    the database can (MariaDB/MySQL: read back in the caller's transaction)."""
     first = min(want, limit.count)
     params: dict[str, str | int | float] = {
         "key": key,
@@ -168,7 +190,11 @@ def _take_one(key: str, limit: Limit, want: int, now: float) -> tuple[int, float
         "first_left": float(limit.count - first),
     }
     with connection.cursor() as cursor:
-        cursor.execute(_sql(_TAKE), params)
+        if connection.vendor == "mysql":
+            cursor.execute(_sql(_TAKE_UPSERT), params)
+            cursor.execute(_sql(_READ_BACK), {"key": key})
+        else:
+            cursor.execute(_sql(_TAKE_RETURNING), params)
         granted, left = cursor.fetchone()
     return int(granted), float(left)
 

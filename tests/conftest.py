@@ -1,4 +1,5 @@
-"""Shared fixtures. The suite runs twice: SQLite (tests.settings) and PostgreSQL."""
+"""Shared fixtures. The suite runs three times: SQLite (tests.settings), PostgreSQL
+(tests.settings_postgres) and MariaDB/MySQL (tests.settings_mysql)."""
 
 from __future__ import annotations
 
@@ -9,29 +10,46 @@ import pytest
 from django.conf import settings
 
 
+# The servers a pass of the suite needs: engine -> (name, CI's flag that forbids skipping).
+SERVERS = {
+    "django.db.backends.postgresql": ("PostgreSQL", "NOTIFICATIONS_REQUIRE_POSTGRES"),
+    "django.db.backends.mysql": ("MariaDB", "NOTIFICATIONS_REQUIRE_MARIADB"),
+}
+
+
+def _engine() -> str:
+    return settings.DATABASES["default"]["ENGINE"]
+
+
 def _is_postgres() -> bool:
-    return settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+    return _engine() == "django.db.backends.postgresql"
 
 
 def pytest_collection_modifyitems(config, items):
-    """PostgreSQL runs need the server; without it, skip with a reason (never in CI)."""
+    """PostgreSQL and MariaDB runs need their server; without it, skip with a reason (never in CI)."""
     postgres = _is_postgres()
     skip_pg_only = pytest.mark.skip(reason="PostgreSQL-only: runs in the PostgreSQL pass (make test)")
     for item in items:
         if not postgres and "postgres_only" in item.keywords:
             item.add_marker(skip_pg_only)
-    if postgres and not _postgres_reachable():
-        if os.environ.get("NOTIFICATIONS_REQUIRE_POSTGRES"):
-            raise pytest.UsageError("PostgreSQL at 127.0.0.1:5432 is required (CI) but not reachable")
-        skip_all = pytest.mark.skip(reason="PostgreSQL at 127.0.0.1:5432 is not reachable on this machine")
-        for item in items:
-            item.add_marker(skip_all)
-
-
-def _postgres_reachable() -> bool:
+    server = SERVERS.get(_engine())
+    if server is None or _server_reachable():
+        return
+    name, required = server
     db = settings.DATABASES["default"]
+    where = f"{db.get('HOST') or '127.0.0.1'}:{db.get('PORT')}"
+    if os.environ.get(required):
+        raise pytest.UsageError(f"{name} at {where} is required ({required} is set, as in CI) but not reachable")
+    skip_all = pytest.mark.skip(reason=f"{name} at {where} is not reachable on this machine")
+    for item in items:
+        item.add_marker(skip_all)
+
+
+def _server_reachable() -> bool:
+    db = settings.DATABASES["default"]
+    default_port = 5432 if _is_postgres() else 3306
     try:
-        with socket.create_connection((db.get("HOST") or "127.0.0.1", int(db.get("PORT") or 5432)), timeout=2):
+        with socket.create_connection((db.get("HOST") or "127.0.0.1", int(db.get("PORT") or default_port)), timeout=2):
             return True
     except OSError:
         return False
@@ -40,6 +58,14 @@ def _postgres_reachable() -> bool:
 @pytest.fixture
 def on_postgres() -> bool:
     return _is_postgres()
+
+
+@pytest.fixture
+def vendor() -> str:
+    """The test database's `connection.vendor`: "sqlite", "postgresql" or "mysql"."""
+    from django.db import connection
+
+    return connection.vendor
 
 
 @pytest.fixture

@@ -194,6 +194,10 @@ def claim_gate() -> Iterator[Callable[[list[Runtick], float], None]]:
     from the same instant. Inside, call the yielded function with the children to wait
     until each of them is blocked at its claim.
     """
+    if connection.vendor == "mysql":
+        with _mysql_read_lock():
+            yield _wait_until_blocked
+        return
     with transaction.atomic():
         if connection.vendor == "postgresql":
             with connection.cursor() as cursor:
@@ -206,10 +210,34 @@ def claim_gate() -> Iterator[Callable[[list[Runtick], float], None]]:
         yield _wait_until_blocked
 
 
+@contextlib.contextmanager
+def _mysql_read_lock() -> Iterator[None]:
+    """MariaDB/MySQL: a READ table lock, like PostgreSQL's EXCLUSIVE mode above: plain reads
+    go on, while the claim's FOR UPDATE, UPDATE and INSERT wait for it (SKIP LOCKED skips
+    locked rows, never a locked table). While it is held this connection reads that table
+    only (and information_schema)."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"LOCK TABLES {TABLE} READ")
+        try:
+            yield
+        finally:
+            cursor.execute("UNLOCK TABLES")
+
+
 def _take_write_lock() -> None:
     """SQLite: make sure this transaction holds the write lock (whatever its BEGIN mode)."""
     with connection.cursor() as cursor:
         cursor.execute(f"UPDATE {TABLE} SET id = id WHERE 0 = 1")
+
+
+def short_lock_wait() -> dict[str, Any]:
+    """A child's `db_options` that make it give up waiting for a lock after about a second:
+    its claim fails, as it would while the database restarts."""
+    if connection.vendor == "postgresql":
+        return {"options": "-c lock_timeout=500"}
+    if connection.vendor == "mysql":  # whole seconds; table locks wait lock_wait_timeout
+        return {"init_command": "SET SESSION lock_wait_timeout = 1, innodb_lock_wait_timeout = 1"}
+    return {"timeout": 0.5}
 
 
 def _wait_until_blocked(children: list[Runtick], timeout: float = 60) -> None:
@@ -230,6 +258,13 @@ def _all_blocked(children: list[Runtick]) -> bool:
             cursor.execute(
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
                 "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+            )
+            return cursor.fetchone()[0] >= len(children)
+    if connection.vendor == "mysql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM information_schema.PROCESSLIST WHERE DB = DATABASE() "
+                "AND STATE LIKE 'Waiting for table%' AND ID <> CONNECTION_ID()"
             )
             return cursor.fetchone()[0] >= len(children)
     # SQLite: a child has opened the database file only to claim (system checks do not

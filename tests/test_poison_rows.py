@@ -2,7 +2,8 @@
 
 Raw SQL can store values that Django's converters or the database driver refuse to
 turn into Python: a JSON integer of 5,000 digits, JSON nested 5,000 deep, `-infinity`
-on PostgreSQL, a malformed UUID or an impossible date on SQLite. Such rows are claimed
+on PostgreSQL, a malformed UUID or an impossible date on SQLite, JSON text Python
+refuses on MariaDB/MySQL. Such rows are claimed
 with healthy ones; the tick dead-letters them by id with the conversion error and
 delivers every healthy row behind them in the same tick.
 """
@@ -41,6 +42,9 @@ def poison_values(vendor: str) -> dict[str, tuple[str, str]]:
         values["JSON nested 5,000 deep"] = (f"payload = %s{json_cast}", deep_nesting())
         values["-infinity due time"] = ("next_fire_at = %s::timestamptz", "-infinity")
         values["infinity creation time"] = ("created_at = %s::timestamptz", "infinity")
+    elif vendor == "mysql":  # typed columns (UUID, DATETIME) and JSON checked for depth: JSON text it is
+        values["huge JSON integer in a list"] = ("channels = %s", "[" + "7" * 5000 + "]")
+        values["huge JSON integer in the backoff"] = ("backoff = %s", "[" + "9" * 5000 + "]")
     else:  # SQLite keeps whatever text it is given
         values["malformed UUID"] = ("firing_id = %s", "not-a-uuid")
         values["impossible due date"] = ("next_fire_at = %s", "2026-02-30 09:00:00")

@@ -15,7 +15,7 @@ from django.utils import timezone
 from notifications.api import run_tick
 from notifications.conf import app_settings
 from notifications.models import DeliveryAttempt, Notification, TickRun
-from tests.processes import claim_gate, parse_summary, run
+from tests.processes import claim_gate, parse_summary, run, short_lock_wait
 from tests.servers import Reply
 
 OUTCOME_LINE = re.compile(r"^#(\d+) (succeeded|partial|retried|dead_lettered|released)\b")
@@ -210,11 +210,11 @@ def test_loop_ticks_repeatedly_and_stops_cleanly_on_a_signal(make_row, webhook_s
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
-def test_loop_survives_a_failing_tick(make_row, webhook_server, children, on_postgres):
+def test_loop_survives_a_failing_tick(make_row, webhook_server, children):
     row = make_row(channels=["webhook"], webhook_url=webhook_server.url())
-    # The child gives up waiting for a lock after half a second: its claim fails, as it
+    # The child gives up waiting for a lock after a second at most: its claim fails, as it
     # would while the database restarts.
-    short_wait = {"options": "-c lock_timeout=500"} if on_postgres else {"timeout": 0.5}
+    short_wait = short_lock_wait()
 
     with claim_gate():
         child = children.start("--loop", "0.5", db_options=short_wait)
@@ -228,9 +228,9 @@ def test_loop_survives_a_failing_tick(make_row, webhook_server, children, on_pos
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
-def test_single_tick_failure_is_a_non_zero_exit(make_row, children, on_postgres):
+def test_single_tick_failure_is_a_non_zero_exit(make_row, children):
     make_row()
-    short_wait = {"options": "-c lock_timeout=500"} if on_postgres else {"timeout": 0.5}
+    short_wait = short_lock_wait()
 
     with claim_gate():
         child = children.start(db_options=short_wait)

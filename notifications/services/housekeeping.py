@@ -5,7 +5,12 @@ from __future__ import annotations
 import os
 import socket
 from datetime import datetime, timedelta
+from typing import Any
 
+from django.db import connection
+from django.db.models import QuerySet
+
+from ..databases import sliced_ids
 from ..models import DeliveryAttempt, TickRun
 
 PRUNE_BATCH = 1000
@@ -15,9 +20,19 @@ def prune_history(now: datetime, retention_days: float, batch: int = PRUNE_BATCH
     """Delete at most `batch` delivery records (and tick records) past retention."""
     cutoff = now - timedelta(days=retention_days)
     old = DeliveryAttempt.objects.filter(attempted_at__lt=cutoff).order_by("attempted_at").values("pk")[:batch]
-    deleted, _ = DeliveryAttempt.objects.filter(pk__in=old).delete()
+    deleted = _delete(DeliveryAttempt.objects.all(), old)
     old_runs = TickRun.objects.filter(finished_at__lt=cutoff).order_by("finished_at").values("pk")[:batch]
-    TickRun.objects.filter(pk__in=old_runs).delete()
+    _delete(TickRun.objects.all(), old_runs)
+    return deleted
+
+
+def _delete(rows: QuerySet[Any], ids: QuerySet[Any]) -> int:
+    """Delete the rows of `ids` (a sliced `.values("pk")`): one DELETE with a subquery, or,
+    where the ids are read first (MariaDB/MySQL), none at all when there are none."""
+    picked = sliced_ids(ids, connection)
+    if isinstance(picked, list) and not picked:
+        return 0
+    deleted, _ = rows.filter(pk__in=picked).delete()
     return deleted
 
 

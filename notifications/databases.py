@@ -1,0 +1,44 @@
+"""What the ORM does not paper over between the databases the queue runs on, in one place.
+
+Each concern keeps its own SQL where it lives (the claim in `claims`, the buckets'
+upsert in `ratelimit`, the clock query in `clock`, the MariaDB/MySQL checks in
+`checks`); this module holds the few helpers several of them share, so a vendor test
+is written once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import QuerySet
+
+
+def is_mysql(connection: BaseDatabaseWrapper) -> bool:
+    """MariaDB or MySQL (Django's `mysql` backend serves both)."""
+    return connection.vendor == "mysql"
+
+
+def sliced_ids(query: QuerySet[Any, Any], connection: BaseDatabaseWrapper) -> QuerySet[Any, Any] | list[Any]:
+    """`query` (a sliced `.values("pk")` queryset) as something `pk__in=` takes.
+
+    The subquery itself where the database takes a LIMIT inside IN; MariaDB and MySQL do
+    not (error 1235), so there its ids are read first: one more round trip, the same rows.
+    Inside a transaction with `select_for_update()`, the rows stay locked in between.
+    """
+    if connection.features.allow_sliced_subqueries_with_in:
+        return query
+    return [row["pk"] if isinstance(row, dict) else row for row in query]
+
+
+def exact_collation(connection: BaseDatabaseWrapper) -> str:
+    """MariaDB/MySQL's collation that compares utf8mb4 text byte for byte, trailing spaces too.
+
+    NO PAD where the server has one (MariaDB's `utf8mb4_nopad_bin`, MySQL 8.0.17's
+    `utf8mb4_0900_bin`); before that MySQL's `utf8mb4_bin` (which ignores trailing spaces).
+    """
+    if connection.mysql_is_mariadb:  # type: ignore[attr-defined]  # Django's mysql backend
+        return "utf8mb4_nopad_bin"
+    if connection.mysql_version >= (8, 0, 17):  # type: ignore[attr-defined]
+        return "utf8mb4_0900_bin"
+    return "utf8mb4_bin"
