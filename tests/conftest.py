@@ -9,7 +9,6 @@ import socket
 import pytest
 from django.conf import settings
 
-
 # The servers a pass of the suite needs: engine -> (name, CI's flag that forbids skipping).
 SERVERS = {
     "django.db.backends.postgresql": ("PostgreSQL", "NOTIFICATIONS_REQUIRE_POSTGRES"),
