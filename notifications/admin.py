@@ -497,7 +497,7 @@ class NotificationAdmin(ModelAdmin):
                     "is not JSON the app can read, so the tick dead-letters it. It appears as null below: enter "
                     "a new payload to repair the row, or purge it."
                 )
-                % {"depth": validation.MAX_PAYLOAD_DEPTH},
+                % {"depth": validation.max_payload_depth()},
                 messages.WARNING,
             )
         return obj

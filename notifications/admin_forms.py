@@ -12,7 +12,7 @@ from django.utils.translation import gettext_lazy as _
 
 from . import services
 from .models import USER_FIELDS, Notification
-from .validation import CHANNELS, MAX_PAYLOAD_DEPTH, payload_too_deep
+from .validation import CHANNELS, max_payload_depth, payload_too_deep
 
 if TYPE_CHECKING:  # django-stubs makes ModelForm generic; at run time it is not
     ModelForm = forms.ModelForm[Notification]
@@ -23,7 +23,7 @@ SECRET_FIELD = "webhook_secret"  # noqa: S105 - a field name, not a secret
 
 
 class PayloadField(forms.JSONField):
-    """The payload as JSON text; nesting past MAX_PAYLOAD_DEPTH is refused before anything recurses.
+    """The payload as JSON text; nesting past `max_payload_depth()` is refused before anything recurses.
 
     Django's JSON decoding and the model field's own check are recursive: posted JSON
     nested a few hundred levels deep would end in RecursionError (a 500) instead of an
@@ -40,7 +40,7 @@ class PayloadField(forms.JSONField):
             raise ValidationError(
                 _("The payload is nested deeper than %(depth)d levels."),
                 code="invalid",
-                params={"depth": MAX_PAYLOAD_DEPTH},
+                params={"depth": max_payload_depth()},
             )
         return converted
 

@@ -27,12 +27,16 @@ A bad value is reported here rather than by a crash mid-tick.
 | E019 | CIRCUIT_BREAKER is not a dict of failures, cooldown and max_cooldown |
 | E020 | RATE_LIMITS is not a dict of target -> "N/s,N/m,N/h,N/d" |
 | E021 | WEBHOOK_SECRET is set but holds no key (webhooks without a secret of their own are held) |
+| E022 | the queue's MariaDB/MySQL server has no SKIP LOCKED (MariaDB < 10.6, MySQL < 8.0.11) (database check) |
 | W001 | BACKOFF has fewer steps than MAX_RETRIES - 1 |
 | W002 | the SMTP backend is in use and its timeout (EMAIL_TIMEOUT, or the default mailer's) is unset |
 | W003 | django_crontab is installed but there is no `crontab` binary |
 | W004 | SQLite without WAL while ticks are expected to overlap |
 | W005 | a NOTIFICATIONS_* setting the app does not know (a typo?) |
 | W006 | that timeout, or django-anymail's REQUESTS_TIMEOUT (30 s unless set), is longer than CHANNEL_TIMEOUT |
+| W007 | MariaDB/MySQL at an isolation level stronger than READ COMMITTED |
+| W008 | MariaDB/MySQL connected with the 3-byte `utf8` character set, not `utf8mb4` |
+| W009 | a queue table on MariaDB/MySQL in a non-transactional engine such as MyISAM (database check) |
 | W100 | no tick has finished lately (database check) |
 | W101 | a host's clock is further than MAX_CLOCK_OFFSET from the database's (database check) |
 """
@@ -447,3 +451,120 @@ def check_clock_skew(app_configs: Any = None, databases: Any = None, **kwargs: A
         for host, (offset, when) in offsets.items()
         if abs(offset) > limit
     ]
+
+
+# --- MariaDB/MySQL ------------------------------------------------------------------------
+
+# The first servers with SELECT ... FOR UPDATE SKIP LOCKED, which claims need.
+SKIP_LOCKED_SINCE = {"MariaDB": (10, 6), "MySQL": (8, 0, 11)}
+STRONGER_THAN_READ_COMMITTED = ("repeatable read", "serializable")
+THREE_BYTE_CHARSETS = ("utf8", "utf8mb3")
+
+
+def _mysql_alias() -> str | None:
+    """The queue's database alias when it is MariaDB/MySQL, else None."""
+    from .models import Notification
+
+    alias = router.db_for_write(Notification) or "default"
+    if alias not in settings.DATABASES or connections[alias].vendor != "mysql":
+        return None
+    return alias
+
+
+@checks.register()
+def check_mysql_settings(app_configs: Any = None, **kwargs: Any) -> Messages:
+    """W007, W008: connection OPTIONS of a MariaDB/MySQL queue that cost correctness or speed."""
+    alias = _mysql_alias()
+    if alias is None:
+        return []
+    options = cast(dict[str, Any], settings.DATABASES[alias].get("OPTIONS") or {})
+    return mysql_option_messages(alias, options)
+
+
+def mysql_option_messages(alias: str, options: dict[str, Any]) -> Messages:
+    """What is wrong with these OPTIONS of a MariaDB/MySQL database (Django's defaults: READ
+    COMMITTED and the 3-byte `utf8`)."""
+    messages: Messages = []
+    isolation = str(options.get("isolation_level") or "read committed").lower()
+    if isolation in STRONGER_THAN_READ_COMMITTED:
+        messages.append(
+            checks.Warning(
+                f"The queue's MariaDB/MySQL database ({alias!r}) runs at {isolation.upper()}: a keyed "
+                "schedule() that loses a race inside a transaction cannot see the row that won, and claims "
+                "and writes lock ranges of the due index (gap locks), so concurrent ticks wait and deadlock.",
+                hint=f'Remove "isolation_level" from DATABASES["{alias}"]["OPTIONS"] (Django\'s default) '
+                'or set it to "read committed".',
+                id="notifications.W007",
+            )
+        )
+    charset = str(options.get("charset") or "utf8").lower()
+    if charset in THREE_BYTE_CHARSETS:
+        messages.append(
+            checks.Warning(
+                f"The queue's MariaDB/MySQL database ({alias!r}) is connected with the 3-byte {charset!r} "
+                "character set: a subject, body or payload with an emoji or any character outside the Basic "
+                "Multilingual Plane cannot be stored.",
+                hint=f'Add "charset": "utf8mb4" to DATABASES["{alias}"]["OPTIONS"], and convert the tables '
+                "(ALTER TABLE ... CONVERT TO CHARACTER SET utf8mb4).",
+                id="notifications.W008",
+            )
+        )
+    return messages
+
+
+@checks.register(checks.Tags.database)
+def check_mysql_server(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> Messages:
+    """E022, W009: the MariaDB/MySQL server itself. Runs with `check --database` (and `migrate`)."""
+    from django.db import DatabaseError
+
+    alias = _mysql_alias()
+    if alias is None or alias not in (databases or ()):
+        return []
+    connection = connections[alias]
+    try:
+        server = "MariaDB" if connection.mysql_is_mariadb else "MySQL"  # type: ignore[attr-defined]
+        version = tuple(connection.mysql_version)  # type: ignore[attr-defined]
+        engines = non_transactional_tables(alias)
+    except DatabaseError:
+        return []  # the server is down: Django's own checks say so
+    return mysql_server_messages(alias, server, version, engines)
+
+
+def non_transactional_tables(alias: str) -> dict[str, str]:
+    """The app's tables on `alias` (MariaDB/MySQL) whose engine is not InnoDB: table -> engine."""
+    tables = [model._meta.db_table for model in apps.get_app_config("notifications").get_models()]
+    placeholders = ", ".join(["%s"] * len(tables))
+    query = (
+        "SELECT TABLE_NAME, ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN "
+    )
+    with connections[alias].cursor() as cursor:
+        cursor.execute(f"{query} ({placeholders})", tables)
+        return {name: engine for name, engine in cursor.fetchall() if engine and engine.lower() != "innodb"}
+
+
+def mysql_server_messages(alias: str, server: str, version: tuple[int, ...], engines: dict[str, str]) -> Messages:
+    """What is wrong with this MariaDB/MySQL server for the queue."""
+    messages: Messages = []
+    since = SKIP_LOCKED_SINCE[server]
+    if version < since:
+        shown, needed = ".".join(map(str, version)), ".".join(map(str, since))
+        messages.append(
+            checks.Error(
+                f"The queue's database ({alias!r}) is {server} {shown}, which has no SELECT ... FOR UPDATE "
+                f"SKIP LOCKED: every tick fails at its claim.",
+                hint=f"Upgrade to {server} {needed} or later (MariaDB 10.6+, MySQL 8.0.11+), or use PostgreSQL.",
+                id="notifications.E022",
+            )
+        )
+    if engines:
+        listed = ", ".join(f"{table} ({engine})" for table, engine in sorted(engines.items()))
+        messages.append(
+            checks.Warning(
+                f"Queue tables on {alias!r} are in a non-transactional engine: {listed}. Without transactions "
+                "and row locks two ticks claim the same rows and a failed write-back is half applied.",
+                hint="Convert them: ALTER TABLE <table> ENGINE=InnoDB; and set default_storage_engine=InnoDB "
+                "on the server.",
+                id="notifications.W009",
+            )
+        )
+    return messages

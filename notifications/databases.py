@@ -42,3 +42,36 @@ def exact_collation(connection: BaseDatabaseWrapper) -> str:
     if connection.mysql_version >= (8, 0, 17):  # type: ignore[attr-defined]
         return "utf8mb4_0900_bin"
     return "utf8mb4_bin"
+
+
+# MariaDB checks a JSON column with JSON_VALID() (the CHECK Django gives a JSONField there),
+# which refuses a document nested 32 levels deep or more. MySQL's JSON type takes 100.
+MARIADB_JSON_DEPTH = 31
+
+
+def json_depth_limit(connection: BaseDatabaseWrapper) -> int | None:
+    """The deepest nesting a JSON column of `connection` stores, when it is a small number."""
+    if is_mysql(connection) and connection.mysql_is_mariadb:  # type: ignore[attr-defined]
+        return MARIADB_JSON_DEPTH
+    return None
+
+
+# Django's model warnings on MariaDB/MySQL that do not apply to the queue's models, and why.
+# Each arises on MariaDB/MySQL only, so dropping it leaves every other database's intact.
+SETTLED_MYSQL_WARNINGS = {
+    # The partial indexes (due, claim, held) are built whole there: bigger, and just as usable,
+    # since every query that uses one also says what its condition says.
+    "models.W037": "indexes with conditions",
+    # Target.key (300) and RateBucket.key (320): InnoDB indexes up to 3072 bytes (DYNAMIC rows,
+    # the default since MariaDB 10.2 and MySQL 5.7), and 320 utf8mb4 characters are 1280.
+    "mysql.W003": "unique CharFields longer than 255",
+}
+
+
+class SettledOnMySQL:
+    """A model mixin: its checks leave out the warnings `SETTLED_MYSQL_WARNINGS` settles."""
+
+    @classmethod
+    def check(cls, **kwargs: Any) -> list[Any]:
+        messages = super().check(**kwargs)  # type: ignore[misc]  # models.Model's, next in the MRO
+        return [message for message in messages if message.id not in SETTLED_MYSQL_WARNINGS]

@@ -15,6 +15,8 @@ from django.utils import timezone
 from . import quiet, states, validation
 from .addresses import AddressesField
 from .conf import positive_int, quiet_hours
+from .databases import SettledOnMySQL
+from .indexes import DueIndex
 from .keys import KeyConstraint, KeyField
 from .states import State
 
@@ -99,7 +101,7 @@ class NotificationQuerySet(models.QuerySet["Notification"]):
         return self.filter(states.HEALTHY.q(timezone.now()))
 
 
-class Notification(models.Model):
+class Notification(SettledOnMySQL, models.Model):
     """A reminder: when it is due, where it goes, and how its last firing went."""
 
     channels = models.JSONField(default=default_channels, help_text='Any of "email", "webhook".')
@@ -222,8 +224,9 @@ class Notification(models.Model):
         ordering = ["next_fire_at", "id"]
         indexes = [
             # The due query is a range scan over this index; parked and dead rows
-            # (next_fire_at NULL) are not even in it.
-            models.Index(
+            # (next_fire_at NULL) are not even in it. MariaDB/MySQL: (next_fire_at, id),
+            # the claim's order (notifications.indexes).
+            DueIndex(
                 fields=["next_fire_at", "error_count"],
                 name="notification_due_idx",
                 condition=Q(next_fire_at__isnull=False, paused_at__isnull=True),
@@ -409,7 +412,7 @@ class Suppression(models.Model):
         super().save(*args, **kwargs)
 
 
-class Target(models.Model):
+class Target(SettledOnMySQL, models.Model):
     """Where a channel delivers (a webhook host, or `email`) and its circuit breaker.
 
     A row exists once a target has failed or been opened by hand; healthy targets cost
@@ -442,7 +445,7 @@ class Target(models.Model):
         return self.key
 
 
-class RateBucket(models.Model):
+class RateBucket(SettledOnMySQL, models.Model):
     """One token bucket of a target's rate limit (`key` is `<target> <N>/<unit>`), shared
     by every tick on every host: `tokens` left at `stamp` (Unix seconds)."""
 

@@ -103,18 +103,30 @@ def max_payload_bytes() -> int:
     return limit
 
 
+def max_payload_depth() -> int:
+    """MAX_PAYLOAD_DEPTH, or less where the queue's database cannot store that much nesting
+    (MariaDB: 31, see `notifications.databases.json_depth_limit`)."""
+    from django.db import connections, router
+
+    from .databases import json_depth_limit
+    from .models import Notification
+
+    limit = json_depth_limit(connections[router.db_for_write(Notification) or "default"])
+    return MAX_PAYLOAD_DEPTH if limit is None else min(MAX_PAYLOAD_DEPTH, limit)
+
+
 def _measure(value: Any, stop_above: int) -> tuple[bool, int]:
-    """(nested deeper than MAX_PAYLOAD_DEPTH?, a lower bound of its compact JSON size).
+    """(nested deeper than `max_payload_depth()`?, a lower bound of its compact JSON size).
 
     Iterative, so no depth raises RecursionError; it stops as soon as the value is too
     deep or the bound passes `stop_above`, so a 10 MB payload costs no more than a big one.
     """
-    size = 0
+    size, deepest = 0, max_payload_depth()
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
         if isinstance(item, dict | list):
-            if depth > MAX_PAYLOAD_DEPTH:
+            if depth > deepest:
                 return True, size
             size += 2 + max(len(item) - 1, 0)  # brackets and commas
             if isinstance(item, dict):
@@ -131,13 +143,13 @@ def _measure(value: Any, stop_above: int) -> tuple[bool, int]:
 
 
 def payload_too_deep(payload: Any) -> bool:
-    """Whether `payload` nests objects or lists deeper than MAX_PAYLOAD_DEPTH levels."""
+    """Whether `payload` nests objects or lists deeper than `max_payload_depth()` levels."""
     too_deep, _ = _measure(payload, stop_above=sys.maxsize)
     return too_deep
 
 
 def payload_errors(payload: Any) -> list[str]:
-    """A payload is a JSON object, at most MAX_PAYLOAD_DEPTH deep and MAX_PAYLOAD_BYTES as compact JSON.
+    """A payload is a JSON object, at most `max_payload_depth()` deep and MAX_PAYLOAD_BYTES as compact JSON.
 
     The size is that of `json.dumps(payload, separators=(",", ":"))`, the encoding the
     webhook sends.
@@ -147,7 +159,7 @@ def payload_errors(payload: Any) -> list[str]:
     limit = max_payload_bytes()
     too_deep, at_least = _measure(payload, stop_above=limit)
     if too_deep:
-        return [f"The payload is nested deeper than {MAX_PAYLOAD_DEPTH} levels."]
+        return [f"The payload is nested deeper than {max_payload_depth()} levels."]
     too_large = [f"The payload is larger than {limit:,} bytes of compact JSON ({PAYLOAD_SETTING})."]
     if at_least > limit:
         return too_large  # known without encoding it

@@ -55,6 +55,8 @@ CONNECT_TIMEOUT = 2
 KEEPALIVES = {"keepalives_idle": 60, "keepalives_interval": 10, "keepalives_count": 3}
 # Announced future due times a listener remembers; beyond that they wait for the interval.
 MAX_PENDING = 1000
+# Databases whose loops poll, by vendor, as `runtick --loop` names them (no server round trip).
+POLLING_DATABASES = {"sqlite": "SQLite", "mysql": "MariaDB/MySQL"}
 # A loop woken for a due time ticks this much after it (seconds), so the row is surely due.
 DUE_GRACE = 0.01
 
@@ -108,8 +110,10 @@ class Waiter(Protocol):
 def open_waiter(alias: str | None = None) -> Waiter:
     """A `DueListener` on PostgreSQL with psycopg 3.2 or later, else a `Poller`."""
     alias = alias or router.db_for_write(Notification)
-    if connections[alias].vendor != "postgresql":
-        return Poller()
+    connection = connections[alias]
+    if connection.vendor != "postgresql":
+        name = POLLING_DATABASES.get(connection.vendor, connection.vendor)
+        return Poller(f"{name} has no LISTEN/NOTIFY: runtick --loop polls at its interval")
     if not _listen_supported():
         logger.warning("runtick --loop polls: waking on NOTIFY needs psycopg 3.2 or later")
         return Poller()
@@ -138,7 +142,14 @@ def _sleep_until(deadline: float, stop: threading.Event) -> None:
 
 
 class Poller:
-    """Waits out the interval: SQLite, or any database without LISTEN/NOTIFY."""
+    """Waits out the interval: SQLite, MariaDB/MySQL, or any database without LISTEN/NOTIFY.
+
+    `reason` says why the loop polls (for `runtick --loop` to say once at start); empty
+    when there is nothing to say.
+    """
+
+    def __init__(self, reason: str = "") -> None:
+        self.reason = reason
 
     def wait(self, deadline: float, stop: threading.Event, *, not_before: float = 0.0) -> bool:
         _sleep_until(deadline, stop)

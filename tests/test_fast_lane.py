@@ -147,15 +147,17 @@ def test_a_notification_that_cannot_be_sent_is_logged_not_raised(transactional_d
 
 
 @pytest.mark.django_db(transaction=True)
-def test_sqlite_announces_nothing_and_polls(on_postgres, django_capture_on_commit_callbacks):
+def test_sqlite_and_mariadb_announce_nothing_and_poll(on_postgres, django_capture_on_commit_callbacks):
     if on_postgres:
-        pytest.skip("SQLite's behaviour")
+        pytest.skip("SQLite's and MariaDB/MySQL's behaviour")
     with CaptureQueriesContext(connection) as queries, django_capture_on_commit_callbacks() as callbacks:
         wake.announce_due(timezone.now())
 
     assert queries.captured_queries == [] and callbacks == []
     waiter = wake.open_waiter()
     assert isinstance(waiter, wake.Poller)
+    name = {"sqlite": "SQLite", "mysql": "MariaDB/MySQL"}[connection.vendor]
+    assert waiter.reason == f"{name} has no LISTEN/NOTIFY: runtick --loop polls at its interval"
     started = time.monotonic()
     assert waiter.wait(started + 0.3, threading.Event()) is False
     assert time.monotonic() - started >= 0.3

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import time_machine
 from django.core.exceptions import ValidationError
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import QuerySet
 from django.forms import modelform_factory
 from django.utils import timezone
@@ -44,6 +44,24 @@ class TestPolicies:
         assert Notification.objects.get(pk=row.pk).key == KEY
         # Rows without a key never conflict.
         assert schedule(**EMAIL).key == schedule(**EMAIL).key == ""
+        assert Notification.objects.filter(key="").count() == 2
+
+    def test_keys_are_compared_exactly_case_accents_and_trailing_spaces_count(self):
+        # As on PostgreSQL, on every database: MariaDB/MySQL compare the key byte for byte
+        # (a site's default collation would fold case and accents, and ignore trailing spaces).
+        keys = ["Invoice-7", "invoice-7", "invoice-7 ", "invoicé-7"]
+        rows = [schedule(**EMAIL, key=key) for key in keys]
+
+        assert sorted(Notification.objects.values_list("key", flat=True)) == sorted(keys)
+        assert Notification.objects.get(key="invoice-7").pk == rows[1].pk
+        assert cancel("INVOICE-7") is False
+        assert schedule(**{**EMAIL, "subject": "Kept"}, key="invoice-7", on_conflict="keep").pk == rows[1].pk
+
+    def test_the_database_refuses_a_second_row_with_a_key_however_it_is_written(self):
+        schedule(**EMAIL, key=KEY)
+        with pytest.raises(IntegrityError), transaction.atomic():
+            Notification.objects.bulk_create([Notification(**EMAIL, key=KEY)])  # no validation on this path
+        Notification.objects.bulk_create([Notification(**EMAIL), Notification(**EMAIL)])  # blank: no key
         assert Notification.objects.filter(key="").count() == 2
 
     def test_error_is_the_default_a_validation_error_on_key(self):

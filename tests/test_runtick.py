@@ -10,6 +10,7 @@ from io import StringIO
 import pytest
 from django.core import mail
 from django.core.management import CommandError, call_command
+from django.db import connection
 from django.utils import timezone
 
 from notifications.api import run_tick
@@ -206,6 +207,9 @@ def test_loop_ticks_repeatedly_and_stops_cleanly_on_a_signal(make_row, webhook_s
     assert child.wait(15) == 0
     assert [r.headers["webhook-id"] for r in webhook_server.received] == [f"msg_{row.firing_id}"]
     assert not Notification.objects.exists()
+    # Without PostgreSQL's LISTEN/NOTIFY the loop polls, and says so once, at start.
+    polls = child.stderr.count("has no LISTEN/NOTIFY: runtick --loop polls at its interval (0.5s)")
+    assert polls == (0 if connection.vendor == "postgresql" else 1), child.stderr
 
 
 @pytest.mark.slow

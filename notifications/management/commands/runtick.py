@@ -95,6 +95,8 @@ class Command(BaseCommand):
         the listening connection is down, the loop ticks at its interval.
         """
         waiter = wake.open_waiter()  # before the first tick: a row announced during it wakes the next
+        if isinstance(waiter, wake.Poller) and waiter.reason:
+            self.stderr.write(f"{waiter.reason} ({every:g}s); rows made due wake it on PostgreSQL only")
         try:
             while not stop.is_set():
                 started = time.monotonic()
