@@ -20,8 +20,8 @@ from notifications.channels import ErrorClass
 from notifications.channels.webhook import guard
 from notifications.channels.webhook.channel import classify_status, parse_retry_after
 from notifications.models import DeliveryAttempt, Notification
-from tests.mail_doubles import BACKEND, REFUSED_TO
-from tests.servers import Reply
+from tests.support.mail_doubles import BACKEND, REFUSED_TO
+from tests.support.servers import Reply
 
 pytestmark = pytest.mark.django_db
 

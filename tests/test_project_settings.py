@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from tests.processes import REPO
+from tests.support.processes import REPO
 
 NEW = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 OLD = "whsec_c2VjcmV0LW9mLXRoZS1yb3ctbm90LWZvci1wYWdlcw=="

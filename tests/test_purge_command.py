@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from notifications.management.arguments import age, age_or_zero
 from notifications.models import DeliveryAttempt, Notification
-from tests.queue_states import make
+from tests.support.queue_states import make
 
 pytestmark = pytest.mark.django_db
 

@@ -15,8 +15,8 @@ from django.utils import timezone
 from notifications.api import run_tick
 from notifications.conf import app_settings
 from notifications.models import DeliveryAttempt, Notification, TickRun
-from tests.processes import claim_gate, parse_summary, run
-from tests.servers import Reply
+from tests.support.processes import claim_gate, parse_summary, run
+from tests.support.servers import Reply
 
 OUTCOME_LINE = re.compile(r"^#(\d+) (succeeded|partial|retried|dead_lettered|released)\b")
 

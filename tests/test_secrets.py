@@ -21,8 +21,8 @@ from notifications.api import run_tick, schedule
 from notifications.channels.webhook import guard
 from notifications.models import DeliveryAttempt, Notification
 from notifications.rules.secrets import decode_key, secret_errors
-from tests.admin_forms import change_form, change_url
-from tests.servers import Reply
+from tests.support.admin_forms import change_form, change_url
+from tests.support.servers import Reply
 
 pytestmark = pytest.mark.django_db
 
