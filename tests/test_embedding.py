@@ -132,7 +132,7 @@ class Site:
         return self.log.read_text().splitlines() if self.log.exists() else []
 
     def schedule_webhook(self, url: str) -> int:
-        script = f"from notifications.api import schedule; print(schedule(channels=['webhook'], webhook_url={url!r}).pk)"
+        script = f"from notifications.api import schedule as s; print(s(channels=['webhook'], webhook_url={url!r}).pk)"
         result = self.manage("shell", "-c", script)
         assert result.returncode == 0, result.stderr
         return int(result.stdout.split()[-1])
@@ -157,7 +157,7 @@ class Shell:
             out, err = self.outputs.with_suffix(".out"), self.outputs.with_suffix(".err")
             assert self.proc.stdin and self.proc.stdout
             # A brace group runs in this shell (no subshell): `set -a; . ./.env` stays in force.
-            self.proc.stdin.write(f"{{\n{line}\n}} >{out} 2>{err}; echo \"rc=$?\"\n")
+            self.proc.stdin.write(f'{{\n{line}\n}} >{out} 2>{err}; echo "rc=$?"\n')
             self.proc.stdin.flush()
             status = self.proc.stdout.readline().strip()
             result = (line, out.read_text(), err.read_text())
