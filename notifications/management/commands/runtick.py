@@ -144,8 +144,11 @@ class Command(BaseCommand):
                 waiter.wait(started + every, stop, not_before=time.monotonic() + MIN_TICK_GAP)
         finally:
             waiter.close()
-            tally = " ".join(f"{name}={value}" for name, value in totals.items() if name != "released")
-            self.stdout.write(stamp(f"runtick --loop: stopped after {ticks} ticks: {tally or 'nothing claimed'}"))
+            # Not `name=N`: log readers take those lines for a tick's summary.
+            tally = ", ".join(f"{name} {value}" for name, value in totals.items() if name != "released")
+            self.stdout.write(
+                stamp(f"runtick --loop: stopped after {ticks} ticks" + (f"; in all {tally}" if tally else ""))
+            )
 
     def tick(self, options: dict[str, Any], stop: threading.Event) -> TickReport:
         verbose = options["verbosity"] >= 2
