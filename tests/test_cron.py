@@ -47,4 +47,5 @@ def test_an_error_is_one_line_on_stderr_not_a_traceback(make_row, settings, caps
 def test_a_bad_argument_is_one_line_too(db, capsys):
     cron.runtick("--budget", "-1")
     out, err = capsys.readouterr()
+    assert out == ""
     assert re.fullmatch(rf"{STAMP} runtick did not run: .*\n", err), err
