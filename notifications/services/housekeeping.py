@@ -6,7 +6,7 @@ import os
 import socket
 from datetime import datetime, timedelta
 
-from ..models import DeliveryAttempt, TickRun
+from notifications.models import DeliveryAttempt, TickRun
 
 PRUNE_BATCH = 1000
 

@@ -13,9 +13,9 @@ from django.db import connection, transaction
 from django.db.models import DateTimeField, Field, Model, UUIDField
 from django.utils import timezone
 
-from .. import compat
-from ..models import DeliveryAttempt, Notification, Suppression
-from .outcomes import Kind, Outcome
+from notifications import compat
+from notifications.models import DeliveryAttempt, Notification, Suppression
+from notifications.services.outcomes import Kind, Outcome
 
 logger = logging.getLogger("notifications")
 
@@ -154,7 +154,7 @@ _PLAIN_TYPES = {
 
 def announce(outcomes: Iterable[Outcome]) -> None:
     """Send the public signals for a batch that has been written back."""
-    from .. import signals
+    from notifications import signals
 
     by_kind = {
         Kind.SUCCEEDED: signals.notification_delivered,
