@@ -150,14 +150,19 @@ REQUEUE = RowAction("requeue", _requeue_refusal, _requeue, tuple(REQUEUE_FIELDS)
 PURGE_BATCH = 500  # rows per DELETE: keeps each statement's parameter list small
 
 
-def purge(rows: Iterable[Notification]) -> int:
-    """Delete rows in small batches; returns how many went. Their delivery history stays until it expires."""
+def purge(rows: Iterable[Notification], on_batch: Callable[[int, int], None] | None = None) -> int:
+    """Delete rows in small batches; returns how many went. Their delivery history stays until it expires.
+
+    `on_batch(deleted, total)` is called after each batch: the progress of a big purge.
+    """
     pks = _pks(rows)
     deleted = 0
     for start in range(0, len(pks), PURGE_BATCH):
         with transaction.atomic():
             _, per_model = Notification.objects.filter(pk__in=pks[start : start + PURGE_BATCH]).delete()
         deleted += per_model.get(Notification._meta.label, 0)
+        if on_batch is not None:
+            on_batch(deleted, len(pks))
     return deleted
 
 
