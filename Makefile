@@ -11,6 +11,9 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
+# pytest-xdist workers per pass: most of the suite waits (on sockets, child processes,
+# deadlines), so more workers than this machine's 2 cores pay off; each has its own database.
+TEST_WORKERS ?= 4
 
 .PHONY: setup setup-run run test test-sqlite test-postgres test-matrix lint check bench
 
@@ -42,15 +45,15 @@ run: setup-run .env
 test: setup test-sqlite test-postgres check test-matrix
 
 test-sqlite: setup
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS)
 
 test-postgres: setup
-	$(PY) -m pytest --ds=tests.settings_postgres
+	$(PY) -m pytest -n $(TEST_WORKERS) --ds=tests.settings_postgres
 
 # The version matrix (tox.ini): .venv above is Python 3.11 + Django 5.2 on SQLite and
 # PostgreSQL; here the newest Python 3.13/3.12 found + the newest Django 6.x, on SQLite.
 test-matrix: setup
-	$(PY) -m tox run -e django6 --discover "$$(.ci/find-python 3.13 3.12)"
+	$(PY) -m tox run -e django6 --discover "$$(.ci/find-python 3.13 3.12)" -- -n $(TEST_WORKERS)
 
 check: setup
 	$(PY) -m ruff check .

@@ -28,7 +28,7 @@ import django
 import pytest
 from standardwebhooks import Webhook
 
-from tests.servers import WebhookServer
+from tests.support.servers import WebhookServer
 
 pytestmark = pytest.mark.slow
 
