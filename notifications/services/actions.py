@@ -17,7 +17,6 @@ from notifications.models import Notification
 from notifications.models.states import State
 from notifications.services import wake
 from notifications.services.claims import load_defensively
-from notifications.services.firing import _due_at, _note_error
 
 REQUEUE_FIELDS = [
     "pending_channels",
@@ -116,11 +115,11 @@ def _requeue(row: Notification, now: datetime) -> None:
     # a recurring row's id already belongs to its next scheduled firing.
     if row.is_recurring:
         row.firing_id = uuid.uuid4()
-    _due_at(row, now)
+    row.set_due(now)
     row.error_count = 0
     row.dead_lettered_at = None
     previous = row.last_error or row.previous_error
-    _note_error(row, None)
+    row.note_error(None)
     row.previous_error = previous  # the admin shows "previous: ..." until a firing delivers
 
 
