@@ -13,7 +13,7 @@ from django.db.models import JSONField, Q, Value
 from django.utils import timezone
 
 from . import quiet, states, validation
-from .addresses import AddressesField
+from .addresses import AddressesField, normalise
 from .conf import positive_int, quiet_hours
 from .states import State
 
@@ -389,7 +389,9 @@ class Suppression(models.Model):
 
     Added by the tick (an SMTP 5xx for the recipient, a provider's rejection) and by
     django-anymail's tracking webhooks; an operator lifts one by deleting it. Addresses
-    are stored lowercased and compared that way.
+    are stored and compared as `notifications.addresses.normalise` spells them: the
+    domain IDNA-encoded, everything casefolded, so `Bounce@Exämple.com` and
+    `bounce@xn--exmple-cua.com` are one entry.
     """
 
     address = models.EmailField(max_length=254, unique=True)
@@ -403,7 +405,7 @@ class Suppression(models.Model):
         return self.address
 
     def save(self, *args: Any, **kwargs: Any) -> None:
-        self.address = self.address.strip().lower()
+        self.address = normalise(self.address)
         super().save(*args, **kwargs)
 
 

@@ -13,6 +13,8 @@ import importlib.util
 from collections.abc import Iterable
 from typing import Any
 
+from .addresses import storable
+
 # Tracking events of django-anymail that suppress their recipient: the provider will not
 # deliver there (bounced, rejected), or the recipient asked not to get mail (complained:
 # marked as spam; unsubscribed).
@@ -22,10 +24,11 @@ DISPATCH_UID = "notifications.suppression.on_tracking"
 
 
 def suppressed_among(addresses: Iterable[str]) -> set[str]:
-    """Which of `addresses` (compared lowercased) are suppressed; lowercased."""
+    """Which of `addresses` are suppressed, as `notifications.addresses.normalise` spells
+    them (the suppression list's own spelling: IDNA domain, casefolded)."""
     from .models import Suppression
 
-    wanted = sorted({a.strip().lower() for a in addresses if a})
+    wanted = sorted({key for a in addresses if a and (key := storable(a))})
     found: set[str] = set()
     for start in range(0, len(wanted), LOOKUP_CHUNK):
         chunk = wanted[start : start + LOOKUP_CHUNK]

@@ -92,13 +92,14 @@ class EmailChannel(Channel):
         self._local = threading.local()
         self._connections: list[BaseEmailBackend] = []
         self._lock = threading.Lock()
-        # Lowercased suppressed addresses among the rows claimed so far, with those refused
-        # during this tick: read by the workers, grown by `prepare` and by refusals.
+        # Suppressed addresses among the rows claimed so far, with those refused during this
+        # tick, spelled by `addresses.normalise`: read by the workers, grown by `prepare` and
+        # by refusals.
         self._suppressed: set[str] = set()
 
     def prepare(self, rows: Sequence[Notification]) -> None:
         wanted = {
-            address.lower()
+            address
             for row in rows
             if "email" in row.channel_list
             for value in (row.email_to, row.email_cc, row.email_bcc)
@@ -120,7 +121,7 @@ class EmailChannel(Channel):
 
     def _deliverable(self, value: Any) -> list[str]:
         with self._lock:
-            return [a for a in addresses.as_list(value) if a.lower() not in self._suppressed]
+            return [a for a in addresses.as_list(value) if addresses.normalise(a) not in self._suppressed]
 
     def deliver(self, firing: Firing) -> ChannelResult:
         row = firing.notification
@@ -153,7 +154,7 @@ class EmailChannel(Channel):
             )
         if result.refused:
             with self._lock:
-                self._suppressed |= {address.lower() for address, _ in result.refused}
+                self._suppressed |= {addresses.normalise(address) for address, _ in result.refused}
         return result
 
     def _drop_connection(self) -> None:

@@ -9,11 +9,12 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import DateTimeField, Field, Model, UUIDField
 from django.utils import timezone
 
 from .. import compat
+from ..addresses import storable
 from ..models import DeliveryAttempt, Notification, Suppression
 from .outcomes import Kind, Outcome
 
@@ -84,16 +85,40 @@ def save_outcomes(batches: Iterable[tuple[uuid.UUID, Iterable[Outcome]]], attemp
             suppress(refused)
 
 
-def suppress(refusals: Iterable[tuple[str, str]], now: datetime | None = None) -> None:
+def suppress(refusals: Iterable[tuple[str, str]], now: datetime | None = None) -> int:
     """Add (address, reason) pairs to the suppression list; an address already there keeps
-    its entry. The tick's write-back and django-anymail's tracking signal call this."""
+    its entry. The tick's write-back and django-anymail's tracking signal call this.
+
+    Addresses are stored as `addresses.normalise` spells them. One the list cannot hold
+    (longer than its column, a NUL: `addresses.storable`) is left out and logged, and the
+    INSERT runs in a savepoint of its own: a refusal never undoes the write-back around it.
+    Returns how many entries were new or already there.
+    """
     entries: dict[str, Suppression] = {}
     for address, reason in refusals:
-        key = address.strip().lower()
-        if key and key not in entries:
-            entries[key] = Suppression(address=key, reason=reason[:200], created_at=now or timezone.now())
-    if entries:
-        Suppression.objects.bulk_create(entries.values(), ignore_conflicts=True)
+        if not isinstance(address, str):
+            continue
+        key = storable(address)
+        if key is None:
+            logger.warning("not suppressed: an address the suppression list cannot hold (%d characters)", len(address))
+            continue
+        if key not in entries:
+            entries[key] = Suppression(address=key, reason=_clean_text(reason)[:200], created_at=now or timezone.now())
+    if not entries:
+        return 0
+    try:
+        with transaction.atomic():
+            Suppression.objects.bulk_create(entries.values(), ignore_conflicts=True)
+    except DatabaseError as exc:
+        logger.error("could not store %d suppressed addresses: %s", len(entries), type(exc).__name__)
+        return 0
+    return len(entries)
+
+
+def _clean_text(text: object) -> str:
+    """Text any database stores: no NUL, no lone surrogate."""
+    value = str(text).replace("\x00", "")
+    return value.encode("utf-8", "replace").decode("utf-8")
 
 
 def insert_statements(model: type[Model], objs: Sequence[Model]) -> list[tuple[str, list[Any]]]:
