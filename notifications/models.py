@@ -199,6 +199,11 @@ class Notification(models.Model):
     # `next_fire_at` is the due time. `max_delay` counts from it.
     firing_due_at = models.DateTimeField(null=True, blank=True, editable=False)
     pending_channels = models.JSONField(null=True, blank=True, editable=False)
+    # The email recipients a firing still owes after a server deferred some of them (an SMTP
+    # 4xx to RCPT, as greylisting answers) and took the message for the others:
+    # `{"firing": "<firing_id>", "addresses": [...]}` (normalised addresses). It counts only
+    # for that firing: a new firing id owes every recipient again. NULL: every recipient.
+    pending_recipients = models.JSONField(null=True, blank=True, editable=False)
     # The channels a partial failure left undelivered (what a requeue sends again); NULL
     # when the last firing was not a partial failure. The PARTIAL state is this column.
     failed_channels = models.JSONField(null=True, blank=True, editable=False)
@@ -312,6 +317,18 @@ class Notification(models.Model):
         if not self.pending_channels:
             return self.channel_list
         return [c for c in self.channel_list if c in self.pending_channels]
+
+    @property
+    def owed_recipients(self) -> set[str] | None:
+        """The email recipients (normalised, `addresses.normalise`) the current firing still
+        owes, or None for every recipient."""
+        pending = self.pending_recipients
+        if not isinstance(pending, dict) or pending.get("firing") != str(self.firing_id):
+            return None
+        owed = pending.get("addresses")
+        if not isinstance(owed, list) or not owed:
+            return None
+        return {normalise(a) for a in owed if isinstance(a, str)}
 
     @property
     def resend_channels(self) -> list[str]:

@@ -33,6 +33,7 @@ WRITE_BACK_FIELDS = [
     "expired_at",
     "firing_id",
     "pending_channels",
+    "pending_recipients",
     "failed_channels",
     "claim_token",
     "claimed_until",
