@@ -51,6 +51,20 @@ def channel_errors(channels: Any) -> list[str]:
     return []
 
 
+# A host name is at most 253 characters (RFC 1034 3.1), as Django's URLValidator says for
+# rows it sees; a longer one (reached by bulk_create) would not fit the flow-control
+# columns its target is stored in (Target, RateBucket) and crash every tick.
+MAX_HOST_CHARS = 253
+
+
+def host_length(host: str) -> int:
+    """Characters of `host` as DNS spells it (IDNA-encoded), or as typed if it cannot be."""
+    try:
+        return len(host.encode("idna"))
+    except UnicodeError:  # a label over 63 characters, or not encodable: count what is there
+        return len(host.encode("utf-8", "replace"))
+
+
 def url_errors(url: str) -> list[str]:
     """A webhook URL is http(s) with a host, a valid port and no credentials.
 
@@ -66,6 +80,8 @@ def url_errors(url: str) -> list[str]:
         return ["Webhook URLs must use http or https."]
     if not parts.hostname:
         return ["The webhook URL has no host."]
+    if host_length(parts.hostname) > MAX_HOST_CHARS:
+        return [f"The webhook URL's host is longer than {MAX_HOST_CHARS} characters."]
     if parts.username is not None or parts.password is not None:
         return ["Put credentials in the payload or the signature, not in the URL."]
     return []
