@@ -71,10 +71,11 @@ class NotificationQuerySet(models.QuerySet["Notification"]):
     """Row states as filters (`notifications.states` defines each). `now` is passed in so
     callers and tests control time."""
 
-    def due(self, now: datetime | None = None) -> NotificationQuerySet:
-        """Rows a tick may claim now: due, retries left, and no live claim."""
+    def due(self, now: datetime | None = None, lease_clock: Any = None) -> NotificationQuerySet:
+        """Rows a tick may claim now: due, retries left, and no live claim (compared with
+        `lease_clock`, e.g. the database's `Now()`; None: with `now`)."""
         # The typed reader: a value `manage.py check` rejects must not reach the query (E002).
-        return self.filter(states.claimable(now or timezone.now(), positive_int("MAX_RETRIES")))
+        return self.filter(states.claimable(now or timezone.now(), positive_int("MAX_RETRIES"), lease_clock))
 
     def in_state(self, state: str, now: datetime | None = None) -> NotificationQuerySet:
         """Rows whose `state` is `state` (the admin's filter values)."""
