@@ -277,8 +277,13 @@ class Notification(models.Model):
         # Django's JSONField.validate() encodes the payload recursively: a payload nested
         # thousands deep would raise RecursionError there. Leave it to clean(), which
         # refuses it with a message.
-        if validation.payload_too_deep(self.payload):
+        # A value Django's checks would raise on (an integer of 5,000 digits), or text no
+        # database stores (a NUL): clean() refuses them, naming the field.
+        if validation.payload_unencodable(self.payload):
             exclude = {*(exclude or ()), "payload"}
+        unstorable = validation.storable_errors(self)
+        if unstorable:
+            exclude = {*(exclude or ()), *unstorable}
         super().clean_fields(exclude)
 
     def clean(self) -> None:
