@@ -173,7 +173,7 @@ class Tick:
                 channel.close()
         report = self.report
         report.finished_at = timezone.now()
-        services.prune_history(report.finished_at, self.settings.attempt_retention_days)
+        services.prune(report.finished_at, self.settings.attempt_retention_days)
         services.record_tick(
             report.started_at, report.finished_at, report.batches, report.counts(), clock_offset=clock_offset
         )

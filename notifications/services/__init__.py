@@ -22,7 +22,7 @@ The modules, each importing only those above it in this list:
 - `creating`: `schedule_notification` and its keyed insert or replace, `edit`, `start`.
 - `persisting`: a batch's write-back (`save_outcomes`), `suppress`, `insert_statements`,
   `announce`.
-- `housekeeping`: `prune_history`, `record_tick`.
+- `housekeeping`: `prune_history`, `prune_flow` (idle Target and RateBucket rows), `record_tick`.
 - `actions`: operator actions on rows in bulk: `ActionResult`, `RowAction`, `act`,
   `requeue` (`REQUEUE`), `purge`.
 - `lifecycle`: `cancel`, `pause`, `resume`, `run_now` and their `RowAction`s, `refusal`,
@@ -50,7 +50,7 @@ from .firing import (
     release,
     unsigned_webhook,
 )
-from .housekeeping import prune_history, record_tick
+from .housekeeping import prune, prune_flow, prune_history, record_tick
 from .lifecycle import PAUSE, RESUME, RUN_NOW, cancel, pause, pk_of, refusal, resume, run_now
 from .outcomes import TICK_COUNTS, Kind, Outcome
 from .persisting import announce, insert_statements, save_outcomes, suppress
@@ -78,6 +78,8 @@ __all__ = [
     "insert_statements",
     "pause",
     "pk_of",
+    "prune",
+    "prune_flow",
     "prune_history",
     "purge",
     "record_firing",
