@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from notifications.api import run_tick
-from notifications.flow_health import SHOWN
+from notifications.health.flow import SHOWN
 from notifications.models import Notification, RateBucket, Target, TickRun
 
 pytestmark = pytest.mark.django_db

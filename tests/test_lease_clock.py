@@ -16,7 +16,7 @@ import time_machine
 from django.utils import timezone
 
 from notifications.api import run_tick
-from notifications.claims import claim
+from notifications.services.claims import claim
 from notifications.models import Notification
 
 pytestmark = pytest.mark.django_db

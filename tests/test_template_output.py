@@ -15,7 +15,7 @@ from django.core import mail
 
 from notifications.api import run_tick, schedule
 from notifications.models import Notification
-from notifications.templating import MAX_OUTPUT_CHARS, MAX_RENDER_SECONDS, TemplateRenderError, render
+from notifications.content.templating import MAX_OUTPUT_CHARS, MAX_RENDER_SECONDS, TemplateRenderError, render
 
 pytestmark = pytest.mark.django_db
 

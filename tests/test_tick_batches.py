@@ -9,10 +9,10 @@ import pytest
 from django.core import mail
 from django.utils import timezone
 
-from notifications.claims import claim
 from notifications.conf import app_settings
-from notifications.engine import run_tick
 from notifications.models import Notification
+from notifications.services.claims import claim
+from notifications.tick.engine import run_tick
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..models import Notification
+    from notifications.models import Notification
 
 
 class ErrorClass(StrEnum):

@@ -13,10 +13,10 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import DateTimeField, Field, Model, UUIDField
 from django.utils import timezone
 
-from .. import compat
-from ..addresses import storable
-from ..models import DeliveryAttempt, Notification, Suppression
-from .outcomes import Kind, Outcome
+from notifications import compat
+from notifications.models import DeliveryAttempt, Notification, Suppression
+from notifications.models.addresses import storable
+from notifications.services.outcomes import Kind, Outcome
 
 logger = logging.getLogger("notifications")
 
@@ -208,7 +208,7 @@ _PLAIN_TYPES = {
 
 def announce(outcomes: Iterable[Outcome]) -> None:
     """Send the public signals for a batch that has been written back."""
-    from .. import signals
+    from notifications import signals
 
     by_kind = {
         Kind.SUCCEEDED: signals.notification_delivered,
