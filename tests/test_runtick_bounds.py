@@ -13,8 +13,8 @@ pytestmark = pytest.mark.django_db
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--budget", "1e308"], "--budget: must be a number of seconds from 0 to 86400"),
-        (["--budget", "inf"], "--budget: must be a number of seconds from 0 to 86400"),
+        (["--budget", "1e308"], "--budget: must be a finite number of seconds from 0 to 86400"),
+        (["--budget", "inf"], "--budget: must be a finite number of seconds from 0 to 86400"),
         (["--dry-run", "--limit", "99999999999999999999"], "--limit: must be from 1 to 1,000,000"),
         (["--limit", "0"], "--limit: must be from 1 to 1,000,000"),
     ],

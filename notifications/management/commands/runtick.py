@@ -38,7 +38,7 @@ def positive_int(value: str) -> int:
 def seconds(value: str) -> float:
     number = float(value)
     if not (0 <= number <= MAX_BUDGET):  # also refuses nan and infinity
-        raise argparse.ArgumentTypeError(f"must be a number of seconds from 0 to {MAX_BUDGET:g}")
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds from 0 to {MAX_BUDGET:g}")
     return number
 
 
