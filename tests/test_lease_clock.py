@@ -16,8 +16,8 @@ import time_machine
 from django.utils import timezone
 
 from notifications.api import run_tick
-from notifications.services.claims import claim
 from notifications.models import Notification
+from notifications.services.claims import claim
 
 pytestmark = pytest.mark.django_db
 

@@ -14,8 +14,8 @@ import pytest
 from django.core import mail
 
 from notifications.api import run_tick, schedule
-from notifications.models import Notification
 from notifications.content.templating import MAX_OUTPUT_CHARS, MAX_RENDER_SECONDS, TemplateRenderError, render
+from notifications.models import Notification
 
 pytestmark = pytest.mark.django_db
 
