@@ -35,6 +35,7 @@ from notifications.channels.email.channel import EmailChannel
 from notifications.channels.webhook.channel import WebhookChannel
 from notifications.conf import TickSettings
 from notifications.flow.control import FlowControl
+from notifications.flow.pruning import prune_idle
 from notifications.flow.targets import target_of
 from notifications.health.clock import measure_offset
 from notifications.models import DeliveryAttempt, Notification, validation
@@ -167,7 +168,7 @@ class Tick:
                 channel.close()
         report = self.report
         report.finished_at = timezone.now()
-        services.prune_history(report.finished_at, self.settings.attempt_retention_days)
+        services.prune(report.finished_at, self.settings.attempt_retention_days, also=prune_idle)
         services.record_tick(
             report.started_at, report.finished_at, report.batches, report.counts(), clock_offset=clock_offset
         )

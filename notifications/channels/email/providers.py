@@ -32,6 +32,8 @@ REASON_CHARS = 120  # of a provider's own words in `last_error`
 REFUSED_STATUSES = frozenset({"rejected", "invalid"})
 # SMTP replies 500-599 to RCPT are final: the address is suppressed.
 PERMANENT_SMTP = range(500, 600)
+# SMTP replies 400-499 to RCPT ask to come back later for that recipient.
+TEMPORARY_SMTP = range(400, 500)
 
 
 def anymail_exceptions() -> ModuleType | None:
@@ -85,10 +87,14 @@ def _recipients_refused(exc: smtplib.SMTPRecipientsRefused) -> ChannelResult:
     refused = smtp_refusals(refusals)
     codes = sorted({code for code, _ in refusals.values()})
     if codes and all(code in PERMANENT_SMTP for code in codes):
-        return ChannelResult("email", "email: SMTPRecipientsRefused", ErrorClass.PERMANENT, refused=refused)
+        return ChannelResult(
+            "email", "email: SMTPRecipientsRefused", ErrorClass.PERMANENT, refused=refused, answered=True
+        )
     shown = " ".join(str(code) for code in codes)
     error = f"email: SMTPRecipientsRefused {shown}".rstrip()
-    return ChannelResult("email", error, ErrorClass.TRANSIENT, refused=refused)
+    # A refusal per recipient is the server's answer about them (greylisting, a full
+    # mailbox), not a sign that it is down: `answered`.
+    return ChannelResult("email", error, ErrorClass.TRANSIENT, refused=refused, answered=bool(codes))
 
 
 def _anymail_failure(exc: Exception, exceptions: ModuleType) -> ChannelResult:
@@ -172,6 +178,21 @@ def smtp_refusals(refused: dict[str, Any]) -> tuple[tuple[str, str], ...]:
             said = text.decode(errors="replace") if isinstance(text, bytes) else str(text)
             found.append((address, f"SMTP {code} {' '.join(said.split())}"[:200]))
     return tuple(found)
+
+
+def smtp_deferrals(refused: dict[str, Any]) -> tuple[str, ...]:
+    """The recipients an SMTP server deferred (4xx to RCPT: greylisting, a full mailbox)."""
+    return tuple(
+        address
+        for address, answer in refused.items()
+        if isinstance(answer, tuple) and len(answer) == 2 and answer[0] in TEMPORARY_SMTP
+    )
+
+
+def deferred_error(refused: dict[str, Any], deferred: tuple[str, ...], recipients: int) -> str:
+    """`email: SMTP 451 for 1 of 3 recipients`: the codes of the deferrals, and how many."""
+    codes = " ".join(str(code) for code in sorted({refused[a][0] for a in deferred}))
+    return f"email: SMTP {codes} for {len(deferred)} of {recipients} recipients"
 
 
 def provider_refusals(message: EmailMessage | None, esp: Any = None) -> tuple[tuple[str, str], ...]:
