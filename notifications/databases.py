@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import QuerySet
+from django.db.models.functions import Now
 
 
 def is_mysql(connection: BaseDatabaseWrapper) -> bool:
@@ -29,6 +31,19 @@ def sliced_ids(query: QuerySet[Any, Any], connection: BaseDatabaseWrapper) -> Qu
     if connection.features.allow_sliced_subqueries_with_in:
         return query
     return [row["pk"] if isinstance(row, dict) else row for row in query]
+
+
+def delete_sliced(ids: QuerySet[Any, Any]) -> int:
+    """Delete the rows of `ids` (a sliced `.values("pk")` of a model); how many went.
+
+    One DELETE with the subquery, or, where the ids are read first (MariaDB/MySQL), no
+    DELETE at all when there are none.
+    """
+    picked = sliced_ids(ids, connections[ids.db])
+    if isinstance(picked, list) and not picked:
+        return 0
+    deleted, _ = ids.model._default_manager.using(ids.db).filter(pk__in=picked).delete()
+    return int(deleted)
 
 
 def exact_collation(connection: BaseDatabaseWrapper) -> str:
@@ -75,3 +90,16 @@ class SettledOnMySQL:
     def check(cls, **kwargs: Any) -> list[Any]:
         messages = super().check(**kwargs)  # type: ignore[misc]  # models.Model's, next in the MRO
         return [message for message in messages if message.id not in SETTLED_MYSQL_WARNINGS]
+
+
+class DatabaseNow(Now):
+    """`Now()`, the database's clock, in UTC on every database.
+
+    Django stores aware datetimes as UTC on MariaDB/MySQL, but its `Now()` there is
+    CURRENT_TIMESTAMP, read in the session's time zone (the server's, unless set): on a
+    server in Europe/Berlin a lease compared with it would end an hour early or late.
+    UTC_TIMESTAMP is the same instant in UTC. PostgreSQL and SQLite: Django's `Now()`.
+    """
+
+    def as_mysql(self, compiler: Any, connection: BaseDatabaseWrapper, **extra_context: Any) -> Any:
+        return self.as_sql(compiler, connection, template="UTC_TIMESTAMP(6)", **extra_context)

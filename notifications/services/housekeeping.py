@@ -1,17 +1,16 @@
-"""Housekeeping: pruning old delivery and tick records, recording a tick."""
+"""Housekeeping: pruning old delivery and tick records and idle flow-control rows, recording a tick."""
 
 from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
 
-from django.db import connection
-from django.db.models import QuerySet
+from django.db import transaction
 
-from ..databases import sliced_ids
-from ..models import DeliveryAttempt, TickRun
+from notifications.databases import delete_sliced
+from notifications.models import DeliveryAttempt, TickRun
 
 PRUNE_BATCH = 1000
 
@@ -20,20 +19,18 @@ def prune_history(now: datetime, retention_days: float, batch: int = PRUNE_BATCH
     """Delete at most `batch` delivery records (and tick records) past retention."""
     cutoff = now - timedelta(days=retention_days)
     old = DeliveryAttempt.objects.filter(attempted_at__lt=cutoff).order_by("attempted_at").values("pk")[:batch]
-    deleted = _delete(DeliveryAttempt.objects.all(), old)
-    old_runs = TickRun.objects.filter(finished_at__lt=cutoff).order_by("finished_at").values("pk")[:batch]
-    _delete(TickRun.objects.all(), old_runs)
+    deleted = delete_sliced(old)
+    delete_sliced(TickRun.objects.filter(finished_at__lt=cutoff).order_by("finished_at").values("pk")[:batch])
     return deleted
 
 
-def _delete(rows: QuerySet[Any], ids: QuerySet[Any]) -> int:
-    """Delete the rows of `ids` (a sliced `.values("pk")`): one DELETE with a subquery, or,
-    where the ids are read first (MariaDB/MySQL), none at all when there are none."""
-    picked = sliced_ids(ids, connection)
-    if isinstance(picked, list) and not picked:
-        return 0
-    deleted, _ = rows.filter(pk__in=picked).delete()
-    return deleted
+def prune(now: datetime, retention_days: float, also: Callable[[datetime], int] | None = None) -> None:
+    """The tick's housekeeping, in one short transaction: old history (`prune_history`) and
+    `also` (the tick passes flow control's `notifications.flow.pruning.prune_idle`)."""
+    with transaction.atomic():
+        prune_history(now, retention_days)
+        if also is not None:
+            also(now)
 
 
 def record_tick(
