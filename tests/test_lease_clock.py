@@ -13,6 +13,7 @@ from datetime import timedelta
 
 import pytest
 import time_machine
+from django.db import connection
 from django.utils import timezone
 
 from notifications.api import run_tick
@@ -50,3 +51,22 @@ def test_the_lease_ends_on_the_databases_clock(make_row, webhook_server):
     Notification.objects.update(claimed_until=timezone.now() - timedelta(seconds=1))
     assert run_tick().counts()["succeeded"] == 1
     assert len(webhook_server.received) == 1
+
+
+@pytest.mark.skipif("connection.vendor != 'mysql'", reason="MariaDB/MySQL: a session time zone")
+def test_a_mariadb_session_in_another_time_zone_keeps_the_lease_in_utc(make_row, webhook_server):
+    # Django stores UTC there, while CURRENT_TIMESTAMP (Django's Now()) reads the session's
+    # time zone: a server in UTC+5 made every lease end five hours late.
+    make_row(channels=["webhook"], webhook_url=webhook_server.url("/in"))
+    with connection.cursor() as cursor:
+        cursor.execute("SET time_zone = '+05:00'")
+    try:
+        before = timezone.now()
+        claim(before, 10, LEASE)
+        (until,) = Notification.objects.values_list("claimed_until", flat=True)
+        assert before + timedelta(seconds=LEASE - 5) < until < timezone.now() + timedelta(seconds=LEASE + 5)
+        Notification.objects.update(claimed_until=timezone.now() - timedelta(seconds=1))
+        assert run_tick().counts()["succeeded"] == 1  # an expired lease is taken again
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SET time_zone = SYSTEM")
