@@ -5,8 +5,8 @@
 #               PORT=8001 make run (or make run PORT=8001) serves on another port; the first
 #               run copies .env.example to .env (DEBUG on, for this checkout)
 #   make test   add requirements-dev.txt to .venv, run the whole suite on SQLite, then on the
-#               local PostgreSQL, then lint, mypy and Django's checks, then Python 3.13 +
-#               Django 6.x through tox
+#               local PostgreSQL, then on the local MariaDB, then lint, mypy and Django's
+#               checks, then Python 3.13 + Django 6.x through tox
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -15,7 +15,7 @@ PORT ?= 8000
 # deadlines), so more workers than this machine's 2 cores pay off; each has its own database.
 TEST_WORKERS ?= 4
 
-.PHONY: setup setup-run run test test-sqlite test-postgres test-matrix lint check bench
+.PHONY: setup setup-run run test test-sqlite test-postgres test-mariadb test-matrix lint check bench
 
 # `make run` installs what the product and the demo need (requirements.txt); `make test`
 # and the other targets add the development toolchain (requirements-dev.txt).
@@ -25,6 +25,7 @@ setup-run: $(VENV)/.installed-run
 
 $(VENV)/.installed-run: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	.ci/mysql-build-deps  # mysqlclient builds from source: its headers, pkg-config, a compiler
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	touch $@
 
@@ -42,13 +43,17 @@ run: setup-run .env
 .env:
 	cp -n .env.example .env
 
-test: setup test-sqlite test-postgres check test-matrix
+test: setup test-sqlite test-postgres test-mariadb check test-matrix
 
 test-sqlite: setup
 	$(PY) -m pytest -n $(TEST_WORKERS)
 
 test-postgres: setup
 	$(PY) -m pytest -n $(TEST_WORKERS) --ds=tests.settings_postgres
+
+# The local MariaDB (127.0.0.1:3306, root, no password); MySQL 8 takes the same settings.
+test-mariadb: setup
+	$(PY) -m pytest -n $(TEST_WORKERS) --ds=tests.settings_mysql
 
 # The version matrix (tox.ini): .venv above is Python 3.11 + Django 5.2 on SQLite and
 # PostgreSQL; here the newest Python 3.13/3.12 found + the newest Django 6.x, on SQLite.

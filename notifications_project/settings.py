@@ -81,6 +81,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
             "timeout": 30,
         }
     )
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
+    # MariaDB/MySQL: every character (Django's default `utf8` is 3 bytes: notifications.W008),
+    # unless the URL says otherwise (?charset=...).
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("charset", "utf8mb4")
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
