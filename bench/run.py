@@ -1,4 +1,5 @@
-"""The benchmark: `python bench/run.py` (SQLite) or `DATABASE_URL=postgres://... python bench/run.py`.
+"""The benchmark: `python bench/run.py` (SQLite), `DATABASE_URL=postgres://... python bench/run.py`
+or `DATABASE_URL=mysql://... python bench/run.py` (MariaDB/MySQL).
 
 Creates a throwaway database and a local HTTP sink in its own process, runs the
 scenarios of docs/performance.md, prints a Markdown table and writes it
@@ -53,7 +54,7 @@ PAYLOAD = {"order": 12345, "status": "shipped", "customer": "Ada Lovelace", "ite
 
 @contextlib.contextmanager
 def throwaway_database(url: str | None):
-    """A fresh database for this run, dropped afterwards: SQLite file or PostgreSQL database."""
+    """A fresh database for this run, dropped afterwards: SQLite file, PostgreSQL or MariaDB/MySQL database."""
     if not url:
         folder = tempfile.mkdtemp(prefix="notifications-bench-")
         config = {
@@ -72,9 +73,14 @@ def throwaway_database(url: str | None):
             shutil.rmtree(folder, ignore_errors=True)
         return
     import environ
-    import psycopg
 
     config = environ.Env.db_url_config(url)
+    if config["ENGINE"] == "django.db.backends.mysql":
+        with throwaway_mysql_database(config) as mysql_config:
+            yield mysql_config
+        return
+    import psycopg
+
     name = f"notifications_bench_{os.getpid()}"
     admin = dict(host=config.get("HOST") or None, port=config.get("PORT") or None, user=config.get("USER") or None)
     if config.get("PASSWORD"):
@@ -90,6 +96,34 @@ def throwaway_database(url: str | None):
         connections.close_all()
         with psycopg.connect(dbname="postgres", autocommit=True, **admin) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextlib.contextmanager
+def throwaway_mysql_database(config: dict):
+    """MariaDB/MySQL: a database of this run's own, utf8mb4, at READ COMMITTED (the README's setup)."""
+    import MySQLdb
+
+    name = f"notifications_bench_{os.getpid()}"
+    admin = {"host": config.get("HOST") or "127.0.0.1", "port": int(config.get("PORT") or 3306)}
+    admin["user"] = config.get("USER") or "root"
+    admin["password"] = config.get("PASSWORD") or ""
+
+    def execute(sql: str) -> None:
+        conn = MySQLdb.connect(**admin)
+        try:
+            conn.cursor().execute(sql)
+        finally:
+            conn.close()
+
+    execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+    options = {"charset": "utf8mb4", "isolation_level": "read committed", **config.get("OPTIONS", {})}
+    try:
+        yield {**config, "NAME": name, "OPTIONS": options}
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        execute(f"DROP DATABASE IF EXISTS `{name}`")
 
 
 # --- child processes -----------------------------------------------------------------------
@@ -345,6 +379,19 @@ def fill_not_due(n: int, start: int = 0) -> None:
             FROM generate_series(%s, %s) AS i
         """
         params = [start + 1, start + n]
+    elif connection.vendor == "mysql":
+        sql = f"""
+            INSERT INTO {table} ({columns})
+            WITH RECURSIVE seq(i) AS (SELECT %s UNION ALL SELECT i + 1 FROM seq WHERE i < %s)
+            SELECT '["email"]', '"ada@example.com"', 'Later', 'Not yet', '', '', '{{}}', '', 'UTC',
+                   CASE WHEN i %% 4 < 2 THEN UTC_TIMESTAMP(6) + INTERVAL (3600 + i) SECOND END,
+                   CASE i %% 4 WHEN 1 THEN 1 WHEN 3 THEN 3 ELSE 0 END,
+                   CASE WHEN i %% 4 IN (1, 3) THEN 'webhook: HTTP 503' END,
+                   CASE WHEN i %% 4 = 3 THEN UTC_TIMESTAMP(6) END,
+                   REPLACE(UUID(), '-', ''), NULL, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)
+            FROM seq
+        """
+        params = [start + 1, start + n]
     else:
         sql = f"""
             INSERT INTO {table} ({columns})
@@ -361,9 +408,14 @@ def fill_not_due(n: int, start: int = 0) -> None:
         """
         params = [start + 1, start + n]
     with connection.cursor() as cursor:
+        if connection.vendor == "mysql":  # a recursive CTE of `n` rows: past the default depth of 1,000
+            depth = "max_recursive_iterations" if connection.mysql_is_mariadb else "cte_max_recursion_depth"
+            cursor.execute(f"SET SESSION {depth} = %s", [n + 1])
         cursor.execute(sql, params)
         if connection.vendor == "postgresql":
             cursor.execute(f"ANALYZE {table}")  # as autovacuum would after a load this size
+        elif connection.vendor == "mysql":
+            cursor.execute(f"ANALYZE TABLE {table}")
 
 
 def due_tick_seconds(due: int, repeats: int) -> tuple[list[float], list[float]]:

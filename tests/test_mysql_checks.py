@@ -101,7 +101,7 @@ def test_the_checks_say_nothing_about_the_test_database():
     assert check_mysql_settings() == []
     assert check_mysql_server(databases=["default"]) == []
     # Django's own model checks too: on MariaDB/MySQL the conditional key constraint, partial
-    # indexes and long unique keys are settled (notifications.keys, notifications.databases).
+    # indexes and long unique keys are settled (notifications.models.keys, notifications.databases).
     assert [m.id for m in checks.run_checks(databases=["default"], tags=[checks.Tags.models])] == []
 
 

@@ -1,6 +1,6 @@
 # MariaDB/MySQL as a queue. Keys unique among rows that have one there too
-# (notifications.keys): the key is compared byte for byte and a generated column carries
-# the constraint. The due index in the claim's order there (notifications.indexes).
+# (notifications.models.keys): the key is compared byte for byte and a generated column carries
+# the constraint. The due index in the claim's order there (notifications.models.indexes).
 # Nothing changes on SQLite and PostgreSQL: their partial unique index is the same
 # constraint, their due index the same index.
 

@@ -34,7 +34,7 @@ class KeyField(models.CharField):  # type: ignore[type-arg]
     """A CharField compared byte for byte: a binary collation on MariaDB/MySQL.
 
     Migrations see a plain CharField (`deconstruct`), so SQLite and PostgreSQL never
-    see a change; the app's migration 0010 gives the MariaDB/MySQL column its collation.
+    see a change; the app's migration 0011 gives the MariaDB/MySQL column its collation.
     A later migration that alters `key` must keep it (`schema_editor.alter_field` with
     this class as the new field does).
     """
@@ -105,7 +105,7 @@ def alter_mysql_collation(model: Any, schema_editor: BaseDatabaseSchemaEditor, *
     """MariaDB/MySQL: give `key` its binary collation (`exact`), or the table's default back.
 
     Django sees no change between a CharField and a KeyField (the same deconstruction),
-    so migration 0010 says it here.
+    so migration 0011 says it here.
     """
     field = model._meta.get_field("key")
     connection = schema_editor.connection

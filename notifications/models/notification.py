@@ -217,7 +217,7 @@ class Notification(SettledOnMySQL, models.Model):
         indexes = [
             # The due query is a range scan over this index; parked and dead rows
             # (next_fire_at NULL) are not even in it. MariaDB/MySQL: (next_fire_at, id),
-            # the claim's order (notifications.indexes).
+            # the claim's order (notifications.models.indexes).
             DueIndex(
                 fields=["next_fire_at", "error_count"],
                 name="notification_due_idx",
@@ -232,7 +232,7 @@ class Notification(SettledOnMySQL, models.Model):
         constraints = [
             # Keys are unique among rows that have one, enforced by the database so that
             # concurrent schedule(key=...) calls leave one row (on MariaDB/MySQL through a
-            # generated column: notifications.keys).
+            # generated column: notifications.models.keys).
             KeyConstraint(field="key", name="notification_key_unique"),
         ]
 

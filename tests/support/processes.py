@@ -288,13 +288,15 @@ def _has_open(pid: int, path: str) -> bool:
 
 def run_benchmark(out: Path, on_postgres: bool, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
     """`bench/run.py --quick *args --out out` in a child process, on the database of this
-    pass (PostgreSQL: a throwaway database the benchmark makes on the local server)."""
+    pass (PostgreSQL, MariaDB: a throwaway database the benchmark makes on the local server)."""
     from django.conf import settings
 
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    db = settings.DATABASES["default"]
     if on_postgres:
-        db = settings.DATABASES["default"]
         env["DATABASE_URL"] = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/postgres"
+    elif db["ENGINE"] == "django.db.backends.mysql":
+        env["DATABASE_URL"] = f"mysql://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
     return subprocess.run(
         [sys.executable, "bench/run.py", "--quick", *args, "--out", str(out)],
         cwd=REPO,
