@@ -50,6 +50,8 @@ def host_write(pk: int, undone, outcome: dict) -> None:
         with connection.cursor() as cursor:
             if connection.vendor == "postgresql":
                 cursor.execute("SET lock_timeout = '500ms'")
+            elif connection.vendor == "mysql":  # whole seconds, at least one
+                cursor.execute("SET SESSION innodb_lock_wait_timeout = 1, lock_wait_timeout = 1")
             else:
                 cursor.execute("PRAGMA busy_timeout = 500")
         outcome["updated"] = Notification.objects.filter(pk=pk).update(subject="saved by the host")
