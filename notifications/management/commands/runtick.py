@@ -15,7 +15,7 @@ from django.db import connections
 from django.utils import timezone
 
 from notifications import wake
-from notifications.claims import load_defensively
+from notifications.claims import claim_order, load_defensively
 from notifications.conf import TickSettings
 from notifications.engine import run_tick
 from notifications.models import Notification
@@ -136,10 +136,10 @@ class Command(BaseCommand):
 
     def dry_run(self, limit: int | None) -> None:
         now = timezone.now()
-        due = Notification.objects.due(now).order_by("next_fire_at", "id")
+        due = Notification.objects.due(now).order_by(*claim_order(now))  # as a tick would claim them
         total = due.count()
         ids = list(due.values_list("pk", flat=True)[: limit or 1000])
-        rows, unloadable = load_defensively(Notification.objects.filter(pk__in=ids).order_by("next_fire_at", "id"))
+        rows, unloadable = load_defensively(Notification.objects.filter(pk__in=ids).order_by(*claim_order(now)))
         for row in rows:
             self.stdout.write(
                 f"#{row.pk} due since {row.next_fire_at:%Y-%m-%d %H:%M:%S%z} "
