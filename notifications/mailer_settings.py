@@ -1,4 +1,4 @@
-"""How long the site's default mailer may wait, read from its settings (for checks W002/W006).
+"""How long the mailer the tick sends through may wait, read from its settings (for checks W002/W006).
 
 Django 6.1 moved email configuration into `MAILERS` (and refuses the `EMAIL_*` settings
 once MAILERS is defined); before it, and on 6.1 sites that have not moved yet,
@@ -54,25 +54,33 @@ def email_setting(name: str, default: Any = None) -> Any:
 
 
 def mail_timeout() -> MailTimeout | None:
-    """The default mailer's timeout, or None when its backend does not wait on the network
-    (console, locmem, file) or is one the app does not know."""
-    mailers = site_mailers()
-    if mailers is not None:
-        default = mailers.get("default") or {}
-        backend = default.get("BACKEND", SMTP_BACKEND)
-        options = default.get("OPTIONS") or {}
-        if backend == SMTP_BACKEND:
-            return MailTimeout(
-                options.get("timeout"), 'MAILERS["default"]["OPTIONS"]["timeout"]', '"timeout": 10', "mail server"
-            )
-        return _anymail_timeout(backend, options.get("timeout"))
-    backend = email_setting("EMAIL_BACKEND", SMTP_BACKEND)
-    if backend == SMTP_BACKEND:
+    """The timeout of the mailer the tick sends through (`notifications.mailers.choose`: the
+    site's default, or NOTIFICATIONS_MAILER / NOTIFICATIONS_EMAIL_BACKEND), or None when its
+    backend does not wait on the network (console, locmem, file) or is one the app does not know."""
+    from .mailers import choose
+
+    choice = choose()
+    if choice.problem is not None:
+        return None  # E022 says what is wrong
+    if choice.alias and site_mailers() is not None:
+        options = choice.options
+        where = f'MAILERS["{choice.alias}"]["OPTIONS"]["timeout"]'
+        if choice.backend == SMTP_BACKEND:
+            return MailTimeout(options.get("timeout"), where, '"timeout": 10', "mail server")
+        return _anymail_timeout(choice.backend, options.get("timeout"), where)
+    if choice.alias:  # NOTIFICATIONS_MAILERS, before Django 6.1
+        options = choice.options
+        where = f'NOTIFICATIONS_MAILERS["{choice.alias}"]["OPTIONS"]["timeout"]'
+        if choice.backend == SMTP_BACKEND:
+            timeout = options.get("timeout", email_setting("EMAIL_TIMEOUT"))
+            return MailTimeout(timeout, where, '"timeout": 10', "mail server")
+        return _anymail_timeout(choice.backend, options.get("timeout"), where)
+    if choice.backend == SMTP_BACKEND:
         return MailTimeout(email_setting("EMAIL_TIMEOUT"), "EMAIL_TIMEOUT", "EMAIL_TIMEOUT = 10", "mail server")
-    return _anymail_timeout(backend, None)
+    return _anymail_timeout(choice.backend, None, "")
 
 
-def _anymail_timeout(backend: str, option: Any) -> MailTimeout | None:
+def _anymail_timeout(backend: str, option: Any, where: str) -> MailTimeout | None:
     """A django-anymail backend that posts to its provider's HTTP API (requests)."""
     if not isinstance(backend, str) or not backend.startswith("anymail."):
         return None
@@ -84,7 +92,7 @@ def _anymail_timeout(backend: str, option: Any) -> MailTimeout | None:
     except ImportError:
         return None  # Django reports a backend it cannot import when it sends
     if option is not None:
-        return MailTimeout(option, 'MAILERS["default"]["OPTIONS"]["timeout"]', '"timeout": 10', "email provider")
+        return MailTimeout(option, where, '"timeout": 10', "email provider")
     anymail = getattr(settings, "ANYMAIL", None) or {}
     seconds = anymail.get("REQUESTS_TIMEOUT", getattr(settings, "ANYMAIL_REQUESTS_TIMEOUT", None))
     return MailTimeout(

@@ -110,7 +110,8 @@ def choose(row_mailer: str = "") -> Choice:
                 source='MAILERS["default"]',
                 problem='MAILERS["default"] is the queue itself and NOTIFICATIONS_MAILER names no other mailer',
             )
-        return Choice(backend, "default", source='MAILERS["default"]')
+        options = default.get("OPTIONS") or {} if isinstance(default, dict) else {}
+        return Choice(backend, "default", dict(options) if isinstance(options, dict) else {}, 'MAILERS["default"]')
     backend = email_setting("EMAIL_BACKEND", SMTP_BACKEND)
     if is_queue(backend):
         return Choice(SMTP_BACKEND, source="NOTIFICATIONS_EMAIL_BACKEND's default")

@@ -214,7 +214,7 @@ def test_template_files_render_with_the_sites_own_engine(site_templates):
     root = site_templates.parent.parent
     (root / "emails").mkdir()
     (root / "emails" / "base.html").write_text(
-        "{% load i18n %}{% get_current_language as LANG %}<html lang=\"{{ LANG }}\">"
+        '{% load i18n %}{% get_current_language as LANG %}<html lang="{{ LANG }}">'
         "{% block content %}{% endblock %}{% include 'emails/footer.html' %}</html>"
     )
     (root / "emails" / "footer.html").write_text("{% load static %}<img src=\"{% static 'logo.png' %}\">")

@@ -137,11 +137,15 @@ def test_a_rich_message_arrives_as_if_sent_directly_part_by_part(queued_smtp):
     assert report.counts()["succeeded"] == 1
     (queued,) = queued_smtp.delivered
     assert queued.mail_from == direct.mail_from == "billing@example.com"
-    assert sorted(queued.rcpt_tos) == sorted(direct.rcpt_tos) == [
-        "ada@example.com",
-        "audit@example.com",
-        "grace@example.com",
-    ]
+    assert (
+        sorted(queued.rcpt_tos)
+        == sorted(direct.rcpt_tos)
+        == [
+            "ada@example.com",
+            "audit@example.com",
+            "grace@example.com",
+        ]
+    )
     got, want = queued.message, direct.message
     for name in VISIBLE:
         assert got[name] == want[name], name
@@ -151,7 +155,9 @@ def test_a_rich_message_arrives_as_if_sent_directly_part_by_part(queued_smtp):
     # And byte for byte what was given: the PDF, the CSV's text and the image.
     payloads = {p[2]: p[5] for p in parts(got) if p[2]}
     assert payloads["invoice-7.pdf"] == PDF
-    assert payloads["lines.csv"].decode() == "item;price\r\nTea;3.50 €\r\n"  # a text part: CRLF on the wire, as sent directly
+    assert (
+        payloads["lines.csv"].decode() == "item;price\r\nTea;3.50 €\r\n"
+    )  # a text part: CRLF on the wire, as sent directly
     assert payloads["logo.png"] == PNG
     assert [p[4] for p in parts(got) if p[2] == "logo.png"] == ["<logo@example.com>"]
     assert not Notification.objects.exists()  # one-shot, delivered: deleted, and its files too
@@ -236,7 +242,10 @@ def test_anymail_tags_and_metadata_reach_the_provider():
             message.attach_alternative("<p>On its way</p>", "text/html")
             message.send()
             (row,) = Notification.objects.all()
-            assert row.message["anymail"] == {"tags": ["shipping", "order"], "metadata": {"order_id": 42, "region": "eu"}}
+            assert row.message["anymail"] == {
+                "tags": ["shipping", "order"],
+                "metadata": {"order_id": 42, "region": "eu"},
+            }
 
             assert run_tick().counts()["succeeded"] == 1
     finally:

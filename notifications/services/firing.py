@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from .. import expiry, quiet, retry, schedule, validation
+from .. import expiry, mailers, quiet, retry, schedule, validation
 from ..channels import ChannelResult, ErrorClass
 from ..conf import Policy, TickSettings
 from ..models import Notification
@@ -209,7 +209,8 @@ def held_back(row: Notification, now: datetime, settings: TickSettings) -> Hold 
     long it waited since: retries, an open circuit, a rate limit) expires the firing;
     inside quiet hours defers it to the window's end, unless that end is past `expires_at`
     too. A webhook the site cannot sign (NOTIFICATIONS_WEBHOOK_SECRET empty or
-    malformed: a configuration error, notifications.E010/E021) is held for
+    malformed: a configuration error, notifications.E010/E021), and email that would go
+    through the queue itself or an alias that names no mailer (E022), are held for
     CONFIGURATION_HOLD instead of spending the row's retries. `settings` is the tick's.
     """
     late = _too_late(row, now)
@@ -220,6 +221,10 @@ def held_back(row: Notification, now: datetime, settings: TickSettings) -> Hold 
         problem = site_secret_problem(settings.webhook_secrets)
         if unsigned_webhook(row, problem):
             return Hold(Kind.DEFERRED, reason=f"held: {problem}", until=now + CONFIGURATION_HOLD)
+        if "email" in row.owed_channels:
+            trouble = mailers.problem(row.mailer or "")  # the queue itself, or an alias gone (E022)
+            if trouble is not None:
+                return Hold(Kind.DEFERRED, reason=f"held: {trouble}", until=now + CONFIGURATION_HOLD)
         return None
     past = expiry.past_deadline(end, row.expires_at)
     if past is not None:
