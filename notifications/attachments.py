@@ -4,7 +4,7 @@ The row's `attachments` column holds one small JSON object per attachment (what 
 lists and the tick needs to rebuild it) and never the content:
 
     {"name": "invoice-7.pdf", "mimetype": "application/pdf", "size": 48213,
-     "file": "notifications/attachments/<hex>/invoice-7.pdf", "kind": "file", "content_id": null}
+     "file": "notifications/attachments/<hex>-invoice-7.pdf", "kind": "file", "content_id": null}
 
 The content is a file in the storage `NOTIFICATIONS_ATTACHMENT_STORAGE` names among the
 site's `STORAGES` (default: `"default"`, i.e. MEDIA_ROOT, or S3 or whatever the site keeps
@@ -160,7 +160,8 @@ def store(items: Iterable[Any]) -> list[dict[str, Any]]:
     try:
         for p in prepared:
             safe = get_valid_filename(p.name)[:MAX_NAME_CHARS] if p.name else ""
-            path = target.save(f"{DIRECTORY}/{uuid.uuid4().hex}/{safe or 'attachment'}", ContentFile(p.data))
+            # One folder for all: a unique prefix, not a folder per file (none is left empty behind).
+            path = target.save(f"{DIRECTORY}/{uuid.uuid4().hex}-{safe or 'attachment'}", ContentFile(p.data))
             written.append(
                 {
                     "name": p.name,
