@@ -29,6 +29,7 @@ from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
 from . import addresses, display, schedule, services, states, validation
+from .admin_attachments import AttachmentsAdminMixin
 from .admin_base import ModelAdmin, TabularInline
 from .admin_forms import SECRET_FIELD, NotificationForm
 from .conf import app_settings, parse_secrets
@@ -234,15 +235,15 @@ class NotificationChangeList(ChangeList):
 
 
 @admin.register(Notification)
-class NotificationAdmin(ModelAdmin):
+class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
     form = NotificationForm
     change_list_template = "notifications/admin/notification_change_list.html"
     # Fits 1366 px with the sidebar open (the stylesheet fixes the widths): where a row
     # sends, its schedule, its state with the reason beside it, and when it fires next and
     # fired last (a line each, like a row's two channels).
-    list_display = ["id", "sends_to", "schedule", "status", "firing"]
+    list_display = ["id", "sends_to", "schedule", "status", "firing", "priority"]
     list_display_links = ["id"]
-    list_filter = [StateFilter, ChannelFilter, RecurrenceFilter]
+    list_filter = [StateFilter, ChannelFilter, RecurrenceFilter, "priority"]
     search_fields = ["key", "email_to", "webhook_url", "last_error"]
     date_hierarchy = "next_fire_at"
     list_per_page = 100
@@ -266,6 +267,8 @@ class NotificationAdmin(ModelAdmin):
         "created",
         "updated",
         "secret_status",
+        "attachment_list",
+        "queued_message",
     ]
     fieldsets = [
         (
@@ -289,6 +292,7 @@ class NotificationAdmin(ModelAdmin):
             _("Email"),
             {
                 "fields": [
+                    "from_email",
                     "email_to",
                     "email_cc",
                     "email_bcc",
@@ -298,14 +302,35 @@ class NotificationAdmin(ModelAdmin):
                     "html_body",
                     "template",
                     "language",
+                    "headers",
+                    "attachment_list",
+                    "queued_message",
+                    "mailer",
                 ]
             },
         ),
         (_("Webhook"), {"fields": ["webhook_url", "secret_status", "webhook_secret", "clear_webhook_secret"]}),
-        (_("Delivery"), {"fields": ["channels", "payload", "firing_id", "claim", "history", "created", "updated"]}),
+        (
+            _("Delivery"),
+            {"fields": ["channels", "priority", "payload", "firing_id", "claim", "history", "created", "updated"]},
+        ),
     ]
     add_fieldsets = [
-        (None, {"fields": ["channels", "email_to", "subject", "body", "webhook_url", "webhook_secret", "payload"]}),
+        (
+            None,
+            {
+                "fields": [
+                    "channels",
+                    "priority",
+                    "email_to",
+                    "subject",
+                    "body",
+                    "webhook_url",
+                    "webhook_secret",
+                    "payload",
+                ]
+            },
+        ),
         (_("Schedule"), {"fields": ["recurrence_rule", "timezone", "next_fire_at"]}),
     ]
 
@@ -431,6 +456,21 @@ class NotificationAdmin(ModelAdmin):
             head = format_html("<th>{}</th><th>UTC</th>", obj.timezone)
         return format_html('<table class="nq-upcoming"><thead><tr>{}</tr></thead><tbody>{}</tbody></table>', head, rows)
 
+    @admin.display(description=_("queued message"))
+    def queued_message(self, obj: Notification) -> str:
+        """What a message queued by QueuedEmailBackend carries besides its columns."""
+        extras = obj.message if isinstance(obj.message, dict) else None
+        if extras is None:
+            return gettext("no (subject and body are templates)")
+        kinds = [str(a.get("mimetype")) for a in extras.get("alternatives") or [] if isinstance(a, dict)]
+        anymail = sorted(extras.get("anymail") or {})
+        parts = [gettext("yes: sent as it is")]
+        if kinds:
+            parts.append(gettext("alternatives: %(kinds)s") % {"kinds": ", ".join(kinds)})
+        if anymail:
+            parts.append(gettext("django-anymail: %(names)s") % {"names": ", ".join(anymail)})
+        return "; ".join(parts)
+
     @admin.display(description=_("webhook secret"))
     def secret_status(self, obj: Notification) -> str:
         """Whether the row signs with a secret of its own; the value itself is never shown."""
@@ -535,7 +575,7 @@ class NotificationAdmin(ModelAdmin):
             self.admin_site.admin_view(self.row_action_view),  # login, staff, CSRF
             name=f"{self.opts.app_label}_{self.opts.model_name}_act",
         )
-        return [act, *super().get_urls()]
+        return [act, *self.attachment_urls(), *super().get_urls()]
 
     def row_action_view(self, request: HttpRequest, object_id: str, action: str) -> HttpResponseBase:
         """A button of the change page: the list action `action` on this one row, POST only.

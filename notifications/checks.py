@@ -27,7 +27,7 @@ A bad value is reported here rather than by a crash mid-tick.
 | E019 | CIRCUIT_BREAKER is not a dict of failures, cooldown and max_cooldown |
 | E020 | RATE_LIMITS is not a dict of target -> "N/s,N/m,N/h,N/d" |
 | E021 | WEBHOOK_SECRET is set but holds no key (webhooks without a secret of their own are held) |
-| E022 | the tick would send email through the queue itself (EMAIL_BACKEND, MAILER, a MAILERS alias) or through an alias that names no mailer |
+| E022 | the tick would send email through the queue itself, or through an alias that names no mailer |
 | E023 | MAX_ATTACHMENT_BYTES is not a positive integer |
 | E024 | ATTACHMENT_STORAGE names no storage in STORAGES |
 | E025 | LOW_PRIORITY_AGING is not a positive number |
@@ -285,7 +285,7 @@ def _check_attachment_storage() -> Messages:
 
     alias = app_settings.ATTACHMENT_STORAGE
     try:
-        storages.backends[alias]  # noqa: B018 - the configuration only; nothing is opened
+        storages.backends[alias]  # the configuration only; nothing is opened
         if not isinstance(alias, str):
             raise InvalidStorageError(alias)
     except (InvalidStorageError, KeyError, TypeError):

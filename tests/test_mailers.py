@@ -48,7 +48,7 @@ def test_email_backend_as_the_queue_sends_through_smtp_by_default():
         assert choose().backend == SMTP_BACKEND
         assert errors() == []
     with override_settings(EMAIL_BACKEND=QUEUE_BACKEND, NOTIFICATIONS_EMAIL_BACKEND=QUEUE_BACKEND):
-        ((id, msg, hint),) = errors()
+        ((_, msg, hint),) = errors()
         assert msg.startswith("The tick cannot send email as configured: NOTIFICATIONS_EMAIL_BACKEND is the queue")
         assert 'NOTIFICATIONS_EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"' in hint
 
@@ -112,9 +112,8 @@ def test_a_rows_own_mailer_alias_is_what_it_goes_through():
 
 @pytest.mark.django_db
 def test_an_unknown_mailer_alias_is_refused_on_save():
-    with aliases(default={"BACKEND": LOCMEM}):
-        with pytest.raises(ValidationError) as caught:
-            email_row(mailer="nope")
+    with aliases(default={"BACKEND": LOCMEM}), pytest.raises(ValidationError) as caught:
+        email_row(mailer="nope")
     setting = "MAILERS" if on_mailers else "NOTIFICATIONS_MAILERS"
     assert caught.value.message_dict["mailer"] == [f"The row's mailer names 'nope', which is not in {setting}."]
 
