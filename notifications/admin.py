@@ -28,7 +28,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
-from . import addresses, display, schedule, services, states, validation
+from . import addresses, display, mailers, schedule, services, states, validation
 from .admin_attachments import AttachmentsAdminMixin
 from .admin_base import ModelAdmin, TabularInline
 from .admin_forms import SECRET_FIELD, NotificationForm
@@ -47,6 +47,8 @@ UPCOMING_SHOWN = 5
 # the body, which can be large, are never loaded for a list, nor is a secret.
 LIST_COLUMNS = (
     "id",
+    "priority",
+    "mailer",
     "channels",
     "email_to",
     "webhook_url",
@@ -138,13 +140,17 @@ def signing_problem() -> str | None:
 
 def held(row: Notification) -> str | None:
     """Why the tick holds `row` for a setting (its webhook needs the site's signing secret,
-    which has no usable key), or None. A list's rows carry `signs_itself` instead of the
-    secret (`NotificationChangeList`)."""
-    problem = signing_problem()
-    if problem is None or row.next_fire_at is None or row.paused_at is not None:
+    which has no usable key; its email would go through the queue itself), or None. A
+    list's rows carry `signs_itself` instead of the secret (`NotificationChangeList`)."""
+    if row.next_fire_at is None or row.paused_at is not None:
         return None
+    problem = signing_problem()
     own = getattr(row, "signs_itself", None)
-    return problem if services.unsigned_webhook(row, problem, own_secret=own) else None
+    if problem is not None and services.unsigned_webhook(row, problem, own_secret=own):
+        return problem
+    if "email" in row.owed_channels:
+        return mailers.problem(row.mailer or "")  # email that would go through the queue itself (E022)
+    return None
 
 
 def reason(row: Notification) -> str | None:
@@ -241,7 +247,9 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
     # Fits 1366 px with the sidebar open (the stylesheet fixes the widths): where a row
     # sends, its schedule, its state with the reason beside it, and when it fires next and
     # fired last (a line each, like a row's two channels).
-    list_display = ["id", "sends_to", "schedule", "status", "firing", "priority"]
+    # The priority rides in the schedule column, a second line when it is not `normal`: a
+    # column of its own would not leave the state's reason room at 1366 px.
+    list_display = ["id", "sends_to", "schedule", "status", "firing"]
     list_display_links = ["id"]
     list_filter = [StateFilter, ChannelFilter, RecurrenceFilter, "priority"]
     search_fields = ["key", "email_to", "webhook_url", "last_error"]
@@ -350,9 +358,12 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
 
     @admin.display(description=_("schedule"))
     def schedule(self, obj: Notification) -> SafeString | str:
-        if not obj.recurrence_rule:
-            return gettext("one-shot")
-        return display.clip(f"{obj.recurrence_rule} ({obj.timezone})")
+        """The rule (or one-shot), and below it the priority when it is not `normal`."""
+        when = display.clip(f"{obj.recurrence_rule} ({obj.timezone})") if obj.recurrence_rule else gettext("one-shot")
+        if obj.priority == "normal":
+            return when
+        label = gettext("priority: %(priority)s") % {"priority": obj.get_priority_display().lower()}
+        return format_html('{}<span class="nq-clip nq-priority">{}</span>', when, label)
 
     @admin.display(description=_("state"))
     def status(self, obj: Notification) -> SafeString:
