@@ -238,7 +238,8 @@ def test_a_template_file_that_does_not_compile_is_refused_on_save(site_templates
     (site_templates / "body.txt").write_text("{% load no_such_library %}")
 
     (message,) = refused(template="reminders/invoice")["template"]
-    assert message.startswith("Reminders/invoice/body.txt: 'no_such_library' is not a registered tag library.")
+    assert message.startswith("Reminders/invoice/body.txt: ")
+    assert "'no_such_library' is not a registered tag library" in message
 
 
 @pytest.mark.django_db
