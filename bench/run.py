@@ -15,6 +15,8 @@ with `runtick --loop 60` woken by LISTEN/NOTIFY (`--fast-lane-rows 200 --fast-la
 (one port each, so 100 targets) answering after 100 ms, runtick with the default settings
 beside plain `HTTPAdapter.send` with as many threads, the memory per in-flight send, then
 the same burst to one receiver that counts its connections (`--burst-rows`, `--burst-receivers`).
+`--scenario actions` (bench/actions.py): requeue, pause, resume, run now and purge of a
+select-all of 100,000 rows, timed, with the host's own saves beside the requeue (`--action-rows`).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.actions import scenario_actions  # noqa: E402
 from bench.flow import scenario_flow  # noqa: E402
 from bench.sink import Sink, ceiling  # noqa: E402
 
@@ -292,7 +295,7 @@ def scenario_statements(table: Table, sink: Sink) -> None:
     from django.test import override_settings
     from django.test.utils import CaptureQueriesContext
 
-    from notifications.engine import run_tick
+    from notifications.tick.engine import run_tick
 
     kinds = {
         "one-shot success": ({"email": True}, "succeeded"),
@@ -367,7 +370,7 @@ def due_tick_seconds(due: int, repeats: int) -> tuple[list[float], list[float]]:
     """Tick times for `due` due rows, and the part of each spent waiting on the database."""
     from django.db import connection
 
-    from notifications.engine import run_tick
+    from notifications.tick.engine import run_tick
 
     times, db_times = [], []
     for _ in range(repeats):
@@ -393,7 +396,7 @@ def due_tick_seconds(due: int, repeats: int) -> tuple[list[float], list[float]]:
 def due_query_plan() -> str:
     from django.utils import timezone
 
-    from notifications.claims import due_query
+    from notifications.services.claims import due_query
 
     return due_query(timezone.now(), 100).explain()
 
@@ -724,7 +727,7 @@ def wait_listening(loop: subprocess.Popen, log: Path, timeout: float = 60) -> No
     """Until the loop has ticked once and its LISTEN connection is up."""
     from django.db import connection
 
-    from notifications import wake
+    from notifications.services import wake
 
     deadline = time.monotonic() + timeout
     while True:
@@ -937,6 +940,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--burst-memory-rows", type=int, default=3_000, help="rows of the memory comparison (scenario 10; 0: none)"
     )
+    parser.add_argument("--action-rows", type=int, default=100_000, help="rows of the select-all actions (scenario 12)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the benchmark runs")
     parser.add_argument("--out", help="results file (default bench/results/<database>-<time>.md)")
     args = parser.parse_args(argv)
@@ -945,6 +949,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.host_seconds = 1
         args.fast_lane_rows = 20
         args.burst_rows, args.burst_receivers, args.burst_memory_rows = 200, 10, 100
+        args.action_rows = 2_000
     return args
 
 
@@ -996,6 +1001,8 @@ def main(argv: list[str] | None = None) -> Path:
                 scenario_fast_lane(table, sink, args.fast_lane_rows, args.fast_lane_rate, vendor)
             if "flow" in only:  # scenario 11, bench/flow.py: not in the default set
                 scenario_flow(table, sink, args.quick)
+            if "actions" in only:  # scenario 12, bench/actions.py: not in the default set
+                scenario_actions(table, args.action_rows)
             if "burst" in only:
                 burst_sweep = [int(c) for c in args.burst_sweep.split(",") if c]
                 scenario_burst(

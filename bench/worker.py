@@ -63,11 +63,11 @@ def plain_requests(args: dict) -> dict:
     import requests
     from django.utils import timezone
 
-    from notifications import signing
     from notifications.channels import Firing
-    from notifications.channels.webhook import body, message_id
+    from notifications.channels.webhook.channel import body, message_id
     from notifications.conf import app_settings
     from notifications.models import Notification
+    from notifications.rules import signing
 
     keys = [signing.secret_key(s) for s in app_settings.webhook_secrets]
     fired_at = timezone.now()
@@ -105,11 +105,11 @@ def plain_adapter(args: dict) -> dict:
     from django.utils import timezone
     from requests.adapters import HTTPAdapter
 
-    from notifications import signing
     from notifications.channels import Firing
-    from notifications.channels.webhook import body, message_id
+    from notifications.channels.webhook.channel import body, message_id
     from notifications.conf import app_settings
     from notifications.models import Notification
+    from notifications.rules import signing
 
     keys = [signing.secret_key(s) for s in app_settings.webhook_secrets]
     fired_at = timezone.now()

@@ -26,7 +26,7 @@ A bad value is reported here rather than by a crash mid-tick.
 | E018 | TARGET_CONCURRENCY is not a positive integer |
 | E019 | CIRCUIT_BREAKER is not a dict of failures, cooldown and max_cooldown |
 | E020 | RATE_LIMITS is not a dict of target -> "N/s,N/m,N/h,N/d" |
-| E021 | WEBHOOK_SECRET is set but holds no key (webhooks without a secret of their own are held) |
+| E021 | WEBHOOK_SECRET is set but holds no key, or is None (webhooks without a secret of their own are held) |
 | E022 | the tick would send email through the queue itself, or through an alias that names no mailer |
 | E023 | MAX_ATTACHMENT_BYTES is not a positive integer |
 | E024 | ATTACHMENT_STORAGE names no storage in STORAGES |
@@ -57,10 +57,10 @@ from django.conf import settings
 from django.core import checks
 from django.db import connections, router
 
-from . import quiet
-from .conf import Defaults, app_settings, is_backoff, is_positive, lease_too_short
-from .mailer_settings import mail_timeout
-from .secrets import secret_errors
+from notifications.channels.email.mailers import mail_timeout
+from notifications.conf import Defaults, app_settings, is_backoff, is_positive, lease_too_short
+from notifications.rules import quiet
+from notifications.rules.secrets import secret_errors
 
 # How long a tick may outlive its budget: one channel deadline plus the engine's grace.
 TICK_OVERRUN_GRACE = 1.0
@@ -135,8 +135,8 @@ def _check_backoff() -> Messages:
 
 
 def _check_flow_control() -> Messages:
-    from .circuit import breaker_errors  # imported here: they read the models
-    from .ratelimit import limit_errors
+    from notifications.flow.breaker import breaker_errors  # imported here: they read the models
+    from notifications.flow.ratelimit import limit_errors
 
     messages: Messages = []
     problems = breaker_errors(app_settings.CIRCUIT_BREAKER)
@@ -196,7 +196,8 @@ def _check_lease() -> Messages:
 
 def _check_secrets() -> Messages:
     secret = app_settings.WEBHOOK_SECRET
-    secrets = [secret] if isinstance(secret, str) else secret
+    # None: `os.environ.get("NOTIFICATIONS_WEBHOOK_SECRET")` without its variable; no key, as "" is.
+    secrets = [secret] if isinstance(secret, str) else [] if secret is None else secret
     if not isinstance(secrets, (list, tuple)) or not all(isinstance(s, str) for s in secrets):
         return [
             checks.Error(
@@ -221,8 +222,9 @@ def _check_secrets() -> Messages:
         # in an environment file): nothing can be signed with the site's key.
         return [
             checks.Error(
-                "NOTIFICATIONS_WEBHOOK_SECRET is set but holds no key: webhooks without a webhook_secret "
-                "of their own cannot be signed, and the tick holds them (no retry spent) until a key is set.",
+                "NOTIFICATIONS_WEBHOOK_SECRET holds no key (its environment variable unset or blank?): webhooks "
+                "without a webhook_secret of their own cannot be signed, and are held (no retry spent) until a key "
+                "is set.",
                 hint=f"Set a key, or remove the setting if every webhook row carries its own. {KEY_HINT}",
                 id="notifications.E021",
             )
@@ -302,7 +304,7 @@ def _check_attachment_storage() -> Messages:
 @checks.register()
 def check_mailer(app_configs: Any = None, **kwargs: Any) -> Messages:
     """E022: email must not be sent through the queue itself (each send would queue another row)."""
-    from .mailers import aliases_setting, choose
+    from notifications.mailers import aliases_setting, choose
 
     choice = choose()
     if choice.problem is None:
@@ -367,12 +369,17 @@ def check_email(app_configs: Any = None, **kwargs: Any) -> Messages:
 @checks.register()
 def check_crontab(app_configs: Any = None, **kwargs: Any) -> Messages:
     """`manage.py crontab add` writes through the `crontab` binary; without it nothing ticks."""
-    if not apps.is_installed("django_crontab") or shutil.which("crontab"):
+    executable = getattr(settings, "CRONTAB_EXECUTABLE", None)  # django-crontab's own setting
+    if not apps.is_installed("django_crontab") or shutil.which(executable or "crontab"):
         return []
+    where = (
+        f"CRONTAB_EXECUTABLE ({executable!r}) is not an executable"
+        if executable
+        else "there is no `crontab` binary on PATH"
+    )
     return [
         checks.Warning(
-            "django_crontab is in INSTALLED_APPS but there is no `crontab` binary on PATH, so "
-            "`manage.py crontab add` cannot install the tick.",
+            f"django_crontab is in INSTALLED_APPS but {where}, so `manage.py crontab add` cannot install the tick.",
             hint="Install cron (Debian/Ubuntu: apt install cron), or run `manage.py runtick --loop 60` under "
             "your process supervisor and remove django_crontab from INSTALLED_APPS.",
             id="notifications.W003",
@@ -388,7 +395,7 @@ def check_sqlite_concurrency(app_configs: Any = None, **kwargs: Any) -> Messages
     a tick stops claiming after TICK_BUDGET but finishes what it holds, which can take
     one more CHANNEL_TIMEOUT, and cron starts the next one regardless.
     """
-    from .models import Notification
+    from notifications.models import Notification
 
     alias = router.db_for_write(Notification) or "default"
     if alias not in settings.DATABASES or connections[alias].vendor != "sqlite":
@@ -438,8 +445,8 @@ def check_ticks_running(app_configs: Any = None, databases: Any = None, **kwargs
     """W100: no tick has finished lately, so nothing is delivered. Runs with `check --database`."""
     from django.db import DatabaseError
 
-    from .health import queue_health
-    from .models import TickRun
+    from notifications.health.queue import queue_health
+    from notifications.models import TickRun
 
     if router.db_for_read(TickRun) not in (databases or ()):
         return []
@@ -474,9 +481,9 @@ def check_clock_skew(app_configs: Any = None, databases: Any = None, **kwargs: A
     """
     from django.db import DatabaseError
 
-    from .clock import measure_offset
-    from .health import clock_threshold, describe_offset, recorded_clock_offsets
-    from .models import TickRun
+    from notifications.health.clock import measure_offset
+    from notifications.health.queue import clock_threshold, describe_offset, recorded_clock_offsets
+    from notifications.models import TickRun
 
     alias = router.db_for_read(TickRun) or "default"
     if alias not in (databases or ()):

@@ -114,9 +114,9 @@ def mark_body_read(response: requests.Response) -> None:
 #
 # Also relied on elsewhere, used in place and checked by the tests:
 # - `connection.features.has_select_for_update_skip_locked` and `has_select_for_update`
-#   (`notifications.claims`, `services.requeue`): which locking clauses the backend has.
+#   (`notifications.services.claims`, `services.requeue`): which locking clauses the backend has.
 #
-# === Django: the template engine (`notifications.templating`, used in place) ==========
+# === Django: the template engine (`notifications.content.templating`, used in place) ==========
 #
 # The restricted template engine subclasses Django's template classes rather than
 # calling them, so its reliances live there; checked with Django 5.2 by the tests:
@@ -164,7 +164,7 @@ def relation_target(field: Field[Any, Any]) -> Field[Any, Any]:
 # Relies on (checked with Django 5.2 and 6.1): `EmailMessage.attach()` takes a whole MIME
 # part, an `email.mime.base.MIMEBase` before Django 6.0 and an `email.message.MIMEPart`
 # from 6.0 on (where MIMEBase is deprecated), and sends it as it is.
-# Why not the public API alone: a part is stored as its bytes (notifications.attachments)
+# Why not the public API alone: a part is stored as its bytes (notifications.models.attachments)
 # and has to come back as the class the installed Django wants.
 
 

@@ -30,10 +30,8 @@ rows this backend queues (default `"normal"`).
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from email.message import Message
 from typing import Any
 
@@ -42,31 +40,14 @@ from django.core.mail import EmailMessage
 from django.core.mail.backends.base import BaseEmailBackend
 from django.db import router, transaction
 
-from . import headers as header_rules
-
-# django-anymail's message attributes: kept as JSON and set on the message again when it is sent.
-ANYMAIL_ATTRIBUTES = (
-    "tags",
-    "metadata",
-    "merge_data",
-    "merge_global_data",
-    "merge_metadata",
-    "merge_headers",
-    "esp_extra",
-    "template_id",
-    "track_clicks",
-    "track_opens",
-    "envelope_sender",
-    "send_at",
-)
-# EmailMessage attributes that shape its MIME structure, kept when set.
-SHAPE_ATTRIBUTES = ("content_subtype", "mixed_subtype", "alternative_subtype", "encoding")
-_DATETIME = "__datetime__"
-_BYTES = "__base64__"
+from notifications.content.queued import message_extras
+from notifications.rules import headers as header_rules
 
 
 class QueuedEmailBackend(BaseEmailBackend):
     """An email backend that queues each message as a notification row (see the module)."""
+
+    queues_notifications = True  # how notifications.mailers tells the queue from a real backend
 
     def __init__(self, fail_silently: bool = False, *, priority: str = "normal", **kwargs: Any) -> None:
         # fail_silently is taken here, not passed on: Django 6.1's base class warns about it.
@@ -84,7 +65,7 @@ class QueuedEmailBackend(BaseEmailBackend):
             if self.fail_silently:
                 return 0
             raise
-        from .models import Notification
+        from notifications.models import Notification
 
         using = router.db_for_write(Notification)
         transaction.on_commit(lambda: _queue(queued, self.fail_silently), using=using)
@@ -101,7 +82,7 @@ class QueuedMessage:
 
 def queued_message(message: EmailMessage, *, priority: str = "normal") -> QueuedMessage:
     """The row of `message`, validated now (the caller learns of a bad message at once)."""
-    from .models import Notification
+    from notifications.models import Notification
 
     extra = {str(k): str(v) for k, v in (message.extra_headers or {}).items() if not header_rules.is_own(str(k))}
     fields: dict[str, Any] = {
@@ -120,8 +101,8 @@ def queued_message(message: EmailMessage, *, priority: str = "normal") -> Queued
     attachments = [_attachment(item) for item in message.attachments]
     row = Notification(**fields)
     row.full_clean(exclude=["next_fire_at"], validate_constraints=False)
-    from .attachments import _prepare, _too_large
-    from .conf import max_attachment_bytes
+    from notifications.conf import max_attachment_bytes
+    from notifications.models.attachments import _prepare, _too_large
 
     prepared = [_prepare(item) for item in attachments]  # refused now, not at commit
     total = sum(p.size for p in prepared)
@@ -134,75 +115,15 @@ def _attachment(item: Any) -> Any:
     if isinstance(item, Message):
         return item
     filename, content, mimetype = item  # Django's EmailAttachment, or the tuple before it
-    from .attachments import Attachment
+    from notifications.models.attachments import Attachment
 
     return Attachment(filename or "", content, mimetype)
 
 
-def message_extras(message: EmailMessage) -> dict[str, Any]:
-    """What of `message` has no column of its own: alternatives, its MIME shape, anymail's attributes."""
-    extras: dict[str, Any] = {
-        "alternatives": [
-            {"content": _jsonable(content), "mimetype": str(mimetype)}
-            for content, mimetype in getattr(message, "alternatives", None) or []
-        ]
-    }
-    defaults = EmailMessage
-    for name in SHAPE_ATTRIBUTES:
-        value = getattr(message, name, None)
-        if value is not None and value != getattr(defaults, name, None):
-            extras[name] = str(value)
-    unset = _anymail_unset()
-    anymail = {}
-    for name in ANYMAIL_ATTRIBUTES:
-        value = getattr(message, name, unset)
-        if value is not unset:
-            anymail[name] = _jsonable(value)
-    if anymail:
-        extras["anymail"] = anymail
-    return extras
-
-
-def _anymail_unset() -> Any:
-    try:
-        from anymail.utils import UNSET
-    except ImportError:
-        return object()
-    return UNSET
-
-
-def _jsonable(value: Any) -> Any:
-    """`value` as JSON: datetimes and bytes tagged, so `restore` gives them back."""
-    if isinstance(value, datetime):
-        return {_DATETIME: value.isoformat()}
-    if isinstance(value, bytes):
-        return {_BYTES: base64.b64encode(value).decode()}
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [_jsonable(v) for v in value]
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    return str(value)
-
-
-def restore(value: Any) -> Any:
-    """The inverse of `_jsonable`."""
-    if isinstance(value, dict):
-        if set(value) == {_DATETIME} and isinstance(value[_DATETIME], str):
-            return datetime.fromisoformat(value[_DATETIME])
-        if set(value) == {_BYTES} and isinstance(value[_BYTES], str):
-            return base64.b64decode(value[_BYTES])
-        return {k: restore(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [restore(v) for v in value]
-    return value
-
-
 def _queue(queued: list[QueuedMessage], fail_silently: bool) -> None:
     """Create the rows (after the caller's commit), all or none."""
-    from .attachments import delete_files, store
-    from .services import schedule_notification
+    from notifications.models.attachments import delete_files, store
+    from notifications.services import schedule_notification
 
     stored: list[dict[str, Any]] = []
     try:

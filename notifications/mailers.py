@@ -1,5 +1,8 @@
 """Which mail backend the tick sends a row's email through, and configurations that cannot work.
 
+Read from the site's settings only (so validation, the channel, the checks and the admin
+share it); the layer of `notifications.content`.
+
 In order:
 
 1. The row's own `mailer`: an alias of Django 6.1's `MAILERS` (on a site that has them),
@@ -19,18 +22,37 @@ step 4 has no SMTP settings to fall back on: name the real mailer in NOTIFICATIO
 from __future__ import annotations
 
 import functools
+import re
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
+from django.conf import settings
 from django.core import mail
 from django.core.mail.backends.base import BaseEmailBackend
 from django.utils.module_loading import import_string
 
-from .conf import app_mailers, email_backend, mailer
-from .mailer_settings import SMTP_BACKEND, email_setting, site_mailers
+from notifications.conf import app_mailers, email_backend, mailer
 
 QUEUE_BACKEND = "notifications.mail.QueuedEmailBackend"
+SMTP_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+_EMAIL_SETTING_DEPRECATED = re.compile(r"The EMAIL_\w+ setting is deprecated")
+
+
+def site_mailers() -> dict[str, Any] | None:
+    """The site's MAILERS where Django reads them (6.1+, instead of EMAIL_BACKEND and EMAIL_*), else None."""
+    mailers = getattr(settings, "MAILERS", None)
+    if mailers is None or not hasattr(mail, "mailers"):
+        return None
+    return cast(dict[str, Any], mailers)
+
+
+def email_setting(name: str, default: Any = None) -> Any:
+    """An EMAIL_* setting, without Django 6.1's deprecation warning for reading it (a site
+    still on them has had Django's own warning at startup)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_EMAIL_SETTING_DEPRECATED.pattern)
+        return getattr(settings, name, default)
 
 
 @dataclass(frozen=True)
@@ -50,9 +72,8 @@ def _is_queue_class(path: str) -> bool:
         backend = import_string(path)
     except ImportError:
         return False
-    from .mail import QueuedEmailBackend
-
-    return isinstance(backend, type) and issubclass(backend, QueuedEmailBackend)
+    # The queued backend says so itself (notifications.mail sits above this module's layer).
+    return isinstance(backend, type) and bool(getattr(backend, "queues_notifications", False))
 
 
 def is_queue(path: Any) -> bool:

@@ -72,7 +72,7 @@ DATABASES = {
     }
 }
 
-# Attachments' content (notifications.attachments) goes to the default storage: a folder per run.
+# Attachments' content (notifications.models.attachments) goes to the default storage: a folder per run.
 MEDIA_ROOT = Path(tempfile.gettempdir()) / f"notifications-tests-media-{os.getpid()}"
 
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"

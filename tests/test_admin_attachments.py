@@ -8,8 +8,8 @@ from django.test import Client
 from django.urls import reverse
 
 from notifications.api import schedule
-from notifications.attachments import Attachment
-from tests.admin_forms import CHANGELIST, change_url, staff
+from notifications.models.attachments import Attachment
+from tests.support.admin_forms import CHANGELIST, change_url, staff
 
 pytestmark = pytest.mark.django_db
 
@@ -82,7 +82,7 @@ def test_an_attachment_that_is_not_there_is_a_404(admin_client, row):
 
 
 def test_saving_the_change_page_keeps_the_attachments_and_mail_fields(admin_client, row):
-    from tests.admin_forms import change_form
+    from tests.support.admin_forms import change_form
 
     response = admin_client.post(change_url(row), change_form(row, subject="Invoice, again"))
 

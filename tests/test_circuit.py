@@ -14,10 +14,10 @@ from django.test import override_settings
 from django.urls import reverse
 
 from notifications.api import run_tick
-from notifications.circuit import BreakerSettings, breaker_errors, close, open_by_hand
+from notifications.flow.breaker import BreakerSettings, breaker_errors, close, open_by_hand
+from notifications.flow.targets import targets_of
 from notifications.models import DeliveryAttempt, Notification, Target
 from notifications.signals import target_closed, target_opened
-from notifications.targets import targets_of
 
 START = datetime(2025, 3, 3, 12, 0, tzinfo=UTC)
 BREAKER = {"failures": 3, "cooldown": 60, "max_cooldown": 200}
@@ -228,13 +228,12 @@ def test_open_by_hand_holds_until_closed_by_hand(make_row, webhook_server, clock
 
 @pytest.mark.django_db(transaction=True)
 @override_settings(NOTIFICATIONS_CIRCUIT_BREAKER=BREAKER)
-def test_admin_lists_targets_and_acts(client, make_row, webhook_server):
+def test_admin_lists_targets_and_acts(client, admin_user, make_row, webhook_server):
     key = key_of(webhook_server)
     open_by_hand(key)
     hooks(make_row, webhook_server.url(), 3)
     run_tick()
-    admin = User.objects.create_superuser("root", "root@example.com", "pw")
-    client.force_login(admin)
+    client.force_login(admin_user)
     url = reverse("admin:notifications_target_changelist")
     page = client.get(url)
     assert page.status_code == 200

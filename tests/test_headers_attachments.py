@@ -12,10 +12,9 @@ from django.core.exceptions import ValidationError
 from django.test.utils import override_settings
 from django.utils import timezone
 
-from notifications import attachments
 from notifications.api import cancel, purge, run_tick, schedule
-from notifications.attachments import Attachment, calendar_event
-from notifications.models import Notification
+from notifications.models import Notification, attachments
+from notifications.models.attachments import Attachment, calendar_event
 
 pytestmark = pytest.mark.django_db(transaction=True)  # files are deleted when the deletion commits
 

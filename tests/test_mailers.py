@@ -18,7 +18,7 @@ from notifications.api import run_tick, schedule
 from notifications.checks import check_mailer, check_settings
 from notifications.mailers import choose
 from notifications.models import Notification
-from tests.mail_servers import QUEUE_BACKEND, SMTP_BACKEND
+from tests.support.mail_servers import QUEUE_BACKEND, SMTP_BACKEND
 
 LOCMEM = "django.core.mail.backends.locmem.EmailBackend"
 NOWHERE = {"BACKEND": SMTP_BACKEND, "OPTIONS": {"host": "127.0.0.1", "port": 9, "timeout": 1}}

@@ -16,8 +16,8 @@ from django.db import connection
 from django.test.utils import override_settings
 
 from notifications.api import run_tick, schedule
-from notifications.claims import claim, selection
 from notifications.models import Notification
+from notifications.services.claims import claim, selection
 
 pytestmark = pytest.mark.django_db
 

@@ -23,11 +23,10 @@ from django.test.utils import override_settings
 from django.urls import path
 from django.utils import timezone
 
-from notifications import attachments
 from notifications.api import run_tick
 from notifications.mail import QueuedEmailBackend
-from notifications.models import Notification
-from tests.mail_servers import SMTP_BACKEND, ProviderAPI, SMTPServer, queue_in_front_of, real_connection
+from notifications.models import Notification, attachments
+from tests.support.mail_servers import SMTP_BACKEND, ProviderAPI, SMTPServer, queue_in_front_of, real_connection
 
 pytestmark = pytest.mark.django_db(transaction=True)  # real commits: rows are made on commit
 

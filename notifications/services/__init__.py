@@ -6,13 +6,13 @@
 - Transitions of one firing (`record_firing`, `record_invalid`, `record_internal_error`)
   work on a row in memory and say what should happen to it; `save_outcomes` then writes
   a whole batch at once, fenced by the claim token so a tick that lost its claim writes
-  nothing. `last_error` and `failed_channels` are set together, by `_note_error`.
+  nothing. `last_error` and `failed_channels` are set together, by `Notification.note_error`.
 - Operator actions: `purge` and `cancel`, and the `RowAction`s `REQUEUE`, `RUN_NOW`,
   `PAUSE` and `RESUME`, which `act` applies to rows re-read under lock (the admin's
   actions and buttons) and `requeue`, `run_now`, `pause`, `resume` to one row or key
   (the API). `refusal` says why one does not apply to a row.
 
-What each state means is `notifications.states`; the claim itself is `notifications.claims`.
+What each state means is `notifications.models.states`; the claim itself is `notifications.services.claims`.
 
 The modules, each importing only those above it in this list:
 
@@ -22,7 +22,8 @@ The modules, each importing only those above it in this list:
 - `creating`: `schedule_notification` and its keyed insert or replace, `edit`, `start`.
 - `persisting`: a batch's write-back (`save_outcomes`), `suppress`, `insert_statements`,
   `announce`.
-- `housekeeping`: `prune_history`, `record_tick`.
+- `housekeeping`: `prune_history`, `prune` (it and the tick's other housekeeping in one
+  transaction), `record_tick`.
 - `actions`: operator actions on rows in bulk: `ActionResult`, `RowAction`, `act`,
   `requeue` (`REQUEUE`), `purge`.
 - `lifecycle`: `cancel`, `pause`, `resume`, `run_now` and their `RowAction`s, `refusal`,
@@ -34,10 +35,10 @@ a function reads (`PURGE_BATCH`) patches it in the module that defines it.
 
 from __future__ import annotations
 
-from ..conf import Policy
-from .actions import REQUEUE, ActionResult, RowAction, act, purge, requeue
-from .creating import edit, schedule_notification, start
-from .firing import (
+from notifications.conf import Policy
+from notifications.services.actions import REQUEUE, ActionResult, RowAction, act, purge, requeue
+from notifications.services.creating import edit, schedule_notification, start
+from notifications.services.firing import (
     CONFIGURATION_HOLD,
     Hold,
     dead_letter_unloadable,
@@ -50,10 +51,10 @@ from .firing import (
     release,
     unsigned_webhook,
 )
-from .housekeeping import prune_history, record_tick
-from .lifecycle import PAUSE, RESUME, RUN_NOW, cancel, pause, pk_of, refusal, resume, run_now
-from .outcomes import TICK_COUNTS, Kind, Outcome
-from .persisting import announce, insert_statements, save_outcomes, suppress
+from notifications.services.housekeeping import prune, prune_history, record_tick
+from notifications.services.lifecycle import PAUSE, RESUME, RUN_NOW, cancel, pause, pk_of, refusal, resume, run_now
+from notifications.services.outcomes import TICK_COUNTS, Kind, Outcome
+from notifications.services.persisting import announce, insert_statements, save_outcomes, suppress
 
 __all__ = [
     "CONFIGURATION_HOLD",
@@ -78,6 +79,7 @@ __all__ = [
     "insert_statements",
     "pause",
     "pk_of",
+    "prune",
     "prune_history",
     "purge",
     "record_firing",

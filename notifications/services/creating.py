@@ -12,9 +12,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Model
 from django.utils import timezone
 
-from .. import attachments, validation, wake
-from ..models import USER_FIELDS, Notification, attachment_files
-from .firing import _next_occurrence
+from notifications.models import USER_FIELDS, Notification, attachment_files, attachments, validation
+from notifications.services import wake
 
 NO_OCCURRENCE_LEFT = "The rule has no occurrence left after now."
 
@@ -67,7 +66,7 @@ def schedule_notification(
 
 
 # `key` and `on_conflict` are schedule()'s arguments of their own; `attachments` are stored
-# by it (`notifications.attachments`), and `message` is QueuedEmailBackend's.
+# by it (`notifications.models.attachments`), and `message` is QueuedEmailBackend's.
 _SCHEDULE_FIELDS = {*USER_FIELDS, "attachments", "message"}
 
 # What schedule(key=...) does when a row holds the key already: raise ValidationError on
@@ -158,7 +157,7 @@ def start(
     """
     row.starts_at = start_at
     if fire_at is None:
-        fire_at = _next_occurrence(row, start_at) if row.is_recurring else start_at
+        fire_at = row.next_occurrence(start_at) if row.is_recurring else start_at
         if fire_at is None:  # COUNT or UNTIL already spent: the row would never fire
             raise ValidationError({"recurrence_rule": [NO_OCCURRENCE_LEFT]})
     row.next_fire_at = fire_at

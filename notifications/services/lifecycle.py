@@ -7,10 +7,11 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from ..models import Notification
-from ..states import State
-from .actions import REQUEUE, RowAction, act, purge
-from .firing import _due_at, _next_occurrence
+from django.core.exceptions import ValidationError
+
+from notifications.models import Notification, validation
+from notifications.models.states import State
+from notifications.services.actions import REQUEUE, RowAction, act, purge
 
 BEING_DELIVERED = "being delivered by a tick right now"
 
@@ -43,10 +44,10 @@ def _resume(row: Notification, now: datetime) -> None:
     if row.next_fire_at is None or _in_flight(row, now):
         return  # nothing scheduled (parked, a dead letter), or the firing in flight sets it
     if not row.is_recurring:
-        _due_at(row, max(row.next_fire_at, now))
+        row.set_due(max(row.next_fire_at, now))
         return
     try:
-        next_at = _next_occurrence(row, now)
+        next_at = row.next_occurrence(now)
     except Exception:  # noqa: BLE001 - a rule that cannot be read: the tick dead-letters it, saying why
         next_at = now
     if next_at != row.next_fire_at:  # the firing it waited for is skipped, a retry of it too
@@ -55,7 +56,7 @@ def _resume(row: Notification, now: datetime) -> None:
         row.error_count = 0
         row.firing_id = uuid.uuid4()
         row.pending_channels = None
-    _due_at(row, next_at)  # None: the rule has nothing left, the row is parked
+    row.set_due(next_at)  # None: the rule has nothing left, the row is parked
 
 
 def _run_now_refusal(row: Notification, now: datetime) -> str | None:
@@ -74,7 +75,7 @@ def _run_now_refusal(row: Notification, now: datetime) -> str | None:
 def _run_now(row: Notification, now: datetime) -> None:
     # The current firing goes now; a recurring row's write-back then moves it to its next
     # occurrence after now, so its schedule continues.
-    _due_at(row, now)
+    row.set_due(now)
 
 
 PAUSE = RowAction("pause", _pause_refusal, _pause, ("paused_at",))
@@ -107,6 +108,7 @@ def cancel(key_or_row: str | Notification) -> bool:
     elif isinstance(key_or_row, str):
         if not key_or_row:
             return False  # a blank key names no row
+        _check_key(key_or_row)
         query = Notification.objects.filter(key=key_or_row)
     else:
         raise TypeError(f"cancel() takes a key or a Notification, not {type(key_or_row).__name__}")
@@ -150,12 +152,21 @@ def _act_on_one(action: RowAction, key_or_row: str | Notification, now: datetime
     return Notification.objects.get(pk=pk)  # left as it was; DoesNotExist if it went meanwhile
 
 
+def _check_key(key: str) -> None:
+    """A key no row can hold (a NUL, an unpaired surrogate) is a ValidationError on `key`,
+    not a database error from the lookup."""
+    messages = validation.text_errors(key)
+    if messages:
+        raise ValidationError({"key": messages})
+
+
 def pk_of(key_or_row: str | Notification) -> Any:
     """The id of the row `key_or_row` names; Notification.DoesNotExist for an unknown key."""
     if isinstance(key_or_row, Notification):
         return key_or_row.pk
     if not isinstance(key_or_row, str):
         raise TypeError(f"expected a key or a Notification, not {type(key_or_row).__name__}")
+    _check_key(key_or_row)
     pk = Notification.objects.filter(key=key_or_row).values_list("pk", flat=True).first() if key_or_row else None
     if pk is None:
         raise Notification.DoesNotExist(f"No notification has the key {key_or_row!r}.")

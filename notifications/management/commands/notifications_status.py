@@ -13,7 +13,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from notifications.health import STALE_AFTER, QueueHealth, describe_offset, humanize, queue_health
+from notifications.health.queue import STALE_AFTER, QueueHealth, describe_offset, humanize, queue_health
 from notifications.management.arguments import age
 
 

@@ -1,4 +1,9 @@
-"""`manage.py runtick`: one tick (or a loop of them), one summary line each."""
+"""`manage.py runtick`: one tick (or a loop of them), one timestamped summary line each.
+
+System checks: an error stops it with one line per error; warnings are shown once when
+`--loop` starts, never by a one-shot tick (cron would log them every minute; `manage.py
+check` shows them all).
+"""
 
 from __future__ import annotations
 
@@ -10,31 +15,37 @@ import threading
 import time
 from typing import Any
 
+from django.core import checks
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 from django.utils import timezone
 
-from notifications import wake
-from notifications.claims import claim_order, load_defensively
 from notifications.conf import TickSettings
-from notifications.engine import run_tick
+from notifications.management.output import run_command_checks, stamp
 from notifications.models import Notification
-from notifications.services import TICK_COUNTS, Outcome
+from notifications.services import TICK_COUNTS, Outcome, wake
+from notifications.services.claims import claim_order, load_defensively
+from notifications.tick.engine import TickReport, run_tick
 
 logger = logging.getLogger("notifications.tick")
 
 
+# Bounds of the options: a batch no database's LIMIT overflows, a budget no lease overflows.
+MAX_LIMIT = 1_000_000
+MAX_BUDGET = 86_400.0  # seconds: a day
+
+
 def positive_int(value: str) -> int:
     number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
+    if not 1 <= number <= MAX_LIMIT:
+        raise argparse.ArgumentTypeError(f"must be from 1 to {MAX_LIMIT:,}")
     return number
 
 
 def seconds(value: str) -> float:
     number = float(value)
-    if not (number >= 0 and math.isfinite(number)):  # also refuses nan
-        raise argparse.ArgumentTypeError("must be a finite number of seconds, not negative")
+    if not (0 <= number <= MAX_BUDGET):  # also refuses nan and infinity
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds from 0 to {MAX_BUDGET:g}")
     return number
 
 
@@ -52,6 +63,31 @@ MIN_TICK_GAP = 0.1
 
 class Command(BaseCommand):
     help = "Deliver due notifications: claim, send, write back. Cron runs it every minute."
+    show_check_warnings = False  # set per run: only `--loop` shows them, once
+
+    def execute(self, *args: Any, **options: Any) -> str | None:
+        self.show_check_warnings = options.get("loop") is not None
+        return super().execute(*args, **options)
+
+    def check(
+        self,
+        app_configs: Any = None,
+        tags: Any = None,
+        display_num_errors: bool = False,
+        include_deployment_checks: bool = False,
+        fail_level: int = checks.ERROR,
+        databases: Any = None,
+    ) -> None:
+        """Errors stop the tick, each on one line; warnings only when a `--loop` starts."""
+        run_command_checks(
+            "runtick --loop" if self.show_check_warnings else "runtick",
+            warn=self.stderr.write if self.show_check_warnings else None,
+            fail_level=fail_level,
+            app_configs=app_configs,
+            tags=tags,
+            include_deployment_checks=include_deployment_checks,
+            databases=databases,
+        )
 
     def get_check_kwargs(self, options: dict[str, Any]) -> dict[Any, Any]:
         # Static checks only. Django 6 otherwise queries every database while checking
@@ -85,28 +121,40 @@ class Command(BaseCommand):
         else:
             self.loop(options, stop, options["loop"])
         if received:
-            self.stderr.write(f"received signal {received[0]}: finished the rows in flight, released the rest")
+            self.stderr.write(stamp(f"received signal {received[0]}: finished the rows in flight, released the rest"))
 
     def loop(self, options: dict[str, Any], stop: threading.Event, every: float) -> None:
         """Tick every `every` seconds until stopped.
 
         On PostgreSQL the wait between ticks also ends when a row is announced due
-        (`notifications.wake`), at most one tick per `MIN_TICK_GAP`; elsewhere, or while
+        (`notifications.services.wake`), at most one tick per `MIN_TICK_GAP`; elsewhere, or while
         the listening connection is down, the loop ticks at its interval.
         """
         waiter = wake.open_waiter()  # before the first tick: a row announced during it wakes the next
+        woken = "" if isinstance(waiter, wake.Poller) else ", sooner when a row is announced due"
+        self.stdout.write(stamp(f"runtick --loop: one tick every {every:g}s{woken}; SIGTERM or SIGINT stops it"))
+        ticks = 0
+        totals: dict[str, int] = {}
         try:
             while not stop.is_set():
                 started = time.monotonic()
-                self.tick_in_loop(options, stop)
+                report = self.tick_in_loop(options, stop)
+                ticks += 1
+                for name, value in (report.counts() if report else {}).items():
+                    totals[name] = totals.get(name, 0) + value
                 if stop.is_set():
                     break
                 connections.close_all()  # nothing is held across ticks (the waiter's own connection aside)
                 waiter.wait(started + every, stop, not_before=time.monotonic() + MIN_TICK_GAP)
         finally:
             waiter.close()
+            # Not `name=N`: log readers take those lines for a tick's summary.
+            tally = ", ".join(f"{name} {value}" for name, value in totals.items() if name != "released")
+            self.stdout.write(
+                stamp(f"runtick --loop: stopped after {ticks} ticks" + (f"; in all {tally}" if tally else ""))
+            )
 
-    def tick(self, options: dict[str, Any], stop: threading.Event) -> None:
+    def tick(self, options: dict[str, Any], stop: threading.Event) -> TickReport:
         verbose = options["verbosity"] >= 2
         report = run_tick(
             limit=options["limit"],
@@ -114,19 +162,21 @@ class Command(BaseCommand):
             stop=stop,
             on_outcome=self.print_outcome if verbose else None,
         )
-        self.stdout.write(report.summary())
+        self.stdout.write(stamp(report.summary(), report.finished_at))
+        return report
 
-    def tick_in_loop(self, options: dict[str, Any], stop: threading.Event) -> None:
+    def tick_in_loop(self, options: dict[str, Any], stop: threading.Event) -> TickReport | None:
         """One tick of `--loop`: a failing tick (database restarting, locked) does not end the loop.
 
         Cron would simply run the next tick; the loop does the same. Rows the failed
         tick had claimed come back when their lease expires.
         """
         try:
-            self.tick(options, stop)
+            return self.tick(options, stop)
         except Exception as exc:
             logger.exception("tick failed; the loop goes on")
-            self.stderr.write(f"tick failed: {type(exc).__name__}: {str(exc)[:200]}")
+            self.stderr.write(stamp(f"tick failed: {type(exc).__name__}: {str(exc)[:200]}"))
+            return None
 
     def print_outcome(self, outcome: Outcome) -> None:
         line = f"#{outcome.row.pk} {outcome.kind.value}"
@@ -148,7 +198,7 @@ class Command(BaseCommand):
         for pk, error in unloadable.items():
             self.stdout.write(f"#{pk} cannot be loaded ({error}): the tick will dead-letter it")
         zeros = " ".join(f"{name}=0" for name in TICK_COUNTS if name != "released")
-        self.stdout.write(f"dry run: due={total} {zeros}")
+        self.stdout.write(stamp(f"dry run: due={total} {zeros}"))
 
     def install_signal_handlers(self, stop: threading.Event) -> list[int]:
         """SIGTERM/SIGINT: stop claiming, finish or release what is held, then exit.

@@ -1,0 +1,263 @@
+"""Email through `django.core.mail` and the site's mailers (SMTP, console, anymail...).
+
+One backend connection per worker thread and mailer, opened once per tick: the mailer
+`notifications.mailers` chooses for the row (its own `mailer` alias, NOTIFICATIONS_MAILER,
+NOTIFICATIONS_EMAIL_BACKEND, or the site's default; on Django 6.1+ through the `MAILERS`
+API). Messages go to `connection.send_messages()`, never through a deprecated argument.
+A row's From (`from_email`, else DEFAULT_FROM_EMAIL), extra headers and attachments (read
+from storage by the worker) go with it; a message queued by `QueuedEmailBackend` is rebuilt
+with its alternatives, MIME shape and django-anymail's attributes.
+
+What the channel adds to a plain send:
+
+- Suppressed addresses (`notifications.models.Suppression`, read for each claimed batch
+  by `prepare`) are left out; a firing with no recipient left fails permanently.
+- Refusals per recipient are collected: SMTP 5xx answers to `RCPT` (all of them, from
+  `SMTPRecipientsRefused`, or some, from the refusals smtplib returns), a provider's
+  `rejected`/`invalid` status through django-anymail. The tick's write-back suppresses them.
+- A provider's HTTP error answer keeps its status (`email: HTTP 422 <its reason>`); 4xx
+  other than 408 and 429 are permanent, the rest transient.
+- Where the provider de-duplicates on a key (`IDEMPOTENCY`), the firing's id is sent as
+  that key, so a retry after a stall cannot deliver twice.
+- Timeouts say so (`email: timed out after 10s`), whichever timer fired.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import smtplib
+import threading
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.core.mail import EmailMessage, EmailMultiAlternatives
+from django.core.mail.backends.base import BaseEmailBackend
+from django.core.mail.utils import DNS_NAME
+
+from notifications import compat
+from notifications.channels.base import Channel, ChannelResult, ErrorClass, Firing
+from notifications.channels.email import providers
+from notifications.channels.email.mailers import (
+    site_mailers as site_mailers,  # the checks' and the test double's answer too
+)
+from notifications.content.email import Content, render_content
+from notifications.content.queued import ANYMAIL_ATTRIBUTES, SHAPE_ATTRIBUTES, restore
+from notifications.content.templating import TemplateRenderError
+from notifications.mailers import open_connection
+from notifications.models import Suppression, addresses, attachments
+from notifications.rules import headers as header_rules
+
+if TYPE_CHECKING:
+    from notifications.models import Notification
+
+ALL_SUPPRESSED = "email: all recipients suppressed"
+
+
+def open_mailer(alias: str = "") -> BaseEmailBackend:
+    """A new connection of the backend a row whose `mailer` is `alias` goes through
+    (`notifications.mailers`: the row's alias, NOTIFICATIONS_MAILER, NOTIFICATIONS_EMAIL_BACKEND,
+    or the site's default mailer). On Django 6.1+ aliases come from `mail.mailers`; no
+    deprecated call is made."""
+    return open_connection(alias)
+
+
+def message_id(firing: Firing) -> str:
+    """The same Message-ID for every attempt of one firing, so duplicates can be spotted."""
+    return f"<notification-{firing.notification.pk}.{firing.firing_id}@{DNS_NAME}>"
+
+
+class AttachmentMissing(Exception):
+    """An attachment's file could not be read from storage (the message says which, never its content)."""
+
+
+def build_message(firing: Firing, content: Content, to: list[str], cc: list[str], bcc: list[str]) -> EmailMessage:
+    """The message of one firing: the text body, its alternatives (the HTML body, or those
+    of a queued message), the row's From and headers, its attachments, and for a queued
+    message its MIME shape and django-anymail's attributes.
+
+    Raises AttachmentMissing when an attachment cannot be read from storage.
+    """
+    row = firing.notification
+    extras = row.message if isinstance(row.message, dict) else {}
+    message = EmailMultiAlternatives(
+        subject=content.subject,
+        body=content.body,
+        from_email=row.from_email or settings.DEFAULT_FROM_EMAIL,
+        to=to,
+        cc=cc,
+        bcc=bcc,
+        reply_to=addresses.as_list(row.reply_to),
+        headers={**header_rules.usable(row.headers), "Message-ID": message_id(firing)},
+    )
+    if content.html is not None:
+        message.attach_alternative(content.html, "text/html")
+    for alternative in extras.get("alternatives") or []:
+        if isinstance(alternative, dict) and isinstance(alternative.get("mimetype"), str):
+            message.attach_alternative(restore(alternative.get("content")), alternative["mimetype"])
+    for name in SHAPE_ATTRIBUTES:
+        if isinstance(extras.get(name), str):
+            setattr(message, name, extras[name])
+    anymail = extras.get("anymail")
+    if isinstance(anymail, dict):
+        for name in ANYMAIL_ATTRIBUTES:
+            if name in anymail:
+                setattr(message, name, restore(anymail[name]))
+    for item in attachments.stored(row.attachments):
+        _attach(message, item)
+    return message
+
+
+def _attach(message: EmailMessage, item: dict[str, Any]) -> None:
+    name = str(item.get("name") or "")
+    try:
+        data = attachments.read(item)
+    except FileNotFoundError:
+        raise AttachmentMissing(f"the attachment {name[:60]!r} is gone from storage") from None
+    except Exception as exc:  # noqa: BLE001 - whichever storage: its message may name paths or keys
+        raise AttachmentMissing(f"the attachment {name[:60]!r} could not be read ({type(exc).__name__})") from None
+    if item.get("kind") == "part":
+        message.attach(compat.mime_part(data))
+    else:
+        message.attach(name or None, data, str(item.get("mimetype") or attachments.DEFAULT_MIMETYPE))
+
+
+class EmailChannel(Channel):
+    """Sends with one backend connection per worker thread, opened once per tick."""
+
+    name = "email"
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self._connections: list[BaseEmailBackend] = []
+        self._lock = threading.Lock()
+        # Suppressed addresses among the rows claimed so far, with those refused during this
+        # tick, spelled by `addresses.normalise`: read by the workers, grown by `prepare` and
+        # by refusals.
+        self._suppressed: set[str] = set()
+
+    def prepare(self, rows: Sequence[Notification]) -> None:
+        wanted = {
+            addresses.bare(address)
+            for row in rows
+            if "email" in row.channel_list
+            for value in (row.email_to, row.email_cc, row.email_bcc)
+            for address in addresses.as_list(value)
+        }
+        found = Suppression.objects.among(wanted)
+        with self._lock:
+            self._suppressed |= found
+
+    def _connection(self, alias: str) -> BaseEmailBackend:
+        """This thread's connection of the mailer `alias` (a row's `mailer`; blank: the site's)."""
+        connections: dict[str, BaseEmailBackend] = self._local.__dict__.setdefault("connections", {})
+        conn = connections.get(alias)
+        if conn is None:
+            conn = open_mailer(alias)
+            with self._lock:
+                self._connections.append(conn)
+            connections[alias] = conn
+            self._local.connection = conn  # before open(): a failure to open is classed by it
+            conn.open()  # held open: SMTP sends the tick's messages on one session
+        self._local.connection = conn
+        return conn
+
+    def _deliverable(self, value: Any, owed: set[str] | None) -> list[str]:
+        """The addresses of `value` not suppressed and, when the firing owes only some
+        recipients (`owed`, normalised), among those."""
+        with self._lock:
+            return [
+                a
+                for a in addresses.as_list(value)
+                if (key := addresses.bare(a)) not in self._suppressed and (owed is None or key in owed)
+            ]
+
+    def deliver(self, firing: Firing) -> ChannelResult:
+        row = firing.notification
+        try:
+            content = render_content(row)
+        except TemplateRenderError as exc:
+            # The same template fails the same way next time: no retry can help. The
+            # message names the rule broken, never the payload.
+            return ChannelResult(self.name, f"email: template error: {exc}", ErrorClass.PERMANENT)
+        owed = row.owed_recipients
+        to, cc, bcc = (self._deliverable(v, owed) for v in (row.email_to, row.email_cc, row.email_bcc))
+        if not (to or cc or bcc):
+            return ChannelResult(self.name, ALL_SUPPRESSED, ErrorClass.PERMANENT)
+        try:
+            message = build_message(firing, content, to, cc, bcc)
+        except AttachmentMissing as exc:
+            return ChannelResult(self.name, f"email: {exc}", ErrorClass.PERMANENT)
+        self._local.connection = None
+        try:
+            conn = self._connection(row.mailer or "")
+            with _smtp_refusals(conn) as refused, providers.idempotency(conn, message, firing.firing_id):
+                sent = conn.send_messages([message])
+        except Exception as exc:  # noqa: BLE001 - any backend's failure is data
+            result = providers.failure(exc, conn=getattr(self._local, "connection", None))
+            if result.error_class == ErrorClass.TRANSIENT and not isinstance(exc, smtplib.SMTPResponseException):
+                self._drop_connection(row.mailer or "")  # a connection that failed is not reused
+        else:
+            result = self._sent(sent, refused, len(to) + len(cc) + len(bcc))
+            result.refused = providers.smtp_refusals(refused) + providers.provider_refusals(
+                message, getattr(conn, "esp_name", None)
+            )
+        if result.refused:
+            with self._lock:
+                self._suppressed |= {addresses.bare(address) for address, _ in result.refused}
+        return result
+
+    def _sent(self, sent: int, refused: dict[str, tuple[int, bytes]], recipients: int) -> ChannelResult:
+        """A send the backend returned from. Recipients the server deferred (4xx to RCPT)
+        while it took the message for others are still owed: a transient failure that
+        names only them (`deferred`), answered by a live server."""
+        if not sent:
+            return ChannelResult(self.name, "email: backend sent nothing", ErrorClass.TRANSIENT)
+        deferred = providers.smtp_deferrals(refused)
+        if not deferred:
+            return ChannelResult(self.name)
+        error = providers.deferred_error(refused, deferred, recipients)
+        return ChannelResult(self.name, error, ErrorClass.TRANSIENT, deferred=deferred, answered=True)
+
+    def _drop_connection(self, alias: str) -> None:
+        conn = getattr(self._local, "connection", None)
+        self._local.connection = None
+        self._local.__dict__.setdefault("connections", {}).pop(alias, None)
+        if conn is not None:
+            with contextlib.suppress(Exception):  # closing a broken connection
+                conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            connections, self._connections = self._connections, []
+        for conn in connections:
+            with contextlib.suppress(Exception):  # closing at the end of a tick
+                conn.close()
+
+
+@contextlib.contextmanager
+def _smtp_refusals(conn: BaseEmailBackend) -> Iterator[dict[str, tuple[int, bytes]]]:
+    """The recipients an SMTP server refused while others were accepted.
+
+    smtplib returns them from `sendmail()` (it raises only when every recipient is
+    refused) and Django's SMTP backend drops that return value, so it is read here, on
+    this thread's own connection, for the length of one send.
+    """
+    refused: dict[str, tuple[int, bytes]] = {}
+    smtp = getattr(conn, "connection", None)
+    if not isinstance(smtp, smtplib.SMTP):
+        yield refused
+        return
+    original = smtp.sendmail
+
+    def sendmail(*args: Any, **kwargs: Any) -> Any:
+        answer = original(*args, **kwargs)
+        refused.update(answer or {})
+        return answer
+
+    setattr(smtp, "sendmail", sendmail)  # noqa: B010 - an instance attribute, removed below
+    try:
+        yield refused
+    finally:
+        with contextlib.suppress(AttributeError):
+            delattr(smtp, "sendmail")

@@ -1,0 +1,41 @@
+"""The app's models: the queue (`Notification`), its delivery log, flow control and suppressions.
+
+- `notification`: `Notification`, the queue itself, and its QuerySet.
+- `states`: where a row stands, each state defined once for the database and in memory.
+- `validation`: the field rules every save runs.
+- `addresses`, `fields`: the model fields of the app's own.
+- `attachments`: a row's attachments, their content kept through Django's storage API.
+- `log`: `DeliveryAttempt` and `TickRun`.
+- `flow`: `Target` (a circuit breaker) and `RateBucket` (a rate limit's tokens).
+- `suppression`: `Suppression`, addresses email is no longer sent to.
+"""
+
+from notifications.models.flow import RateBucket, Target
+from notifications.models.log import DeliveryAttempt, TickRun
+from notifications.models.notification import (
+    USER_FIELDS,
+    Notification,
+    NotificationQuerySet,
+    Priority,
+    attachment_files,
+    default_channels,
+    default_timezone,
+)
+from notifications.models.states import State
+from notifications.models.suppression import Suppression
+
+__all__ = [
+    "USER_FIELDS",
+    "DeliveryAttempt",
+    "Notification",
+    "NotificationQuerySet",
+    "Priority",
+    "RateBucket",
+    "State",
+    "Suppression",
+    "Target",
+    "TickRun",
+    "attachment_files",
+    "default_channels",
+    "default_timezone",
+]

@@ -1,0 +1,167 @@
+"""Claiming due rows for one tick: one conditional UPDATE, fenced by a fresh token.
+
+Two ticks running at once, on one host or many, on SQLite or PostgreSQL, never claim
+the same row: PostgreSQL skips rows another tick is claiming (FOR UPDATE SKIP LOCKED)
+and SQLite runs the single UPDATE under its database write lock. A claim lives for the
+lease; a tick that dies leaves rows that become claimable again when it expires.
+
+Due rows are claimed by priority (`now`, `high`, `normal`, `low`), then oldest due time
+first. A `low` row due for longer than NOTIFICATIONS_LOW_PRIORITY_AGING (an hour by
+default) is claimed as a `normal` one (by its due time among them), so a steady stream of
+normal rows delays low ones by at most that long and never starves them. The selection
+is one statement: a branch per priority, each the oldest `limit` rows of its class read
+off an index in order (`notification_priority_idx`; `normal` reads the due index), joined
+by UNION ALL and cut to `limit` by (class, due time). A batch costs one index probe per
+class, never a sort of the whole backlog.
+
+The claim only marks rows, and they are loaded afterwards: a row written by raw SQL
+with a value the ORM cannot convert (a JSON integer of 5,000 digits, JSON nested 5,000
+deep, `-infinity`, a malformed UUID, an impossible date) must cost only itself, never
+the claim of the healthy rows beside it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import InterfaceError, OperationalError, connection, transaction
+from django.db.models import Case, DateTimeField, ExpressionWrapper, IntegerField, Q, QuerySet, Value, When
+from django.db.models.expressions import RawSQL
+from django.db.models.functions import Now
+
+from notifications.conf import low_priority_aging
+from notifications.models import Notification, Priority
+
+logger = logging.getLogger("notifications.tick")
+
+# Errors that mean the database itself is unwell, not one row: they end the tick
+# (rows stay claimed until the lease runs out) instead of condemning healthy rows.
+INFRASTRUCTURE_ERRORS = (OperationalError, InterfaceError)
+LOAD_ERROR_SHOWN = 200  # characters of a conversion error kept in `last_error`
+
+
+@dataclass
+class Claim:
+    """One claim: its token fences the write-back; `unloadable` rows could not be read."""
+
+    token: uuid.UUID
+    rows: list[Notification] = field(default_factory=list)
+    unloadable: dict[Any, str] = field(default_factory=dict)  # pk -> why the ORM could not load it
+
+    @property
+    def size(self) -> int:
+        return len(self.rows) + len(self.unloadable)
+
+
+def classes(now: datetime) -> list[Q]:
+    """The priority classes in claim order. A row of a priority the app does not know (raw
+    SQL) is claimed as `normal` and dead-lettered as invalid, never left behind."""
+    aged = now - timedelta(seconds=low_priority_aging())
+    return [
+        Q(priority=Priority.NOW),
+        Q(priority=Priority.HIGH),
+        ~Q(priority__in=[Priority.NOW, Priority.HIGH, Priority.LOW]) | Q(priority=Priority.LOW, next_fire_at__lte=aged),
+        Q(priority=Priority.LOW, next_fire_at__gt=aged),
+    ]
+
+
+def selection(now: datetime, limit: int, *, lock: bool = False) -> tuple[str, list[Any]]:
+    """SQL (and parameters) of the ids of the next `limit` claimable rows in claim order.
+
+    `lock`: each branch takes its rows FOR UPDATE SKIP LOCKED (PostgreSQL, in a transaction).
+    """
+    branches: list[str] = []
+    params: list[Any] = []
+    for rank, condition in enumerate(classes(now)):
+        due = Notification.objects.due(now, lease_clock=Now()).filter(condition).order_by("next_fire_at", "id")
+        query = due.values("id", "next_fire_at")[:limit]
+        if lock:
+            query = query.select_for_update(skip_locked=True)
+        sql, branch_params = query.query.sql_with_params()
+        # Only the app's own compiled SQL and integers go into the text; values are parameters.
+        branches.append(f"SELECT {rank} AS claim_rank, b{rank}.* FROM ({sql}) b{rank}")  # noqa: S608
+        params.extend(branch_params)
+    union = " UNION ALL ".join(branches)
+    sql = f"SELECT u.id FROM ({union}) u ORDER BY u.claim_rank, u.next_fire_at, u.id LIMIT {int(limit)}"  # noqa: S608
+    return sql, params
+
+
+def due_query(now: datetime, limit: int) -> QuerySet[Notification, Any]:
+    """The ids of the next `limit` claimable rows in claim order (see `selection`)."""
+    return Notification.objects.filter(pk__in=RawSQL(*selection(now, limit))).values("pk")  # noqa: S611 - see selection
+
+
+def claim_order(now: datetime) -> list[Any]:
+    """`order_by` arguments that sort rows as the claim takes them: class, due time, id."""
+    whens = [When(condition, then=Value(rank)) for rank, condition in enumerate(classes(now))]
+    return [Case(*whens, default=Value(2), output_field=IntegerField()), "next_fire_at", "id"]
+
+
+def claim(now: datetime, limit: int, lease: float) -> Claim:
+    """Claim up to `limit` due rows, in claim order, for `lease` seconds, and load them."""
+    token = uuid.uuid4()
+    if not mark(token, now, limit, lease):
+        return Claim(token)
+    claimed = Notification.objects.filter(claim_token=token).order_by(*claim_order(now))
+    rows, unloadable = load_defensively(claimed)
+    return Claim(token, rows, unloadable)
+
+
+def mark(token: uuid.UUID, now: datetime, limit: int, lease: float) -> int:
+    """Set `token` on up to `limit` due rows, in claim order; return how many.
+
+    One conditional UPDATE. PostgreSQL skips rows another tick is claiming (FOR UPDATE
+    SKIP LOCKED). SQLite runs it under its database write lock, which the host site's
+    own writes wait for: a plain UPDATE holds it for one step of the statement, while
+    RETURNING would hold it until every returned row had been fetched (one step, and
+    one wait for Python's GIL, per row).
+    """
+    lock = bool(connection.features.has_select_for_update_skip_locked)
+    # One statement is atomic by itself (SQLite: no BEGIN/COMMIT); Django wants FOR UPDATE
+    # inside a transaction.
+    atomic: Any = transaction.atomic() if lock else contextlib.nullcontext()
+    with atomic:
+        due = RawSQL(*selection(now, limit, lock=lock))  # noqa: S611 - the ORM's own SQL, values as parameters
+        return Notification.objects.filter(pk__in=due).update(claim_token=token, claimed_until=lease_end(lease))
+
+
+def lease_end(lease: float) -> Any:
+    """The end of a claim made now, on the database's clock: `Now() + lease`."""
+    return ExpressionWrapper(Now() + Value(timedelta(seconds=lease)), output_field=DateTimeField())
+
+
+def load_defensively(query: QuerySet[Notification]) -> tuple[list[Notification], dict[Any, str]]:
+    """`list(query)`, except that rows the ORM cannot convert are returned apart, by id.
+
+    One SELECT for the lot; only when it fails is each row read on its own (ids never
+    fail to load), so a poisoned row costs one extra query per row beside it, once.
+    Database outages are raised, not blamed on the rows.
+    """
+    try:
+        return list(query), {}
+    except INFRASTRUCTURE_ERRORS:
+        raise
+    except Exception as exc:  # noqa: BLE001 - some row cannot be converted: find which, below
+        logger.warning("a row cannot be loaded (%s); loading row by row", type(exc).__name__)
+    rows, unloadable = [], {}
+    for pk in list(query.values_list("pk", flat=True)):
+        try:
+            with _savepoint():
+                rows.append(query.get(pk=pk))
+        except Notification.DoesNotExist:
+            continue  # deleted meanwhile
+        except INFRASTRUCTURE_ERRORS:
+            raise
+        except Exception as exc:  # noqa: BLE001 - this row's values cannot be loaded
+            unloadable[pk] = f"{type(exc).__name__}: {exc}"[:LOAD_ERROR_SHOWN]
+    return rows, unloadable
+
+
+def _savepoint() -> Any:
+    """Inside a transaction (a caller's, or a test's), a failed read must not abort it."""
+    return transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext()
