@@ -8,7 +8,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext, ngettext
 
-from notifications import services
+from notifications import mailers, services
 from notifications.admin import display
 from notifications.admin.display import moment
 from notifications.conf import app_settings, parse_secrets
@@ -44,13 +44,17 @@ def signing_problem() -> str | None:
 
 def held(row: Notification) -> str | None:
     """Why the tick holds `row` for a setting (its webhook needs the site's signing secret,
-    which has no usable key), or None. A list's rows carry `signs_itself` instead of the
-    secret (`NotificationChangeList`)."""
-    problem = signing_problem()
-    if problem is None or row.next_fire_at is None or row.paused_at is not None:
+    which has no usable key; its email would go through the queue itself), or None. A
+    list's rows carry `signs_itself` instead of the secret (`NotificationChangeList`)."""
+    if row.next_fire_at is None or row.paused_at is not None:
         return None
+    problem = signing_problem()
     own = getattr(row, "signs_itself", None)
-    return problem if services.unsigned_webhook(row, problem, own_secret=own) else None
+    if problem is not None and services.unsigned_webhook(row, problem, own_secret=own):
+        return problem
+    if "email" in row.owed_channels:
+        return mailers.problem(row.mailer or "")  # email that would go through the queue itself (E022)
+    return None
 
 
 def reason(row: Notification) -> str | None:

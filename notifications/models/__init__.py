@@ -4,6 +4,7 @@
 - `states`: where a row stands, each state defined once for the database and in memory.
 - `validation`: the field rules every save runs.
 - `addresses`, `fields`: the model fields of the app's own.
+- `attachments`: a row's attachments, their content kept through Django's storage API.
 - `log`: `DeliveryAttempt` and `TickRun`.
 - `flow`: `Target` (a circuit breaker) and `RateBucket` (a rate limit's tokens).
 - `suppression`: `Suppression`, addresses email is no longer sent to.
@@ -15,6 +16,8 @@ from notifications.models.notification import (
     USER_FIELDS,
     Notification,
     NotificationQuerySet,
+    Priority,
+    attachment_files,
     default_channels,
     default_timezone,
 )
@@ -26,11 +29,13 @@ __all__ = [
     "DeliveryAttempt",
     "Notification",
     "NotificationQuerySet",
+    "Priority",
     "RateBucket",
     "State",
     "Suppression",
     "Target",
     "TickRun",
+    "attachment_files",
     "default_channels",
     "default_timezone",
 ]

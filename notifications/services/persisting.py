@@ -71,7 +71,9 @@ def save_outcomes(batches: Iterable[tuple[uuid.UUID, Iterable[Outcome]]], attemp
     claimed = Notification.objects.filter(claim_token__in=tokens)
     with transaction.atomic():
         if doomed:
-            claimed.filter(pk__in=doomed).delete()
+            # Attachments' files go with their rows; only rows with some cost a look-up.
+            with_files = any(o.row.attachments for o in outcomes if o.delete)
+            claimed.filter(pk__in=doomed).delete(with_attachments=with_files)
         if kept:
             claimed.bulk_update(kept, WRITE_BACK_FIELDS)
         if deferred:
