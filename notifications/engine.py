@@ -456,7 +456,7 @@ def attempt_records(firing: Firing, results: list[ChannelResult]) -> list[Delive
             firing_id=firing.notification.firing_id,  # the UUID itself: no parsing of its text
             channel=r.channel,
             outcome=DeliveryAttempt.Outcome.OK if r.ok else DeliveryAttempt.Outcome.FAILED,
-            error=r.error or "",
+            error=r.error or r.note or "",
             error_class=r.error_class.value if r.error_class and not r.ok else "",
             http_status=r.http_status,
             duration_ms=round(r.duration * 1000),

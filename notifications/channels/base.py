@@ -44,6 +44,9 @@ class ChannelResult:
     # Addresses refused for good by this send, with why (an SMTP 5xx for the recipient, a
     # provider's rejection): the tick's write-back adds them to the suppression list.
     refused: tuple[tuple[str, str], ...] = ()
+    # What went wrong for part of a send that still counts as delivered (an SMTP 4xx for
+    # one recipient while the others took the message): kept in the delivery record.
+    note: str | None = None
 
     @property
     def ok(self) -> bool:

@@ -143,17 +143,31 @@ class EmailChannel(Channel):
             if result.error_class == ErrorClass.TRANSIENT and not isinstance(exc, smtplib.SMTPResponseException):
                 self._drop_connection()  # a connection that failed is not reused
         else:
-            result = (
-                ChannelResult(self.name)
-                if sent
-                else ChannelResult(self.name, "email: backend sent nothing", ErrorClass.TRANSIENT)
-            )
-            result.refused = providers.smtp_refusals(refused) + providers.provider_refusals(
-                message, getattr(conn, "esp_name", None)
-            )
+            result = self._sent(message, conn, sent, refused)
         if result.refused:
             with self._lock:
                 self._suppressed |= {address.lower() for address, _ in result.refused}
+        return result
+
+    def _sent(
+        self, message: EmailMessage, conn: BaseEmailBackend, sent: int, refused: dict[str, tuple[int, bytes]]
+    ) -> ChannelResult:
+        """The result of a send that raised nothing: delivered, unless the provider's answer
+        was an error anymail read as per-recipient statuses (nothing sent then). Refusals
+        for some recipients are kept: 5xx ones are suppressed, 4xx ones noted."""
+        unsent = providers.unsent_answer(message, conn)
+        if unsent is not None:
+            return unsent
+        if not sent:
+            return ChannelResult(self.name, "email: backend sent nothing", ErrorClass.TRANSIENT)
+        result = ChannelResult(self.name)
+        result.refused = providers.smtp_refusals(refused) + providers.provider_refusals(
+            message, getattr(conn, "esp_name", None)
+        )
+        temporary = providers.smtp_temporary(refused)
+        if temporary:
+            # The others have the message: sending it again would duplicate it for them.
+            result.note = providers.clip(f"email: not sent to some recipients: {temporary}")
         return result
 
     def _drop_connection(self) -> None:

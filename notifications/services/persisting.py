@@ -14,6 +14,7 @@ from django.db.models import DateTimeField, Field, Model, UUIDField
 from django.utils import timezone
 
 from .. import compat
+from ..addresses import is_address
 from ..models import DeliveryAttempt, Notification, Suppression
 from .outcomes import Kind, Outcome
 
@@ -86,11 +87,13 @@ def save_outcomes(batches: Iterable[tuple[uuid.UUID, Iterable[Outcome]]], attemp
 
 def suppress(refusals: Iterable[tuple[str, str]], now: datetime | None = None) -> None:
     """Add (address, reason) pairs to the suppression list; an address already there keeps
-    its entry. The tick's write-back and django-anymail's tracking signal call this."""
+    its entry, and what is not a valid address is left out. The tick's write-back and django-anymail's tracking signal call this."""
     entries: dict[str, Suppression] = {}
     for address, reason in refusals:
         key = address.strip().lower()
-        if key and key not in entries:
+        # Only addresses: a provider's prose read as one (or a tracking event's junk) is no
+        # recipient anyone can be protected from.
+        if key and key not in entries and is_address(key):
             entries[key] = Suppression(address=key, reason=reason[:200], created_at=now or timezone.now())
     if entries:
         Suppression.objects.bulk_create(entries.values(), ignore_conflicts=True)
