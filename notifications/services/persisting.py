@@ -169,6 +169,8 @@ def announce(outcomes: Iterable[Outcome]) -> None:
         signal = by_kind.get(outcome.kind)
         if signal is None or not signal.has_listeners(Notification):
             continue
-        for receiver, response in signal.send_robust(Notification, notification=outcome.row, results=outcome.results):
+        errors = {r.channel: r.error for r in outcome.results if r.error}
+        sent = signal.send_robust(Notification, notification=outcome.row, results=outcome.results, errors=errors)
+        for receiver, response in sent:
             if isinstance(response, Exception):
                 logger.error("signal receiver %r failed: %r", receiver, response)
