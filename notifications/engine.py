@@ -42,6 +42,7 @@ from .dispatch import Batch, Dispatcher, Job, target_of
 from .flow import FlowControl
 from .models import DeliveryAttempt, Notification
 from .services import TICK_COUNTS, Kind, Outcome
+from .targets import channel_target
 
 logger = logging.getLogger("notifications.tick")
 
@@ -455,6 +456,7 @@ def attempt_records(firing: Firing, results: list[ChannelResult]) -> list[Delive
             notification_id=firing.notification.pk,
             firing_id=firing.notification.firing_id,  # the UUID itself: no parsing of its text
             channel=r.channel,
+            target=channel_target(firing.notification, r.channel),
             outcome=DeliveryAttempt.Outcome.OK if r.ok else DeliveryAttempt.Outcome.FAILED,
             error=r.error or r.note or "",
             error_class=r.error_class.value if r.error_class and not r.ok else "",

@@ -178,7 +178,7 @@ def _anymail_failure(exc: Exception, exceptions: ModuleType) -> ChannelResult:
         refused = provider_refusals(message, esp)
         reason = provider_reason(response, secret=_api_key(exc))
         named = ", ".join(f"{address} ({why.rsplit(': ', 1)[-1]})" for address, why in refused)
-        words = f"all recipients rejected by the provider: {named}" if named else "all recipients rejected by the provider"
+        words = "all recipients rejected by the provider" + (f": {named}" if named else "")
         return ChannelResult(
             "email",
             clip(f"email: {http}{words}" + (f": {reason}" if reason else "")),

@@ -13,7 +13,7 @@ from django.db import connection, transaction
 from django.db.models import DateTimeField, Field, Model, UUIDField
 from django.utils import timezone
 
-from .. import compat
+from .. import compat, tallies
 from ..addresses import is_address
 from ..models import DeliveryAttempt, Notification, Suppression
 from .outcomes import Kind, Outcome
@@ -49,7 +49,8 @@ DEFER_FIELDS = ["next_fire_at", "firing_due_at", "claim_token", "claimed_until",
 
 def save_outcomes(batches: Iterable[tuple[uuid.UUID, Iterable[Outcome]]], attempts: Sequence[DeliveryAttempt]) -> None:
     """Write batches back in one short transaction: one DELETE, one bulk UPDATE, one
-    UPDATE for released rows and the INSERT of the delivery log.
+    UPDATE for released rows, the INSERT of the delivery log and the upsert of the
+    monitoring totals (`notifications.tallies`).
 
     Fenced by the batches' claim tokens: rows whose claim expired and passed to another
     tick are left alone. On SQLite the transaction holds the database's write lock,
@@ -67,6 +68,7 @@ def save_outcomes(batches: Iterable[tuple[uuid.UUID, Iterable[Outcome]]], attemp
     kept = [o.row for o in outcomes if not o.delete and o.kind not in (Kind.RELEASED, Kind.DEFERRED)]
     log = insert_statements(DeliveryAttempt, attempts)
     refused = [refusal for o in outcomes for result in o.results for refusal in result.refused]
+    counts = tallies.delivery_counts(outcomes)
     claimed = Notification.objects.filter(claim_token__in=tokens)
     with transaction.atomic():
         if doomed:
@@ -83,11 +85,14 @@ def save_outcomes(batches: Iterable[tuple[uuid.UUID, Iterable[Outcome]]], attemp
                     cursor.execute(sql, params)
         if refused:  # addresses refused for good, whatever became of the claim
             suppress(refused)
+        # Last: the totals' rows are shared by every tick, so their locks are held briefly.
+        tallies.add_deliveries(counts)
 
 
 def suppress(refusals: Iterable[tuple[str, str]], now: datetime | None = None) -> None:
     """Add (address, reason) pairs to the suppression list; an address already there keeps
-    its entry, and what is not a valid address is left out. The tick's write-back and django-anymail's tracking signal call this."""
+    its entry, and what is not a valid address is left out. The tick's write-back and
+    django-anymail's tracking signal call this."""
     entries: dict[str, Suppression] = {}
     for address, reason in refusals:
         key = address.strip().lower()
