@@ -60,6 +60,9 @@ class Defaults:
     CIRCUIT_BREAKER: dict[str, float] = {"failures": 10, "cooldown": 60, "max_cooldown": 3600}
     # Per target ("email", a webhook host, "*" for every other webhook host): "N/s,N/d" ...
     RATE_LIMITS: dict[str, str] = {}
+    # Bearer token a Prometheus scraper sends to `notifications.metrics.view` (blank: staff
+    # users only). See docs/operations.md.
+    METRICS_TOKEN: str = ""
 
 
 # A derived lease outlives everything a tick does with its rows: the budget, a last batch

@@ -31,7 +31,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from . import services, validation
+from . import services, telemetry, validation
 from .channels import Channel, ChannelResult, ErrorClass, Firing
 from .channels.email import EmailChannel
 from .channels.webhook import WebhookChannel
@@ -174,6 +174,7 @@ class Tick:
                 channel.close()
         report = self.report
         report.finished_at = timezone.now()
+        telemetry.record_tick((report.finished_at - report.started_at).total_seconds(), report.claimed)
         services.prune_history(report.finished_at, self.settings.attempt_retention_days)
         services.record_tick(
             report.started_at, report.finished_at, report.batches, report.counts(), clock_offset=clock_offset
@@ -329,7 +330,10 @@ class Tick:
         if not self.finished or (not force and time.monotonic() < self.next_write):
             return
         batches, self.finished = self.finished, []
-        services.save_outcomes([(b.token, b.outcomes) for b in batches], [a for b in batches for a in b.attempts])
+        counts = services.save_outcomes(
+            [(b.token, b.outcomes) for b in batches], [a for b in batches for a in b.attempts]
+        )
+        telemetry.count_deliveries(counts)
         self.flow.observe((o for b in batches for o in b.outcomes), self.fixed_now or timezone.now())
         self.next_write = time.monotonic() + WRITE_INTERVAL
         for batch in batches:

@@ -101,7 +101,7 @@ def _add(rows: Mapping[tuple[str, str, str, str], tuple[int, float]]) -> None:
     count, total = (compat.quote_name(connection, c) for c in ("count", "total"))
     keys = sorted(rows)
     values = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(keys))
-    params: list[object] = []
+    params: list[str | int | float] = []
     for key in keys:
         params.extend((*key, *rows[key]))
     if connection.vendor == "mysql":

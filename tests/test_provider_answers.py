@@ -154,7 +154,7 @@ def provider(request, api):
 
 
 def test_an_accepted_message_is_delivered(provider):
-    name, api = provider
+    _name, api = provider
     row = email()
 
     report = run_tick(now=NOW)

@@ -10,6 +10,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from .. import telemetry
+
 if TYPE_CHECKING:
     from ..models import Notification
 
@@ -61,13 +63,15 @@ class Channel(abc.ABC):
     def send(self, firing: Firing) -> ChannelResult:
         """Deliver `firing`; any exception becomes an `internal:` error, never a raise."""
         started = time.monotonic()
-        try:
-            result = self.deliver(firing)
-        except Exception as exc:  # noqa: BLE001 - the contract: report, never raise
-            result = ChannelResult(
-                self.name, error=f"{self.name}: internal: {type(exc).__name__}", error_class=ErrorClass.TRANSIENT
-            )
-        result.duration = time.monotonic() - started
+        with telemetry.delivery(self.name, firing) as span:  # a no-op without opentelemetry
+            try:
+                result = self.deliver(firing)
+            except Exception as exc:  # noqa: BLE001 - the contract: report, never raise
+                result = ChannelResult(
+                    self.name, error=f"{self.name}: internal: {type(exc).__name__}", error_class=ErrorClass.TRANSIENT
+                )
+            result.duration = time.monotonic() - started
+            span.finish(result)
         return result
 
     @abc.abstractmethod

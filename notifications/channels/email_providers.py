@@ -131,8 +131,8 @@ def _endpoint(causes: list[BaseException], conn: BaseEmailBackend | None) -> str
             with contextlib.suppress(ValueError):
                 parts = urlsplit(url)
                 if parts.hostname:
-                    port = parts.port or (443 if parts.scheme == "https" else 80)
-                    return f"{parts.hostname}:{port}"
+                    url_port = parts.port or (443 if parts.scheme == "https" else 80)
+                    return f"{parts.hostname}:{url_port}"
     host, port = getattr(conn, "host", None), getattr(conn, "port", None)
     if isinstance(host, str) and host and isinstance(port, int):
         return f"{host}:{port}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
@@ -47,7 +48,9 @@ WRITE_BACK_FIELDS = [
 DEFER_FIELDS = ["next_fire_at", "firing_due_at", "claim_token", "claimed_until", "held_for", "updated_at"]
 
 
-def save_outcomes(batches: Iterable[tuple[uuid.UUID, Iterable[Outcome]]], attempts: Sequence[DeliveryAttempt]) -> None:
+def save_outcomes(
+    batches: Iterable[tuple[uuid.UUID, Iterable[Outcome]]], attempts: Sequence[DeliveryAttempt]
+) -> Counter[tallies.Key]:
     """Write batches back in one short transaction: one DELETE, one bulk UPDATE, one
     UPDATE for released rows, the INSERT of the delivery log and the upsert of the
     monitoring totals (`notifications.tallies`).
@@ -55,7 +58,7 @@ def save_outcomes(batches: Iterable[tuple[uuid.UUID, Iterable[Outcome]]], attemp
     Fenced by the batches' claim tokens: rows whose claim expired and passed to another
     tick are left alone. On SQLite the transaction holds the database's write lock,
     which the host site's writes wait for: the delivery log's statements are prepared
-    before it begins.
+    before it begins. Returns what the batches added to the delivery totals.
     """
     tokens: list[uuid.UUID] = []
     outcomes: list[Outcome] = []
@@ -87,6 +90,7 @@ def save_outcomes(batches: Iterable[tuple[uuid.UUID, Iterable[Outcome]]], attemp
             suppress(refused)
         # Last: the totals' rows are shared by every tick, so their locks are held briefly.
         tallies.add_deliveries(counts)
+    return counts
 
 
 def suppress(refusals: Iterable[tuple[str, str]], now: datetime | None = None) -> None:
