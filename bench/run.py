@@ -15,6 +15,8 @@ with `runtick --loop 60` woken by LISTEN/NOTIFY (`--fast-lane-rows 200 --fast-la
 (one port each, so 100 targets) answering after 100 ms, runtick with the default settings
 beside plain `HTTPAdapter.send` with as many threads, the memory per in-flight send, then
 the same burst to one receiver that counts its connections (`--burst-rows`, `--burst-receivers`).
+`--scenario instrumentation` (about a minute at `--rows 5000`): what monitoring costs per
+row, runtick without the monitoring totals, as shipped, and with the OpenTelemetry SDK.
 """
 
 from __future__ import annotations
@@ -897,6 +899,39 @@ def scenario_burst(
     )
 
 
+def scenario_instrumentation(table: Table, sink: Sink, rows: int, repeats: int) -> None:
+    """12. What monitoring costs per row: runtick draining `rows` webhooks without the
+    monitoring totals (`bare`), as shipped (`product`: the totals, OpenTelemetry's API with
+    no SDK) and with the OpenTelemetry SDK recording every span and metric (`otel`), in
+    rotating order; CPU seconds per row, the steadier figure on a shared machine."""
+    variants = ("bare", "product", "otel")
+    cpu: dict[str, list[float]] = {v: [] for v in variants}
+    wall: dict[str, list[float]] = {v: [] for v in variants}
+    url = sink.url("/instrumented")
+    for i in range(repeats):
+        for variant in variants[i % 3 :] + variants[: i % 3]:
+            sink.reset()
+            make_rows(rows, webhook_url=url)
+            result = job("runtick", {"budget": 3600, "instrumentation": variant})
+            lost = rows - sink.stats()["unique"] + remaining()
+            clear()
+            if lost:
+                raise RuntimeError(f"instrumentation {variant}: {lost} rows lost")
+            cpu[variant].append(result["cpu_seconds"] / rows * 1e6)
+            wall[variant].append(result["seconds"] / rows * 1e6)
+    base_cpu, base_wall = median(cpu["bare"]), median(wall["bare"])
+    for variant in ("product", "otel"):
+        extra = median(cpu[variant]) / base_cpu - 1
+        table.add(
+            f"12. instrumentation: {variant} vs bare, {rows:,} webhook rows",
+            f"CPU {median(cpu[variant]):.0f} vs {base_cpu:.0f} µs/row (**{extra:+.1%}**), "
+            f"wall {median(wall[variant]):.0f} vs {base_wall:.0f} µs/row "
+            f"({median(wall[variant]) / base_wall - 1:+.1%}); median of {repeats}",
+            "<= 5%" if variant == "product" else "",
+            extra <= 0.05 if variant == "product" else None,
+        )
+
+
 # --- main --------------------------------------------------------------------------------------
 
 SCENARIOS = [
@@ -996,6 +1031,8 @@ def main(argv: list[str] | None = None) -> Path:
                 scenario_fast_lane(table, sink, args.fast_lane_rows, args.fast_lane_rate, vendor)
             if "flow" in only:  # scenario 11, bench/flow.py: not in the default set
                 scenario_flow(table, sink, args.quick)
+            if "instrumentation" in only:  # scenario 12: not in the default set
+                scenario_instrumentation(table, sink, args.rows, max(args.repeats, 3))
             if "burst" in only:
                 burst_sweep = [int(c) for c in args.burst_sweep.split(",") if c]
                 scenario_burst(
