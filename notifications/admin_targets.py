@@ -1,9 +1,9 @@
 """Admin: the Targets list, one row per target with a circuit breaker on record.
 
 It shows each target's state, failure streak, a sparkline of its failures per hour over
-24 hours, last error, the rows its open circuit holds and when it last changed; `close_circuit` releases a target now (its held rows
-are due at once), `open_circuit` holds one by hand until it is closed again. Both need
-the change permission. Targets are made by the tick, not by hand.
+24 hours, last error, the rows its open circuit holds and when it last changed;
+`close_circuit` releases a target now (its held rows are due at once), `open_circuit`
+holds one by hand until it is closed again. Both need the change permission. Targets are made by the tick, not by hand.
 """
 
 from __future__ import annotations

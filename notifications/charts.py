@@ -169,7 +169,7 @@ def _bar_title(series: Series, i: int) -> str:
     start = series.starts[i]
     if series.step is None:
         return f"{_when(start, None)}: {value}"
-    return f"{_when(start, series.step)}–{_when(start + series.step, series.step)}: {value}"
+    return f"{_when(start, series.step)} to {_when(start + series.step, series.step)}: {value}"
 
 
 def bars(series: Series, *, height: int = HEIGHT, label: str = "") -> SafeString:

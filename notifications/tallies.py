@@ -29,6 +29,7 @@ from . import compat
 from .models import Tally
 
 if TYPE_CHECKING:
+    from .models import Notification
     from .services.outcomes import Outcome
 
 DELIVERED = "delivered"
@@ -37,6 +38,7 @@ DEAD_LETTERED = "dead_lettered"
 DEFERRED = "deferred"
 EXPIRED = "expired"
 DELIVERY_OUTCOMES = (DELIVERED, FAILED, DEAD_LETTERED, DEFERRED, EXPIRED)
+OTHER = "other"  # the channel of an invalid row's unknown channel name
 
 # Upper bounds (seconds) of the tick-duration histogram's buckets: a tick of a few rows
 # takes well under a second; the budget (50 s by default) bounds a draining one.
@@ -49,7 +51,11 @@ Key = tuple[str, str, str]
 def delivery_counts(outcomes: Iterable[Outcome]) -> Counter[Key]:
     """What a batch's outcomes add to the delivery totals."""
     from .services.outcomes import Kind
-    from .targets import channel_target
+    from .targets import channel_target as target_of
+    from .validation import CHANNELS
+
+    def channel_target(row: Notification, channel: str) -> str:
+        return target_of(row, channel) if channel in CHANNELS else ""
 
     counts: Counter[Key] = Counter()
     for outcome in outcomes:
@@ -58,7 +64,8 @@ def delivery_counts(outcomes: Iterable[Outcome]) -> Counter[Key]:
             continue
         for result in outcome.results:
             counts[(result.channel, channel_target(row, result.channel), DELIVERED if result.ok else FAILED)] += 1
-        owed = row.owed_channels
+        # A row written around validation may name any channel: counted as `other`.
+        owed = [channel if channel in CHANNELS else OTHER for channel in row.owed_channels]
         if kind == Kind.DEFERRED:
             counts.update((channel, channel_target(row, channel), DEFERRED) for channel in owed)
         elif kind == Kind.EXPIRED:
