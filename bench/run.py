@@ -17,6 +17,8 @@ beside plain `HTTPAdapter.send` with as many threads, the memory per in-flight s
 the same burst to one receiver that counts its connections (`--burst-rows`, `--burst-receivers`).
 `--scenario instrumentation` (about a minute at `--rows 5000`): what monitoring costs per
 row, runtick without the monitoring totals, as shipped, and with the OpenTelemetry SDK.
+`--scenario charts` (about a minute on SQLite, a few on PostgreSQL): the admin's chart
+queries over a delivery log of `--attempts` records (default 1,000,000).
 """
 
 from __future__ import annotations
@@ -932,6 +934,93 @@ def scenario_instrumentation(table: Table, sink: Sink, rows: int, repeats: int) 
         )
 
 
+def fill_attempts(n: int, targets: int, failed_share: float, now: datetime) -> None:
+    """`n` delivery records over the last 24 hours, spread over `targets` webhook targets,
+    `failed_share` of them failures; and a day of tick records (one a minute)."""
+    import random
+    import uuid
+
+    from django.db import connection, transaction
+
+    from notifications.models import DeliveryAttempt, TickRun
+    from notifications.services import insert_statements
+
+    rng = random.Random(12)
+    keys = [f"hooks{i}.example.com" for i in range(targets)]
+    chunk = 20_000
+    for start in range(0, n, chunk):
+        objs = [
+            DeliveryAttempt(
+                notification_id=start + i + 1,
+                firing_id=uuid.uuid4(),
+                channel="webhook",
+                target=rng.choice(keys),
+                outcome="failed" if rng.random() < failed_share else "ok",
+                error="",
+                error_class="",
+                duration_ms=rng.randint(5, 500),
+                attempted_at=now - timedelta(seconds=rng.uniform(0, 86_400)),
+            )
+            for i in range(min(chunk, n - start))
+        ]
+        with transaction.atomic(), connection.cursor() as cursor:
+            for sql, params in insert_statements(DeliveryAttempt, objs):
+                cursor.execute(sql, params)
+    TickRun.objects.bulk_create(
+        TickRun(
+            started_at=now - timedelta(minutes=m, seconds=2),
+            finished_at=now - timedelta(minutes=m),
+            host="bench",
+            pid=1,
+            claimed=100,
+            succeeded=90,
+            retried=9,
+            dead_lettered=1,
+        )
+        for m in range(1440)
+    )
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
+
+
+def scenario_charts(table: Table, attempts: int, repeats: int) -> None:
+    """13. The admin's chart queries over a delivery log of `attempts` records (10% failed,
+    50 targets) and a day of tick records: each query's time, median of `repeats`."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django.utils import timezone
+
+    from notifications import charts
+    from notifications.models import DeliveryAttempt
+
+    now = timezone.now()
+    started = time.monotonic()
+    fill_attempts(attempts, 50, 0.1, now)
+    filled = time.monotonic() - started
+    keys = [f"hooks{i}.example.com" for i in range(50)]
+    reads = {
+        "activity (Notifications list: per hour and per minute)": lambda: charts.activity(now),
+        "failures by target (Targets list, 50 targets on the page)": lambda: charts.failures_by_target(keys, now),
+        "recent ticks (Tick runs list)": lambda: charts.recent_ticks(),
+    }
+    for name, read in reads.items():
+        times = []
+        for _ in range(repeats):
+            with CaptureQueriesContext(connection) as queries:
+                began = time.perf_counter()
+                read()
+                times.append(time.perf_counter() - began)
+        table.add(
+            f"13. chart {name}, {DeliveryAttempt.objects.count():,} attempts",
+            f"**{median(times) * 1000:.1f} ms** in {len(queries)} query "
+            f"(median of {repeats}; log filled in {filled:.0f} s)",
+            "< 1 s",
+            median(times) < 1,
+        )
+    DeliveryAttempt.objects.all().delete()
+
+
 # --- main --------------------------------------------------------------------------------------
 
 SCENARIOS = [
@@ -972,6 +1061,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--burst-memory-rows", type=int, default=3_000, help="rows of the memory comparison (scenario 10; 0: none)"
     )
+    parser.add_argument("--attempts", type=int, default=1_000_000, help="delivery records (scenario 13, charts)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the benchmark runs")
     parser.add_argument("--out", help="results file (default bench/results/<database>-<time>.md)")
     args = parser.parse_args(argv)
@@ -980,6 +1070,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.host_seconds = 1
         args.fast_lane_rows = 20
         args.burst_rows, args.burst_receivers, args.burst_memory_rows = 200, 10, 100
+        args.attempts = 5_000
     return args
 
 
@@ -1031,6 +1122,8 @@ def main(argv: list[str] | None = None) -> Path:
                 scenario_fast_lane(table, sink, args.fast_lane_rows, args.fast_lane_rate, vendor)
             if "flow" in only:  # scenario 11, bench/flow.py: not in the default set
                 scenario_flow(table, sink, args.quick)
+            if "charts" in only:  # scenario 13: not in the default set
+                scenario_charts(table, args.attempts, max(args.repeats, 5))
             if "instrumentation" in only:  # scenario 12: not in the default set
                 scenario_instrumentation(table, sink, args.rows, max(args.repeats, 3))
             if "burst" in only:

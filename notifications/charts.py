@@ -20,8 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from django.db.models import Count
-from django.db.models.functions import TruncHour
+from django.db.models import BooleanField, Count, F, Func, Q
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -101,6 +100,14 @@ def _activity_series(values: dict[str, list[float]], starts: list[datetime], ste
     ]
 
 
+# `outcome = 'failed'` written out, not as a parameter: SQLite uses the failures index as
+# a covering index only when it can see that the query's condition is the index's own
+# (with a parameter it reads each record too: 20 times slower over 100,000 failures).
+FAILED_LITERALLY = Func(
+    F("outcome"), template=f"%(expressions)s = '{DeliveryAttempt.Outcome.FAILED.value}'", output_field=BooleanField()
+)
+
+
 def failures_by_target(keys: Iterable[str], now: datetime | None = None) -> dict[str, Series]:
     """Each of `keys`' failed deliveries per hour over 24 h (one query, over the delivery
     log's index of failures by target and time)."""
@@ -110,19 +117,20 @@ def failures_by_target(keys: Iterable[str], now: datetime | None = None) -> dict
     wanted = sorted(set(keys))
     values = {key: [0.0] * HOURS for key in wanted}
     if wanted:
+        # One count per hour, by plain comparisons of the timestamp: no date function per
+        # record (SQLite's are Python callbacks), so 100,000 failures a day stay fast.
+        per_hour = {
+            f"h{i}": Count("id", filter=Q(attempted_at__gte=start, attempted_at__lt=start + hour))
+            for i, start in enumerate(starts)
+        }
         rows = (
-            DeliveryAttempt.objects.filter(
-                outcome=DeliveryAttempt.Outcome.FAILED, target__in=wanted, attempted_at__gte=starts[0]
-            )
-            .annotate(hour=TruncHour("attempted_at", tzinfo=UTC))
-            .values_list("target", "hour")
-            .annotate(n=Count("id"))
+            DeliveryAttempt.objects.filter(FAILED_LITERALLY, target__in=wanted, attempted_at__gte=starts[0])
+            .values("target")
+            .annotate(**per_hour)
             .order_by()
         )
-        for target, started, n in rows:
-            index = int((started - starts[0]) // hour)
-            if 0 <= index < HOURS:
-                values[target][index] += n
+        for row in rows:
+            values[row["target"]] = [float(row[f"h{i}"]) for i in range(HOURS)]
     return {key: Series(gettext("Failures"), values[key], starts, hour, "nq-bar-failed") for key in wanted}
 
 
