@@ -349,10 +349,19 @@ class NotificationAdmin(ModelAdmin):
 
     @admin.display(description=_("next / last firing"), ordering="next_fire_at")
     def firing(self, obj: Notification) -> SafeString | None:
-        """`next in 4 min` over `last 12 s ago`; a line is left out when there is no such time."""
+        """`next in 4 min` over `last 12 s ago`, worded as the header counts: a paused row says
+        `paused 3 h ago` (it does not fire), a due time passed says `due 6 min ago` (an overdue
+        retry is due too); a line is left out when there is no such time."""
+        upcoming: tuple[str, datetime | None]
+        if obj.paused_at is not None:
+            upcoming = (gettext("paused"), obj.paused_at)
+        elif obj.next_fire_at is not None and obj.next_fire_at <= timezone.now():
+            upcoming = (gettext("due"), obj.next_fire_at)
+        else:
+            upcoming = (gettext("next"), obj.next_fire_at)
         lines = [
             (label, moment(value))
-            for label, value in ((gettext("next"), obj.next_fire_at), (gettext("last"), obj.last_fired_at))
+            for label, value in (upcoming, (gettext("last"), obj.last_fired_at))
             if value is not None
         ]
         if not lines:

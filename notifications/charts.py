@@ -213,8 +213,18 @@ def bars(series: Series, *, height: int = HEIGHT, label: str = "") -> SafeString
             "peak": _number(series.peak, series.unit),
             "latest": _number(latest, series.unit),
         }
-    first = _when(series.starts[0], series.step) if series.starts else ""
-    last = _when(series.starts[-1] + (series.step or timedelta(0)), series.step) if series.starts else ""
+    if series.step is not None:  # fixed buckets up to now: say how far back they go
+        span = series.step * len(series.values)
+        hours, minutes = divmod(int(span.total_seconds()) // 60, 60)
+        first = (
+            (gettext("%(n)d h ago") % {"n": hours})
+            if hours and not minutes
+            else gettext("%(n)d min ago") % {"n": hours * 60 + minutes}
+        )
+        last = gettext("now")
+    else:
+        first = _when(series.starts[0], None) if series.starts else ""
+        last = _when(series.starts[-1], None) if series.starts else ""
     return format_html(
         '<figure class="nq-chart"><figcaption>{}</figcaption>'
         '<svg class="nq-svg" viewBox="0 0 {} {}" preserveAspectRatio="none" role="img" aria-label="{}">'
