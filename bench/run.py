@@ -296,7 +296,7 @@ def scenario_statements(table: Table, sink: Sink) -> None:
     from django.test import override_settings
     from django.test.utils import CaptureQueriesContext
 
-    from notifications.engine import run_tick
+    from notifications.tick.engine import run_tick
 
     kinds = {
         "one-shot success": ({"email": True}, "succeeded"),
@@ -371,7 +371,7 @@ def due_tick_seconds(due: int, repeats: int) -> tuple[list[float], list[float]]:
     """Tick times for `due` due rows, and the part of each spent waiting on the database."""
     from django.db import connection
 
-    from notifications.engine import run_tick
+    from notifications.tick.engine import run_tick
 
     times, db_times = [], []
     for _ in range(repeats):
@@ -397,7 +397,7 @@ def due_tick_seconds(due: int, repeats: int) -> tuple[list[float], list[float]]:
 def due_query_plan() -> str:
     from django.utils import timezone
 
-    from notifications.claims import due_query
+    from notifications.services.claims import due_query
 
     return due_query(timezone.now(), 100).explain()
 
@@ -728,7 +728,7 @@ def wait_listening(loop: subprocess.Popen, log: Path, timeout: float = 60) -> No
     """Until the loop has ticked once and its LISTEN connection is up."""
     from django.db import connection
 
-    from notifications import wake
+    from notifications.services import wake
 
     deadline = time.monotonic() + timeout
     while True:

@@ -38,7 +38,7 @@ def instrumentation(variant: str) -> None:
     API without an SDK), `otel` with the OpenTelemetry SDK recording every span and metric
     (spans batched to an exporter that drops them, metrics read in memory)."""
     if variant == "bare":
-        from notifications import tallies
+        from notifications.services import tallies
 
         tallies.add_deliveries = lambda counts: None  # type: ignore[assignment]
         tallies.add_tick = lambda seconds: None  # type: ignore[assignment]
@@ -93,11 +93,11 @@ def plain_requests(args: dict) -> dict:
     import requests
     from django.utils import timezone
 
-    from notifications import signing
     from notifications.channels import Firing
-    from notifications.channels.webhook import body, message_id
+    from notifications.channels.webhook.channel import body, message_id
     from notifications.conf import app_settings
     from notifications.models import Notification
+    from notifications.rules import signing
 
     keys = [signing.secret_key(s) for s in app_settings.webhook_secrets]
     fired_at = timezone.now()
@@ -135,11 +135,11 @@ def plain_adapter(args: dict) -> dict:
     from django.utils import timezone
     from requests.adapters import HTTPAdapter
 
-    from notifications import signing
     from notifications.channels import Firing
-    from notifications.channels.webhook import body, message_id
+    from notifications.channels.webhook.channel import body, message_id
     from notifications.conf import app_settings
     from notifications.models import Notification
+    from notifications.rules import signing
 
     keys = [signing.secret_key(s) for s in app_settings.webhook_secrets]
     fired_at = timezone.now()

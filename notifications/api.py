@@ -12,9 +12,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from .engine import TickReport, run_tick
-from .models import Notification
-from .services import ActionResult, cancel, pause, purge, requeue, resume, run_now, schedule_notification
+from notifications.models import Notification
+from notifications.services import ActionResult, cancel, pause, purge, requeue, resume, run_now, schedule_notification
+from notifications.tick.engine import TickReport, run_tick
 
 __all__ = [
     "ActionResult",

@@ -10,7 +10,7 @@ class NotificationsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks  # noqa: F401 - registers the system checks
-        from .suppression import connect_anymail
+        from notifications import checks  # noqa: F401 - registers the system checks
+        from notifications.services.suppression import connect_anymail
 
         connect_anymail()  # with django-anymail installed: its bounces and complaints suppress addresses

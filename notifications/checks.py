@@ -53,10 +53,10 @@ from django.conf import settings
 from django.core import checks
 from django.db import connections, router
 
-from . import quiet
-from .conf import Defaults, app_settings, is_backoff, is_positive, lease_too_short
-from .mailer_settings import mail_timeout
-from .secrets import secret_errors
+from notifications.channels.email.mailers import mail_timeout
+from notifications.conf import Defaults, app_settings, is_backoff, is_positive, lease_too_short
+from notifications.rules import quiet
+from notifications.rules.secrets import secret_errors
 
 # How long a tick may outlive its budget: one channel deadline plus the engine's grace.
 TICK_OVERRUN_GRACE = 1.0
@@ -128,8 +128,8 @@ def _check_backoff() -> Messages:
 
 
 def _check_flow_control() -> Messages:
-    from .circuit import breaker_errors  # imported here: they read the models
-    from .ratelimit import limit_errors
+    from notifications.flow.breaker import breaker_errors  # imported here: they read the models
+    from notifications.flow.ratelimit import limit_errors
 
     messages: Messages = []
     problems = breaker_errors(app_settings.CIRCUIT_BREAKER)
@@ -336,7 +336,7 @@ def check_sqlite_concurrency(app_configs: Any = None, **kwargs: Any) -> Messages
     a tick stops claiming after TICK_BUDGET but finishes what it holds, which can take
     one more CHANNEL_TIMEOUT, and cron starts the next one regardless.
     """
-    from .models import Notification
+    from notifications.models import Notification
 
     alias = router.db_for_write(Notification) or "default"
     if alias not in settings.DATABASES or connections[alias].vendor != "sqlite":
@@ -386,8 +386,8 @@ def check_ticks_running(app_configs: Any = None, databases: Any = None, **kwargs
     """W100: no tick has finished lately, so nothing is delivered. Runs with `check --database`."""
     from django.db import DatabaseError
 
-    from .health import queue_health
-    from .models import TickRun
+    from notifications.health.queue import queue_health
+    from notifications.models import TickRun
 
     if router.db_for_read(TickRun) not in (databases or ()):
         return []
@@ -422,9 +422,9 @@ def check_clock_skew(app_configs: Any = None, databases: Any = None, **kwargs: A
     """
     from django.db import DatabaseError
 
-    from .clock import measure_offset
-    from .health import clock_threshold, describe_offset, recorded_clock_offsets
-    from .models import TickRun
+    from notifications.health.clock import measure_offset
+    from notifications.health.queue import clock_threshold, describe_offset, recorded_clock_offsets
+    from notifications.models import TickRun
 
     alias = router.db_for_read(TickRun) or "default"
     if alias not in (databases or ()):

@@ -114,9 +114,9 @@ def mark_body_read(response: requests.Response) -> None:
 #
 # Also relied on elsewhere, used in place and checked by the tests:
 # - `connection.features.has_select_for_update_skip_locked` and `has_select_for_update`
-#   (`notifications.claims`, `services.requeue`): which locking clauses the backend has.
+#   (`notifications.services.claims`, `services.requeue`): which locking clauses the backend has.
 #
-# === Django: the template engine (`notifications.templating`, used in place) ==========
+# === Django: the template engine (`notifications.content.templating`, used in place) ==========
 #
 # The restricted template engine subclasses Django's template classes rather than
 # calling them, so its reliances live there; checked with Django 5.2 by the tests:

@@ -2,8 +2,8 @@
 
 Needs `prometheus_client` (`pip install "django-notification-queue[prometheus]"`).
 Ticks are short-lived cron processes, so nothing is counted in a process's memory: a
-scrape reads the totals the ticks keep in the database (`notifications.tallies`) and the
-queue's state (`notifications.monitoring`, four queries). Three ways to expose them:
+scrape reads the totals the ticks keep in the database (`notifications.services.tallies`) and the
+queue's state (`notifications.health.monitoring`, four queries). Three ways to expose them:
 
 - the view, opt-in by the site's URLconf: `path("metrics/notifications/",
   include("notifications.metrics"))`. It answers staff users holding
@@ -19,7 +19,7 @@ queue's state (`notifications.monitoring`, four queries). Three ways to expose t
 Metrics (labels never carry a secret: a target is a webhook's host and port, or `email`):
 
 - `notifications_deliveries_total{channel,outcome}`: outcome `delivered`, `failed`,
-  `dead_lettered`, `deferred`, `expired` (`notifications.tallies` says what each counts);
+  `dead_lettered`, `deferred`, `expired` (`notifications.services.tallies` says what each counts);
 - `notifications_target_deliveries_total{channel,target,outcome}`: the same by target;
 - `notifications_rows{state}`: rows per state of the admin's filter;
 - `notifications_in_flight`: rows a tick holds a live claim on;
@@ -32,7 +32,6 @@ Metrics (labels never carry a secret: a target is a webhook's host and port, or 
 from __future__ import annotations
 
 import hmac
-from collections.abc import Iterator
 
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
@@ -41,92 +40,21 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 try:
-    from prometheus_client import CollectorRegistry, generate_latest
-    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
-    from prometheus_client.registry import Collector
+    from notifications.health.prometheus import (
+        CONTENT_TYPE,
+        NotificationsCollector,
+        exposition,
+        families,
+        registry,
+    )
 except ImportError as exc:  # pragma: no cover - the extra is optional
     raise ImportError(
         'notifications.metrics needs prometheus_client: pip install "django-notification-queue[prometheus]"'
     ) from exc
 
-from . import monitoring
-from .conf import app_settings
+from notifications.conf import app_settings
 
-# The classic text format every Prometheus version reads (generate_latest writes it).
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-
-
-class NotificationsCollector(Collector):
-    """The queue's metrics, read from the database at each `collect()` (four queries)."""
-
-    def collect(self) -> Iterator[Metric]:
-        return iter(families(monitoring.read()))
-
-    def describe(self) -> Iterator[Metric]:
-        return iter(())  # read at collect time only: registering costs no query
-
-
-def families(snapshot: monitoring.Snapshot) -> list[Metric]:
-    """The metric families of a snapshot."""
-    deliveries = CounterMetricFamily(
-        "notifications_deliveries", "Deliveries by channel and outcome.", labels=["channel", "outcome"]
-    )
-    for (channel, outcome), count in snapshot.by_channel().items():
-        deliveries.add_metric([channel, outcome], count)
-    by_target = CounterMetricFamily(
-        "notifications_target_deliveries",
-        "Deliveries by channel, target (a webhook's host, or email) and outcome.",
-        labels=["channel", "target", "outcome"],
-    )
-    for (channel, target, outcome), count in sorted(snapshot.deliveries.items()):
-        by_target.add_metric([channel, target, outcome], count)
-    rows = GaugeMetricFamily("notifications_rows", "Rows per state (the admin's states).", labels=["state"])
-    for state, count in snapshot.rows.items():
-        rows.add_metric([state], count)
-    ticks = HistogramMetricFamily("notifications_tick_duration_seconds", "How long each tick took.")
-    ticks.add_metric([], [(_bound(b), n) for b, n in snapshot.tick_buckets], sum_value=snapshot.tick_seconds)
-    out: list[Metric] = [
-        deliveries,
-        by_target,
-        rows,
-        GaugeMetricFamily("notifications_in_flight", "Rows a tick holds a live claim on.", value=snapshot.in_flight),
-        GaugeMetricFamily(
-            "notifications_oldest_due_seconds",
-            "Age of the oldest due, unsent row (0 when none).",
-            value=snapshot.oldest_due_seconds,
-        ),
-        ticks,
-        GaugeMetricFamily(
-            "notifications_open_circuits",
-            "Targets whose circuit is open or half-open.",
-            value=snapshot.open_circuits,
-        ),
-    ]
-    if snapshot.last_tick_at is not None:
-        out.append(
-            GaugeMetricFamily(
-                "notifications_last_tick_timestamp_seconds",
-                "When the last tick finished (Unix time).",
-                value=snapshot.last_tick_at.timestamp(),
-            )
-        )
-    return out
-
-
-def _bound(bound: float) -> str:
-    return "+Inf" if bound == float("inf") else repr(bound)
-
-
-def registry() -> CollectorRegistry:
-    """A registry holding the queue's collector alone."""
-    own = CollectorRegistry(auto_describe=False)
-    own.register(NotificationsCollector())
-    return own
-
-
-def exposition() -> bytes:
-    """The queue's metrics in Prometheus' text format."""
-    return bytes(generate_latest(registry()))
+__all__ = ["CONTENT_TYPE", "NotificationsCollector", "allowed", "exposition", "families", "registry", "view"]
 
 
 def allowed(request: HttpRequest) -> bool:

@@ -40,8 +40,8 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from . import signing
-from .secrets import SECRET_PREFIX, decode_key
+from notifications.rules import signing
+from notifications.rules.secrets import SECRET_PREFIX, decode_key
 
 DEFAULT_TOLERANCE = 5 * 60  # seconds a webhook-timestamp may differ from now
 
@@ -141,7 +141,7 @@ def verify_request(
 ) -> dict[str, Any]:
     """`verify` for a Django `HttpRequest`; `secrets` default to NOTIFICATIONS_WEBHOOK_SECRET."""
     if secrets is None:
-        from .conf import app_settings
+        from notifications.conf import app_settings
 
         secrets = app_settings.webhook_secrets
     return verify(request.body, request.headers, secrets, tolerance=tolerance)

@@ -14,17 +14,16 @@ but no SDK configured the API's own no-op objects cost a few microseconds per de
 - **Counters**: `notifications.deliveries` by `notifications.channel`,
   `messaging.destination.name` and `notifications.outcome` (as the Prometheus metric).
 - **Histogram**: `notifications.tick.duration` (seconds).
-- **Gauges** (observable, read from the database when the SDK collects; registered by
-  `instrument()`, which a long-running process calls, e.g. in its AppConfig.ready):
-  `notifications.rows` by `notifications.state`, `notifications.oldest_due.age`
-  (seconds; the lag), `notifications.open_circuits`.
+- **Gauges** (observable, read from the database when the SDK collects): registered by
+  `notifications.health.telemetry.instrument()`, which a long-running process calls.
+
+A leaf of the app (the channels and the tick use it): it imports nothing of the app.
 """
 
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -36,16 +35,15 @@ except ImportError:  # optional: everything below is a no-op
     otel_trace = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
-    from .channels.base import ChannelResult, Firing
+    from notifications.channels.base import ChannelResult, Firing
 
 SCOPE = "notifications"
 SYSTEM = "notifications"
-GAUGE_CACHE = 1.0  # seconds: one collection reads the database once for every gauge
 
 _lock = threading.Lock()
 _overrides: dict[str, Any] = {}
 _instruments: dict[str, Any] = {}
-_gauges_registered = False
+gauges_registered = False
 
 
 def enabled() -> bool:
@@ -56,7 +54,7 @@ def enabled() -> bool:
 def configure(*, tracer_provider: Any = None, meter_provider: Any = None) -> None:
     """Use these providers instead of the global ones (tests; sites that keep their own).
     Instruments are made afresh for them."""
-    global _gauges_registered
+    global gauges_registered
     with _lock:
         _overrides.clear()
         if tracer_provider is not None:
@@ -64,7 +62,7 @@ def configure(*, tracer_provider: Any = None, meter_provider: Any = None) -> Non
         if meter_provider is not None:
             _overrides["meter_provider"] = meter_provider
         _instruments.clear()
-        _gauges_registered = False
+        gauges_registered = False
 
 
 def _tracer() -> Any:
@@ -74,6 +72,11 @@ def _tracer() -> Any:
             tracer = otel_trace.get_tracer(SCOPE, tracer_provider=_overrides.get("tracer_provider"))
             _instruments["tracer"] = tracer
     return tracer
+
+
+def meter() -> Any:
+    """The app's meter (None without opentelemetry)."""
+    return _meter()
 
 
 def _meter() -> Any:
@@ -135,10 +138,8 @@ def delivery(channel: str, firing: Firing) -> Iterator[_Delivery | _NoSpan]:
     if tracer is None:
         yield _NO_SPAN
         return
-    from .targets import channel_target
-
     row = firing.notification
-    target = channel_target(row, channel) or channel
+    target = firing.targets.get(channel) or channel
     with tracer.start_as_current_span(
         f"send {target}",
         kind=otel_trace.SpanKind.PRODUCER,
@@ -164,7 +165,7 @@ def delivery(channel: str, firing: Firing) -> Iterator[_Delivery | _NoSpan]:
 
 
 def count_deliveries(counts: Mapping[tuple[str, str, str], int]) -> None:
-    """Add a write-back's delivery counts (`notifications.tallies.delivery_counts`)."""
+    """Add a write-back's delivery counts (`notifications.tick.tallies.delivery_counts`)."""
     if not counts or otel_metrics is None:
         return
     counter = _instrument(
@@ -187,60 +188,11 @@ def record_tick(seconds: float, claimed: int) -> None:
     histogram.record(max(seconds, 0.0), {"notifications.claimed": "some" if claimed else "none"})
 
 
-# --- gauges -------------------------------------------------------------------------------------
-
-_cache: dict[str, Any] = {}
-
-
-def _snapshot() -> Any:
-    """The queue's metrics, read at most once per GAUGE_CACHE for all the gauges."""
-    from . import monitoring
-
-    now = time.monotonic()
-    if _cache.get("at", -GAUGE_CACHE) + GAUGE_CACHE <= now or "snapshot" not in _cache:
-        _cache["snapshot"] = monitoring.read()
-        _cache["at"] = now
-    return _cache["snapshot"]
-
-
-def _observe(read: Any) -> Any:
-    def callback(options: Any) -> Iterable[Any]:
-        try:
-            values = read(_snapshot())
-        except Exception:  # noqa: BLE001 - a collection must not break on a database error
-            return []
-        return [otel_metrics.Observation(value, attributes) for value, attributes in values]
-
-    return callback
-
-
-def instrument() -> bool:
-    """Register the observable gauges (rows per state, the lag, open circuits) with the meter
-    provider; False without opentelemetry. Call it once in a long-running process."""
-    global _gauges_registered
-    meter = _meter()
-    if meter is None:
-        return False
+def claim_gauges() -> bool:
+    """True once per configuration: the caller registers the gauges."""
+    global gauges_registered
     with _lock:
-        if _gauges_registered:
-            return True
-        _gauges_registered = True
-    meter.create_observable_gauge(
-        "notifications.rows",
-        callbacks=[_observe(lambda s: [(n, {"notifications.state": state}) for state, n in s.rows.items()])],
-        unit="{row}",
-        description="Rows per state (the admin's states).",
-    )
-    meter.create_observable_gauge(
-        "notifications.oldest_due.age",
-        callbacks=[_observe(lambda s: [(s.oldest_due_seconds, {})])],
-        unit="s",
-        description="Age of the oldest due, unsent row (0 when none).",
-    )
-    meter.create_observable_gauge(
-        "notifications.open_circuits",
-        callbacks=[_observe(lambda s: [(s.open_circuits, {})])],
-        unit="{target}",
-        description="Targets whose circuit is open or half-open.",
-    )
-    return True
+        if gauges_registered:
+            return False
+        gauges_registered = True
+        return True

@@ -37,11 +37,12 @@ from django.test.utils import override_settings
 from requests.adapters import HTTPAdapter
 from urllib3.response import HTTPResponse
 
-from . import signing, transport
-from .channels.email import site_mailers
-from .conf import app_settings
-from .engine import TickReport, run_tick
-from .receiving import signature_matches
+from notifications.channels.email.channel import site_mailers
+from notifications.channels.webhook import transport
+from notifications.conf import app_settings
+from notifications.receiving import signature_matches
+from notifications.rules import signing
+from notifications.tick.engine import TickReport, run_tick
 
 __all__ = ["Capture", "CapturedWebhook", "EmailBackend", "capture_notifications"]
 

@@ -15,7 +15,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from notifications import charts
+from notifications.admin import charts
 from notifications.models import DeliveryAttempt, Target, TickRun
 
 pytestmark = pytest.mark.django_db

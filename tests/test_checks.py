@@ -12,7 +12,7 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
-from notifications.channels.email import site_mailers
+from notifications.channels.email.channel import site_mailers
 
 SMTP = "django.core.mail.backends.smtp.EmailBackend"
 

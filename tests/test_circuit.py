@@ -14,10 +14,10 @@ from django.test import override_settings
 from django.urls import reverse
 
 from notifications.api import run_tick
-from notifications.circuit import BreakerSettings, breaker_errors, close, open_by_hand
+from notifications.flow.breaker import BreakerSettings, breaker_errors, close, open_by_hand
+from notifications.flow.targets import targets_of
 from notifications.models import DeliveryAttempt, Notification, Target
 from notifications.signals import target_closed, target_opened
-from notifications.targets import targets_of
 
 START = datetime(2025, 3, 3, 12, 0, tzinfo=UTC)
 BREAKER = {"failures": 3, "cooldown": 60, "max_cooldown": 200}

@@ -22,9 +22,9 @@ from django.test import override_settings
 from django.urls import reverse
 from django.utils import timezone
 
-from notifications import clock
 from notifications.api import run_tick, schedule
-from notifications.health import describe_offset, queue_health
+from notifications.health import clock
+from notifications.health.queue import describe_offset, queue_health
 from notifications.models import Notification, TickRun
 from notifications.testing import capture_notifications
 

@@ -277,7 +277,7 @@ def test_django_insert_statements_store_what_bulk_create_stores(make_row):
     assert by_insert == by_bulk_create, changed("Django", "insert_statements() no longer stores what bulk_create does")
 
 
-# --- Django: the template engine (notifications.templating) ------------------------------
+# --- Django: the template engine (notifications.content.templating) ------------------------------
 
 
 def test_django_template_init_compiles_through_compile_nodelist():

@@ -11,13 +11,14 @@ from django.core.management import CommandError, call_command
 from django.test import override_settings
 from django.utils import timezone
 
-from notifications import guard, services, transport
+from notifications import services
 from notifications.channels import Firing
-from notifications.channels.webhook import BLOCKED, WebhookChannel
+from notifications.channels.webhook import guard, transport
+from notifications.channels.webhook.channel import BLOCKED, WebhookChannel
 from notifications.checks import check_settings
 from notifications.conf import LEASE_MARGIN, Defaults, Policy, TickSettings, app_settings
-from notifications.engine import Tick, run_tick
-from notifications.health import queue_health
+from notifications.health.queue import queue_health
+from notifications.tick.engine import Tick, run_tick
 
 LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))  # tests.settings
 

@@ -173,7 +173,7 @@ def test_paused_and_dead_rows_are_not_counted_as_waiting(capsys):
     Notification.objects.filter(pk=rows[0].pk).update(paused_at=timezone.now())
     Notification.objects.filter(pk=rows[1].pk).update(next_fire_at=None, dead_lettered_at=timezone.now())
     with override_settings(NOTIFICATIONS_WEBHOOK_SECRET=""):
-        from notifications.health import queue_health
+        from notifications.health.queue import queue_health
 
         health = queue_health(now=timezone.now() + timedelta(seconds=1))
     assert health.unsigned == 0 and health.configuration_warning is None

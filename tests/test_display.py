@@ -1,4 +1,4 @@
-"""`notifications.display`: the one format of times, targets and clipped text in the admin."""
+"""`notifications.admin.display`: the one format of times, targets and clipped text in the admin."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from django.utils import timezone
 
-from notifications.display import clip, duration, exact, moment, relative, webhook_target
+from notifications.admin.display import clip, duration, exact, moment, relative, webhook_target
 
 NOW = datetime(2030, 1, 7, 12, 0, 0, tzinfo=UTC)
 

@@ -15,9 +15,9 @@ from django.db.migrations.executor import MigrationExecutor
 from django.test.utils import override_settings
 from django.utils import timezone
 
-from notifications.addresses import MAX_RECIPIENTS, AddressesFormField
 from notifications.api import run_tick, schedule
 from notifications.models import Notification
+from notifications.models.addresses import MAX_RECIPIENTS, AddressesFormField
 
 NOW = timezone.now().replace(microsecond=0)
 

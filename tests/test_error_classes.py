@@ -15,10 +15,10 @@ from django.contrib.auth.models import User
 from django.test import override_settings
 from django.utils import timezone
 
-from notifications import guard
 from notifications.api import run_tick, schedule
 from notifications.channels import ErrorClass
-from notifications.channels.webhook import classify_status, parse_retry_after
+from notifications.channels.webhook import guard
+from notifications.channels.webhook.channel import classify_status, parse_retry_after
 from notifications.models import DeliveryAttempt, Notification
 from tests.mail_doubles import BACKEND, REFUSED_TO
 from tests.servers import Reply

@@ -22,7 +22,7 @@ from django.test import override_settings
 from notifications import signals
 from notifications.api import requeue, run_now, run_tick, schedule
 from notifications.models import DeliveryAttempt, Notification, TickRun
-from notifications.states import State
+from notifications.models.states import State
 from tests.servers import Reply
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""The fast lane of `runtick --loop` (notifications.wake).
+"""The fast lane of `runtick --loop` (notifications.services.wake).
 
 On PostgreSQL an operation that makes a row due sends NOTIFY once its transaction
 commits, and a loop waiting between ticks on its own LISTEN connection ticks at once
@@ -19,9 +19,9 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from notifications import wake
 from notifications.api import requeue, schedule
 from notifications.models import Notification
+from notifications.services import wake
 from tests.processes import run_benchmark
 
 LOOP_INTERVAL = "60"  # far beyond every wait below: a delivery in time was woken, not polled
@@ -212,7 +212,7 @@ def test_a_stop_request_ends_the_wait_within_a_step(due_listener):
 
 @pytest.mark.postgres_only
 def test_a_lost_connection_is_logged_polled_through_and_opened_again(due_listener, caplog):
-    caplog.set_level(logging.WARNING, logger="notifications.wake")
+    caplog.set_level(logging.WARNING, logger="notifications.services.wake")
     (pid,) = listener_pids()
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_terminate_backend(%s)", [pid])

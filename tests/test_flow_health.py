@@ -11,10 +11,10 @@ from django.core.management import call_command
 from django.urls import reverse
 from django.utils import timezone
 
-from notifications import circuit
-from notifications.flow_health import flow_health
+from notifications.flow import breaker as circuit
+from notifications.flow.ratelimit import Limit, take
+from notifications.health.flow import flow_health
 from notifications.models import Notification, Target, TickRun
-from notifications.ratelimit import Limit, take
 
 pytestmark = pytest.mark.django_db
 
@@ -119,7 +119,7 @@ def test_a_bucket_that_refilled_is_no_longer_at_its_limit():
 
 
 def test_flow_facts_cost_two_queries_and_only_when_read(django_assert_num_queries):
-    from notifications.health import queue_health
+    from notifications.health.queue import queue_health
 
     open_target("down.example.com", held=1)
     with django_assert_num_queries(2):

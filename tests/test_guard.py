@@ -17,9 +17,10 @@ from django.core.exceptions import ValidationError
 from django.test import override_settings
 from django.utils import timezone
 
-from notifications import guard, transport
 from notifications.api import run_tick, schedule
+from notifications.channels.webhook import guard, transport
 from notifications.models import DeliveryAttempt, Notification
+from notifications.rules import network
 
 CLOSED = override_settings(NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS=[])
 
@@ -223,7 +224,7 @@ def test_listing_the_metadata_address_itself_opens_it(address, listed):
     ["127.0.0.1", "2130706433", "0177.0.0.1", "127.1", "0x7f.1", "0x7f000001", "017700000001", "127.0.1"],
 )
 def test_ipv4_literal_spellings_are_read_like_the_resolver_does(host):
-    assert guard.literal_address(host) == ipaddress.IPv4Address("127.0.0.1")
+    assert network.literal_address(host) == ipaddress.IPv4Address("127.0.0.1")
     with CLOSED:
         assert guard.literal_refusal(host) == (ipaddress.IPv4Address("127.0.0.1"), "a loopback address")
 
@@ -238,7 +239,7 @@ def test_ipv6_literal_spellings(host):
 
 @pytest.mark.parametrize("host", ["example.com", "hooks.example.com", "localhost", "1.2.3.4.5", "::g"])
 def test_names_are_not_literals(host):
-    assert guard.literal_address(host) is None
+    assert network.literal_address(host) is None
 
 
 # --- resolution ---------------------------------------------------------------------

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from notifications import services
 from notifications.api import run_tick
-from notifications.health import humanize, queue_health
+from notifications.health.queue import humanize, queue_health
 from notifications.models import DeliveryAttempt, Notification, State, TickRun
 from tests.queue_states import make, one_of_each
 

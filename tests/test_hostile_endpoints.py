@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from notifications.api import run_tick, schedule
 from notifications.channels import ErrorClass, Firing
-from notifications.channels.webhook import WebhookChannel
+from notifications.channels.webhook.channel import WebhookChannel
 from notifications.models import DeliveryAttempt, Notification
 from tests.hostile_servers import FIFTY_MB
 

@@ -19,7 +19,7 @@ import pytest
 from django.db import connection
 
 from notifications.models import Notification
-from notifications.validation import KEY_TAKEN
+from notifications.models.validation import KEY_TAKEN
 from tests.processes import REPO, child_env, claim_gate
 
 PROCESSES = 4

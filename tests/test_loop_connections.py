@@ -3,7 +3,7 @@
 A long-running loop (a container, a systemd service) must not pin a PostgreSQL
 connection slot or an SQLite file handle for hours; each tick opens what it needs
 and the loop closes it before sleeping. On PostgreSQL the one exception is the fast
-lane's LISTEN connection (notifications.wake), idle and named by its application_name.
+lane's LISTEN connection (notifications.services.wake), idle and named by its application_name.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from notifications import wake
+from notifications.services import wake
 from tests.processes import Runtick
 
 pytestmark = pytest.mark.slow

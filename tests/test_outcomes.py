@@ -18,7 +18,7 @@ from django.db import connection
 
 from notifications import signals
 from notifications.api import run_tick
-from notifications.channels.email import EmailChannel
+from notifications.channels.email.channel import EmailChannel
 from notifications.models import DeliveryAttempt, Notification
 from tests.mail_doubles import BACKEND, DOWN_TO, OK_TO, REFUSED_TO
 from tests.servers import Received, Reply, WebhookServer
@@ -352,7 +352,9 @@ def test_channel_raising_for_one_row_fails_that_row_only(make_row, monkeypatch):
     assert poison.next_fire_at == NOW + timedelta(seconds=60)
 
 
-@pytest.mark.parametrize("where", ["notifications.validation.field_errors", "notifications.services.record_firing"])
+@pytest.mark.parametrize(
+    "where", ["notifications.models.validation.field_errors", "notifications.services.record_firing"]
+)
 def test_unexpected_exception_is_a_full_failure_and_walks_to_the_dead_letters(make_row, monkeypatch, where):
     poison = make_row(email_to="poison@example.com", fire_at=DUE - timedelta(minutes=5))
     behind = [make_row(email_to=f"user{i}@example.com", fire_at=DUE) for i in range(3)]

@@ -21,12 +21,11 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from notifications import validation
-from notifications.admin_forms import NotificationForm
+from notifications.admin.forms import NotificationForm
 from notifications.api import run_tick, schedule
 from notifications.conf import Defaults
-from notifications.models import Notification
-from notifications.validation import MAX_BODY_BYTES, MAX_PAYLOAD_DEPTH, field_errors
+from notifications.models import Notification, validation
+from notifications.models.validation import MAX_BODY_BYTES, MAX_PAYLOAD_DEPTH, field_errors
 from tests.admin_forms import change_form, change_url
 
 pytestmark = pytest.mark.django_db

@@ -18,7 +18,7 @@ from django.test import override_settings
 from notifications import signals
 from notifications.api import requeue, run_tick, schedule
 from notifications.models import DeliveryAttempt, Notification
-from notifications.states import State
+from notifications.models.states import State
 from tests.mail_doubles import BACKEND, OK_TO, REFUSED_TO
 from tests.servers import Reply
 

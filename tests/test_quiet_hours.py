@@ -4,7 +4,7 @@ A firing or retry that comes due inside the window (which holds its start, not i
 is not sent: its `next_fire_at` becomes the window's end, when the row is saved and when
 a tick finds it due; no retry is spent, no attempt is logged, and the tick counts it as
 `deferred=N`. Windows may wrap midnight; the DST days of Europe/Berlin are walked through
-as a table (the pure rule, `notifications.quiet`) and end to end.
+as a table (the pure rule, `notifications.rules.quiet`) and end to end.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.test import override_settings
 
-from notifications import quiet, services
+from notifications import services
 from notifications.api import run_tick, schedule
 from notifications.models import DeliveryAttempt, Notification, TickRun
+from notifications.rules import quiet
 from tests.admin_forms import change_form, change_url
 from tests.servers import Reply
 

@@ -12,9 +12,9 @@ import pytest
 from django.test import override_settings
 
 from notifications.api import run_tick
-from notifications.flow import SLOT_GRACE, FlowControl
+from notifications.flow.control import SLOT_GRACE, FlowControl
+from notifications.flow.ratelimit import Limit, limit_errors, parse, take
 from notifications.models import Notification
-from notifications.ratelimit import Limit, limit_errors, parse, take
 
 
 @pytest.mark.parametrize(

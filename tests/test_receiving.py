@@ -13,9 +13,10 @@ import pytest
 import standardwebhooks
 from django.urls import path
 
-from notifications import receiving, signing
+from notifications import receiving
 from notifications.api import run_tick, schedule
 from notifications.receiving import InvalidWebhook, verify
+from notifications.rules import signing
 from tests.vectors import BODY, MSG_ID, SECRET, SIGNATURE, TIMESTAMP
 
 OTHER = "whsec_" + base64.b64encode(b"another key, 32 bytes long......").decode()

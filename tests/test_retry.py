@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from notifications.conf import Defaults
-from notifications.retry import DeadLetter, Retry, after_failure
+from notifications.rules.retry import DeadLetter, Retry, after_failure
 
 SEED_BACKOFF = (60, 300, 1800)
 

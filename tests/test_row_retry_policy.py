@@ -13,10 +13,10 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.test import override_settings
 
-from notifications import retry
 from notifications.api import run_tick, schedule
 from notifications.conf import Policy
 from notifications.models import Notification
+from notifications.rules import retry
 from tests.admin_forms import change_url
 from tests.servers import Reply
 

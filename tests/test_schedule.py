@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from notifications.schedule import InvalidRule, next_occurrence, upcoming, validate_rule
+from notifications.rules.schedule import InvalidRule, next_occurrence, upcoming, validate_rule
 
 
 def utc(*args: int) -> datetime:

@@ -16,10 +16,11 @@ from django.test import override_settings
 from django.urls import reverse
 from django.utils import timezone
 
-from notifications import checks, guard
+from notifications import checks
 from notifications.api import run_tick, schedule
+from notifications.channels.webhook import guard
 from notifications.models import DeliveryAttempt, Notification
-from notifications.secrets import decode_key, secret_errors
+from notifications.rules.secrets import decode_key, secret_errors
 from tests.admin_forms import change_form, change_url
 from tests.servers import Reply
 
@@ -44,7 +45,7 @@ def verifies(secret: str, received) -> bool:
     return True
 
 
-# --- the format (notifications.secrets: one definition for validation, checks, signing, receiving) ---
+# --- the format (notifications.rules.secrets: one definition for validation, checks, signing, receiving) ---
 
 
 @pytest.mark.parametrize(

@@ -12,11 +12,7 @@ from django.test import override_settings
 from notifications.api import run_tick
 from notifications.channels import ChannelResult
 from notifications.models import Notification
-from notifications.signals import (
-    notification_dead_lettered,
-    notification_delivered,
-    notification_partially_delivered,
-)
+from notifications.signals import notification_dead_lettered, notification_delivered, notification_partially_delivered
 
 SIGNALS = {
     "delivered": notification_delivered,

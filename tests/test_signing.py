@@ -15,9 +15,9 @@ from django.test import override_settings
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
-from notifications import signing
 from notifications.api import run_tick
 from notifications.models import Notification
+from notifications.rules import signing
 from tests import vectors
 
 ROW_SECRET = "whsec_" + base64.b64encode(b"a row's own key, 32 bytes long!!").decode()

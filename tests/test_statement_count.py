@@ -17,14 +17,14 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from notifications.engine import run_tick
 from notifications.models import Notification
+from notifications.tick.engine import run_tick
 
 ROWS = 100
 
 # Statements (BEGIN and COMMIT included where Django logs them) for one tick of ROWS
 # rows at limit 100: the reading of the database's clock (one SELECT: the tick's clock
-# offset, see notifications.clock), the claim (one UPDATE ... RETURNING the ids, then
+# offset, see notifications.health.clock), the claim (one UPDATE ... RETURNING the ids, then
 # one SELECT that loads the rows, so a row the ORM cannot convert costs only itself),
 # one SELECT per batch with email rows of the suppressed addresses among its recipients
 # (the email channel's `prepare`: workers touch no database), the write-back (DELETE or
@@ -35,12 +35,12 @@ ROWS = 100
 # transaction, and one UPDATE holds the whole batch. The delivery log is one multi-row
 # INSERT per 99 records on SQLite (999 parameters), one in all on PostgreSQL.
 # Flow control adds one SELECT per batch (the batch's targets with a circuit on record,
-# notifications.circuit) and, when a target fails, its failure streak: the Target row
+# notifications.flow.breaker) and, when a target fails, its failure streak: the Target row
 # made once (INSERT, with BEGIN/COMMIT), one UPDATE of the streak and one UPDATE that
 # opens the circuit at the threshold (the threshold is set out of reach here: a tripped
 # target's waiting rows would be held, not retried; opening adds a re-read for its signal).
 # Monitoring adds two: the write-back's upsert of the delivery totals and the tick
-# duration's (notifications.tallies).
+# duration's (notifications.services.tallies).
 PINNED = {
     "sqlite": {"succeeded": 20, "recurring": 21, "retried": 25, "partial": 27},
     "postgresql": {"succeeded": 23, "recurring": 23, "retried": 27, "partial": 28},

@@ -1,4 +1,4 @@
-"""Each state is defined once (`notifications.states`), as a `Q` and as a predicate on one
+"""Each state is defined once (`notifications.models.states`), as a `Q` and as a predicate on one
 row: they must agree on every combination of the columns a state reads, on each database.
 """
 
@@ -10,10 +10,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from notifications import states
 from notifications.api import requeue, run_tick
-from notifications.health import queue_health
-from notifications.models import Notification, State
+from notifications.health.queue import queue_health
+from notifications.models import Notification, State, states
 
 pytestmark = pytest.mark.django_db
 

@@ -20,9 +20,10 @@ from django.test import override_settings
 from django.utils import timezone
 
 from notifications.api import run_tick
-from notifications.dispatch import Batch, Dispatcher, Job, target_of
-from notifications.engine import Tick
+from notifications.flow.targets import target_of, targets_of
 from notifications.models import Notification
+from notifications.tick.dispatch import Batch, Dispatcher, Job
+from notifications.tick.engine import Tick
 
 HOLD = 0.05  # seconds each request is held before its answer
 CAP = 4
@@ -170,6 +171,28 @@ def test_a_webhook_target_is_the_host_with_a_port_other_than_the_default(url, ta
 
 def test_a_row_without_a_webhook_goes_to_the_email_target():
     assert target_of(Notification(channels=["email"], email_to="ada@example.com")) == "email"
+
+
+def test_an_email_only_row_with_a_webhook_url_is_queued_limited_and_held_as_email():
+    """One definition of a row's targets: the dispatcher, the rate limits and the breaker agree.
+
+    An email-only row that happens to carry a `webhook_url` used to be queued and capped
+    under the webhook's host while flow control limited it as `email`."""
+    row = Notification(channels=["email"], email_to="ada@example.com", webhook_url="https://hooks.example.com/in")
+    assert target_of(row) == "email"
+    assert targets_of(row) == ["email"]
+
+
+def test_a_row_owing_only_its_email_after_a_partial_failure_waits_on_email():
+    row = Notification(
+        channels=["email", "webhook"],
+        email_to="ada@example.com",
+        webhook_url="https://hooks.example.com/in",
+        pending_channels=["email"],
+    )
+    assert target_of(row) == "email" and targets_of(row) == ["email"]
+    row.pending_channels = []
+    assert target_of(row) == "hooks.example.com" and targets_of(row) == ["email", "hooks.example.com"]
 
 
 def jobs(target: str, n: int) -> list[Job]:

@@ -15,6 +15,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from notifications import telemetry
+from notifications.health.telemetry import instrument
 from notifications.api import run_tick, schedule
 from notifications.models import Target
 from tests.servers import Reply
@@ -112,7 +113,7 @@ def test_gauges_rows_lag_and_open_circuits(otel):
     due = timezone.now() - timedelta(minutes=2)
     schedule(channels=["email"], email_to="ada@example.com", subject="s", body="b", fire_at=due)
     Target.objects.create(key="hooks.example.com", state=Target.State.OPEN)
-    assert telemetry.instrument()
+    assert instrument()
 
     found = points(reader)
 

@@ -1,7 +1,7 @@
 """Notification templates: plain text unescaped, a restricted engine, bounded work.
 
 Subjects and bodies are Django templates rendered with the row's payload by
-`notifications.templating`. These tests cover what a template may do (the allow-list),
+`notifications.content.templating`. These tests cover what a template may do (the allow-list),
 what it may not (each attack of issue 9), where a refusal shows up (a ValidationError at
 save, a permanent email failure at send) and that no message quotes the payload.
 """
@@ -17,10 +17,10 @@ from django.template import defaultfilters, defaulttags
 from django.templatetags import i18n
 from django.urls import reverse
 
-from notifications import templating
 from notifications.api import run_tick, schedule
+from notifications.content import templating
+from notifications.content.templating import TemplateRenderError, render, template_errors
 from notifications.models import Notification
-from notifications.templating import TemplateRenderError, render, template_errors
 
 NOW = datetime(2025, 1, 15, 12, 2, tzinfo=UTC)
 DUE = NOW - timedelta(minutes=1)

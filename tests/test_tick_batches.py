@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.core import mail
 
-from notifications.claims import claim
 from notifications.conf import app_settings
-from notifications.engine import run_tick
 from notifications.models import Notification
+from notifications.services.claims import claim
+from notifications.tick.engine import run_tick
 
 pytestmark = pytest.mark.django_db
 

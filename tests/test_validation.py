@@ -13,11 +13,10 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from notifications import validation
 from notifications.api import schedule
 from notifications.channels import ErrorClass, Firing
-from notifications.channels.webhook import MALFORMED_URL, WebhookChannel
-from notifications.models import Notification
+from notifications.channels.webhook.channel import MALFORMED_URL, WebhookChannel
+from notifications.models import Notification, validation
 
 pytestmark = pytest.mark.django_db
 

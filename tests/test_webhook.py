@@ -15,7 +15,7 @@ from standardwebhooks import Webhook
 
 from notifications.api import run_tick
 from notifications.channels import Firing
-from notifications.channels.webhook import WebhookChannel
+from notifications.channels.webhook.channel import WebhookChannel
 from notifications.models import Notification
 from tests.servers import Reply, WebhookServer
 

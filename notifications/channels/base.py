@@ -5,15 +5,15 @@ from __future__ import annotations
 import abc
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from .. import telemetry
+from notifications import telemetry
 
 if TYPE_CHECKING:
-    from ..models import Notification
+    from notifications.models import Notification
 
 
 class ErrorClass(StrEnum):
@@ -31,6 +31,9 @@ class Firing:
     firing_id: str  # webhook-id and Message-ID of every attempt of this firing
     fired_at: datetime  # when this attempt started
     channels: list[str]  # the channels this attempt delivers
+    # channel -> where it delivers (`notifications.flow.targets`), set by the tick: what
+    # the delivery's span names as its destination
+    targets: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -12,7 +12,7 @@
   actions and buttons) and `requeue`, `run_now`, `pause`, `resume` to one row or key
   (the API). `refusal` says why one does not apply to a row.
 
-What each state means is `notifications.states`; the claim itself is `notifications.claims`.
+What each state means is `notifications.models.states`; the claim itself is `notifications.services.claims`.
 
 The modules, each importing only those above it in this list:
 
@@ -34,10 +34,10 @@ a function reads (`PURGE_BATCH`) patches it in the module that defines it.
 
 from __future__ import annotations
 
-from ..conf import Policy
-from .actions import REQUEUE, ActionResult, RowAction, act, purge, requeue
-from .creating import edit, schedule_notification, start
-from .firing import (
+from notifications.conf import Policy
+from notifications.services.actions import REQUEUE, ActionResult, RowAction, act, purge, requeue
+from notifications.services.creating import edit, schedule_notification, start
+from notifications.services.firing import (
     CONFIGURATION_HOLD,
     Hold,
     dead_letter_unloadable,
@@ -50,10 +50,10 @@ from .firing import (
     release,
     unsigned_webhook,
 )
-from .housekeeping import prune_history, record_tick
-from .lifecycle import PAUSE, RESUME, RUN_NOW, cancel, pause, pk_of, refusal, resume, run_now
-from .outcomes import TICK_COUNTS, Kind, Outcome
-from .persisting import announce, insert_statements, save_outcomes, suppress
+from notifications.services.housekeeping import prune_history, record_tick
+from notifications.services.lifecycle import PAUSE, RESUME, RUN_NOW, cancel, pause, pk_of, refusal, resume, run_now
+from notifications.services.outcomes import TICK_COUNTS, Kind, Outcome
+from notifications.services.persisting import announce, insert_statements, save_outcomes, suppress
 
 __all__ = [
     "CONFIGURATION_HOLD",

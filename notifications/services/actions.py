@@ -13,11 +13,11 @@ from django.db import connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from .. import wake
-from ..claims import load_defensively
-from ..models import Notification
-from ..states import State
-from .firing import _due_at, _note_error
+from notifications.models import Notification
+from notifications.models.states import State
+from notifications.services import wake
+from notifications.services.claims import load_defensively
+from notifications.services.firing import _due_at, _note_error
 
 REQUEUE_FIELDS = [
     "pending_channels",

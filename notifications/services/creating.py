@@ -12,9 +12,9 @@ from django.db import IntegrityError, transaction
 from django.db.models import Model
 from django.utils import timezone
 
-from .. import validation, wake
-from ..models import USER_FIELDS, Notification
-from .firing import _next_occurrence
+from notifications.models import USER_FIELDS, Notification, validation
+from notifications.services import wake
+from notifications.services.firing import _next_occurrence
 
 NO_OCCURRENCE_LEFT = "The rule has no occurrence left after now."
 

@@ -9,13 +9,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from .. import expiry, quiet, retry, schedule, validation
-from ..channels import ChannelResult, ErrorClass
-from ..conf import Policy, TickSettings
-from ..models import Notification
-from ..secrets import site_secret_problem
-from ..states import partial_error
-from .outcomes import Kind, Outcome
+from notifications.channels import ChannelResult, ErrorClass
+from notifications.conf import Policy, TickSettings
+from notifications.models import Notification, validation
+from notifications.models.states import partial_error
+from notifications.rules import expiry, quiet, retry, schedule
+from notifications.rules.secrets import site_secret_problem
+from notifications.services.outcomes import Kind, Outcome
 
 logger = logging.getLogger("notifications")
 

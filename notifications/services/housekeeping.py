@@ -6,8 +6,8 @@ import os
 import socket
 from datetime import datetime, timedelta
 
-from .. import tallies
-from ..models import DeliveryAttempt, TickRun
+from notifications.models import DeliveryAttempt, TickRun
+from notifications.services import tallies
 
 PRUNE_BATCH = 1000
 

@@ -7,10 +7,10 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from ..models import Notification
-from ..states import State
-from .actions import REQUEUE, RowAction, act, purge
-from .firing import _due_at, _next_occurrence
+from notifications.models import Notification
+from notifications.models.states import State
+from notifications.services.actions import REQUEUE, RowAction, act, purge
+from notifications.services.firing import _due_at, _next_occurrence
 
 BEING_DELIVERED = "being delivered by a tick right now"
 

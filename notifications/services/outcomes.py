@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from ..channels import ChannelResult
-from ..models import Notification
+from notifications.channels import ChannelResult
+from notifications.models import Notification
 
 
 class Kind(StrEnum):

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -14,10 +13,11 @@ from django.db import connection, transaction
 from django.db.models import DateTimeField, Field, Model, UUIDField
 from django.utils import timezone
 
-from .. import compat, tallies
-from ..addresses import is_address
-from ..models import DeliveryAttempt, Notification, Suppression
-from .outcomes import Kind, Outcome
+from notifications import compat
+from notifications.models import DeliveryAttempt, Notification, Suppression
+from notifications.models.addresses import is_address
+from notifications.services import tallies
+from notifications.services.outcomes import Kind, Outcome
 
 logger = logging.getLogger("notifications")
 
@@ -49,16 +49,18 @@ DEFER_FIELDS = ["next_fire_at", "firing_due_at", "claim_token", "claimed_until",
 
 
 def save_outcomes(
-    batches: Iterable[tuple[uuid.UUID, Iterable[Outcome]]], attempts: Sequence[DeliveryAttempt]
-) -> Counter[tallies.Key]:
+    batches: Iterable[tuple[uuid.UUID, Iterable[Outcome]]],
+    attempts: Sequence[DeliveryAttempt],
+    counts: Mapping[tallies.Key, int] | None = None,
+) -> None:
     """Write batches back in one short transaction: one DELETE, one bulk UPDATE, one
     UPDATE for released rows, the INSERT of the delivery log and the upsert of the
-    monitoring totals (`notifications.tallies`).
+    monitoring totals (`counts`, from `notifications.tick.tallies`).
 
     Fenced by the batches' claim tokens: rows whose claim expired and passed to another
     tick are left alone. On SQLite the transaction holds the database's write lock,
     which the host site's writes wait for: the delivery log's statements are prepared
-    before it begins. Returns what the batches added to the delivery totals.
+    before it begins.
     """
     tokens: list[uuid.UUID] = []
     outcomes: list[Outcome] = []
@@ -71,7 +73,6 @@ def save_outcomes(
     kept = [o.row for o in outcomes if not o.delete and o.kind not in (Kind.RELEASED, Kind.DEFERRED)]
     log = insert_statements(DeliveryAttempt, attempts)
     refused = [refusal for o in outcomes for result in o.results for refusal in result.refused]
-    counts = tallies.delivery_counts(outcomes)
     claimed = Notification.objects.filter(claim_token__in=tokens)
     with transaction.atomic():
         if doomed:
@@ -89,8 +90,8 @@ def save_outcomes(
         if refused:  # addresses refused for good, whatever became of the claim
             suppress(refused)
         # Last: the totals' rows are shared by every tick, so their locks are held briefly.
-        tallies.add_deliveries(counts)
-    return counts
+        if counts:
+            tallies.add_deliveries(counts)
 
 
 def suppress(refusals: Iterable[tuple[str, str]], now: datetime | None = None) -> None:
@@ -166,7 +167,7 @@ _PLAIN_TYPES = {
 
 def announce(outcomes: Iterable[Outcome]) -> None:
     """Send the public signals for a batch that has been written back."""
-    from .. import signals
+    from notifications import signals
 
     by_kind = {
         Kind.SUCCEEDED: signals.notification_delivered,

@@ -1,4 +1,4 @@
-"""Template filters for the app's admin pages: the formats of `notifications.display`."""
+"""Template filters for the app's admin pages: the formats of `notifications.admin.display`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from django import template
 from django.utils.safestring import SafeString
 
-from notifications import display
+from notifications.admin import display
 
 register = template.Library()
 

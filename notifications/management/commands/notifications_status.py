@@ -15,7 +15,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from notifications.health import STALE_AFTER, QueueHealth, describe_offset, humanize, queue_health
+from notifications.health.queue import STALE_AFTER, QueueHealth, describe_offset, humanize, queue_health
 from notifications.management.arguments import age
 
 
@@ -74,10 +74,12 @@ class Command(BaseCommand):
 def prometheus_text() -> str:
     """The metrics as text; CommandError when prometheus_client is not installed."""
     try:
-        from notifications import metrics
-    except ImportError as exc:
-        raise CommandError(str(exc)) from None
-    return metrics.exposition().decode()
+        from notifications.health import prometheus
+    except ImportError:
+        raise CommandError(
+            '--prometheus needs prometheus_client: pip install "django-notification-queue[prometheus]"'
+        ) from None
+    return prometheus.exposition().decode()
 
 
 def seconds(value: str) -> float:

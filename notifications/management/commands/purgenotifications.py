@@ -11,7 +11,7 @@ from django.utils import timezone
 from django.utils.translation import ngettext
 
 from notifications import services
-from notifications.health import humanize
+from notifications.health.queue import humanize
 from notifications.management.arguments import age_or_zero
 from notifications.models import Notification
 

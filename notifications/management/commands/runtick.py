@@ -14,12 +14,11 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 from django.utils import timezone
 
-from notifications import wake
-from notifications.claims import load_defensively
 from notifications.conf import TickSettings
-from notifications.engine import run_tick
 from notifications.models import Notification
-from notifications.services import TICK_COUNTS, Outcome
+from notifications.services import TICK_COUNTS, Outcome, wake
+from notifications.services.claims import load_defensively
+from notifications.tick.engine import run_tick
 
 logger = logging.getLogger("notifications.tick")
 
@@ -91,7 +90,7 @@ class Command(BaseCommand):
         """Tick every `every` seconds until stopped.
 
         On PostgreSQL the wait between ticks also ends when a row is announced due
-        (`notifications.wake`), at most one tick per `MIN_TICK_GAP`; elsewhere, or while
+        (`notifications.services.wake`), at most one tick per `MIN_TICK_GAP`; elsewhere, or while
         the listening connection is down, the loop ticks at its interval.
         """
         waiter = wake.open_waiter()  # before the first tick: a row announced during it wakes the next

@@ -1,0 +1,11 @@
+"""The operator's console in the Django admin.
+
+- `notification`: the Notifications list and change page (`NotificationAdmin`).
+- `filters`, `status`, `display`: its list filters, the state and reason columns, formats.
+- `forms`: the edit form (the same rules as `schedule()`, a write-only secret).
+- `log`: the delivery history and the tick runs.
+- `targets`, `suppressions`: the Targets and Suppressions lists.
+- `base`: the one `ModelAdmin` base of them all.
+"""
+
+from notifications.admin import log, notification, suppressions, targets  # noqa: F401 - each registers its admin

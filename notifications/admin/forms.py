@@ -1,0 +1,147 @@
+"""The admin's edit form: the same rules as `schedule()`, and a write-only signing secret."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from django import forms
+from django.core.exceptions import ValidationError
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from notifications import services
+from notifications.models import USER_FIELDS, Notification
+from notifications.models.validation import CHANNELS, MAX_PAYLOAD_DEPTH, payload_too_deep
+
+if TYPE_CHECKING:  # django-stubs makes ModelForm generic; at run time it is not
+    ModelForm = forms.ModelForm[Notification]
+else:
+    ModelForm = forms.ModelForm
+
+SECRET_FIELD = "webhook_secret"  # noqa: S105 - a field name, not a secret
+
+
+class PayloadField(forms.JSONField):
+    """The payload as JSON text; nesting past MAX_PAYLOAD_DEPTH is refused before anything recurses.
+
+    Django's JSON decoding and the model field's own check are recursive: posted JSON
+    nested a few hundred levels deep would end in RecursionError (a 500) instead of an
+    error on the field.
+    """
+
+    def to_python(self, value: Any) -> Any:
+        try:
+            converted = super().to_python(value)
+            too_deep = payload_too_deep(converted)
+        except RecursionError:
+            too_deep = True
+        if too_deep:
+            raise ValidationError(
+                _("The payload is nested deeper than %(depth)d levels."),
+                code="invalid",
+                params={"depth": MAX_PAYLOAD_DEPTH},
+            )
+        return converted
+
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        """What an error re-render shows: too deep to encode again, it is shown back as typed."""
+        value = data
+        try:
+            value = super().bound_data(data, initial)
+            too_deep = payload_too_deep(value)
+        except RecursionError:
+            too_deep = True
+        if too_deep and isinstance(data, str):
+            return forms.fields.InvalidJSONInput(data)
+        return value
+
+
+class OptionalJSONField(forms.JSONField):
+    """A JSON value that may be left out: an empty box, not the word `null`, when there is none."""
+
+    def prepare_value(self, value: Any) -> Any:
+        return "" if value is None else super().prepare_value(value)
+
+
+class NotificationForm(ModelForm):
+    """Edits a row; `Notification.clean()` (the rules of `schedule()`) validates the result.
+
+    The signing secret is write-only: the field never renders the stored value, a blank
+    submission keeps it, a new value rotates it and `clear_webhook_secret` removes it.
+    The due time follows `services.edit` (the admin saves through it): a blank one on a
+    new row is filled in like `schedule()` does, and changing the rule or time zone without
+    touching the due time moves it to the new rule's next occurrence, so an old due time
+    never fires under a new rule. The form tries the edit (a dry run) to report its errors.
+    """
+
+    edited_at: datetime | None = None  # the instant the edit was tried at, and is saved at
+
+    channels = forms.MultipleChoiceField(
+        choices=[(c, c) for c in CHANNELS],
+        widget=forms.CheckboxSelectMultiple,
+        help_text=_("Where each firing goes."),
+    )
+    webhook_url = forms.URLField(label=_("Webhook URL"), max_length=2000, required=False, assume_scheme="https")
+    webhook_secret = forms.CharField(
+        label=_("Webhook secret"),
+        required=False,
+        strip=True,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+    )
+    clear_webhook_secret = forms.BooleanField(
+        label=_("Remove the row's secret"),
+        required=False,
+        help_text=_("Sign with the site's NOTIFICATIONS_WEBHOOK_SECRET instead."),
+    )
+
+    class Meta:
+        model = Notification
+        fields = [*USER_FIELDS, "next_fire_at"]
+        field_classes = {"payload": PayloadField, "backoff": OptionalJSONField}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The stored secret must not reach the page, not even as an initial value.
+        self.initial.pop(SECRET_FIELD, None)
+        self.has_secret = bool(self.instance.pk and self.instance.webhook_secret)
+        secret = self.fields[SECRET_FIELD]
+        if self.instance.pk:
+            secret.label = _("New webhook secret")  # the change page shows "set" / "not set" above it
+        if self.has_secret:
+            secret.help_text = _(
+                "A secret is set and is never shown. Leave blank to keep it; enter a new one to rotate it."
+            )
+        else:
+            secret.help_text = _(
+                "No secret of its own: signed with the site's NOTIFICATIONS_WEBHOOK_SECRET. "
+                "whsec_ + base64 of at least 24 bytes."
+            )
+            self.fields.pop("clear_webhook_secret")
+        if not self.instance.pk:
+            self.fields["next_fire_at"].help_text = _(
+                "Blank: now for a one-shot row, the rule's next occurrence for a recurring one."
+            )
+
+    def clean_webhook_secret(self) -> str:
+        new = self.cleaned_data.get(SECRET_FIELD) or ""
+        if new:
+            return new
+        return self.instance.webhook_secret if self.has_secret else ""
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or self.cleaned_data
+        if data.get("clear_webhook_secret") and not self.data.get(self.add_prefix(SECRET_FIELD)):
+            data[SECRET_FIELD] = ""
+        return data
+
+    def _post_clean(self) -> None:
+        # Django's own hook after clean() (UserCreationForm overrides it too); the stubs omit it.
+        super()._post_clean()  # type: ignore[misc]  # the instance now holds the posted values, validated
+        if "recurrence_rule" in self.errors or "timezone" in self.errors:
+            return  # a rule that cannot be read has its error already
+        self.edited_at = timezone.now()
+        try:
+            services.edit(self.instance, self.cleaned_data, changed=self.changed_data, now=self.edited_at, dry_run=True)
+        except ValidationError as exc:
+            self.add_error(None, exc)

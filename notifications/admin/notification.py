@@ -1,0 +1,639 @@
+"""The operator's console: the queue by state, why rows failed, requeue and purge.
+
+Every state change goes through `notifications.services`, the module the tick uses too:
+actions, and the add and change pages' saves. States are `notifications.models.states`.
+The changelist costs a fixed number of queries whatever the page size: the columns read
+only the row itself, and the health header is two aggregate queries.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, cast
+
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.contrib.admin.models import CHANGE, LogEntry
+from django.contrib.admin.utils import quote, unquote
+from django.contrib.admin.views.main import ChangeList
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import Case, QuerySet, Value, When
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, HttpResponseNotAllowed
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+from django.utils.translation import gettext, ngettext
+from django.utils.translation import gettext_lazy as _
+
+from notifications import services
+from notifications.admin import charts, display, partial_causes
+from notifications.admin.base import ModelAdmin, TabularInline
+from notifications.admin.display import moment
+from notifications.admin.filters import FILTER_STATES, ChannelFilter, RecurrenceFilter, StateFilter
+from notifications.admin.forms import SECRET_FIELD, NotificationForm
+from notifications.admin.log import kept_for, milliseconds, outcome_badge, retention_days
+from notifications.admin.status import (
+    abbreviate_error,
+    channel_target,
+    reason,
+    row_status,
+    sentences,
+    signing_problem,
+    skipped_sentences,
+    state_badge,
+    target_line,
+    when,
+)
+from notifications.health.queue import queue_health
+from notifications.models import (
+    DeliveryAttempt,
+    Notification,
+    validation,
+)
+from notifications.models.states import State
+from notifications.rules import schedule
+
+ATTEMPTS_SHOWN = 20  # delivery attempts on a change page; the rest are one click away
+UPCOMING_SHOWN = 5
+
+# The columns the changelist (and its actions' confirmation pages) read: the payload and
+# the body, which can be large, are never loaded for a list, nor is a secret.
+LIST_COLUMNS = (
+    "id",
+    "channels",
+    "email_to",
+    "webhook_url",
+    "recurrence_rule",
+    "timezone",
+    "next_fire_at",
+    "last_fired_at",
+    "error_count",
+    "last_error",
+    "previous_error",
+    "pending_channels",
+    "failed_channels",
+    "dead_lettered_at",
+    "paused_at",
+    "expired_at",
+    "held_for",
+)
+
+
+class AttemptInline(TabularInline):
+    """The row's latest delivery attempts, newest first; read-only and bounded."""
+
+    model = DeliveryAttempt
+    verbose_name_plural = _("recent delivery attempts (latest 20, newest first)")  # ATTEMPTS_SHOWN
+    # The firing id is on each attempt's own page (the link at the row's end).
+    readonly_fields = ("attempted", "channel", "outcome_badge", "error_text", "http_status", "duration")
+    fields = readonly_fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    @admin.display(description=_("attempted"))
+    def attempted(self, obj: DeliveryAttempt) -> SafeString | None:
+        return moment(obj.attempted_at)
+
+    @admin.display(description=_("outcome"))
+    def outcome_badge(self, obj: DeliveryAttempt) -> SafeString:
+        return outcome_badge(obj)
+
+    @admin.display(description=_("error"))
+    def error_text(self, obj: DeliveryAttempt) -> SafeString | str:
+        return abbreviate_error(obj.error) or self.get_empty_value_display()
+
+    @admin.display(description=_("duration"))
+    def duration(self, obj: DeliveryAttempt) -> str:
+        return milliseconds(obj.duration_ms)
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class NotificationChangeList(ChangeList):
+    """The changelist, reading only `LIST_COLUMNS` (so are the rows its actions get).
+
+    While the site cannot sign webhooks, each row also says whether it has a secret of
+    its own (`signs_itself`, never the secret), so the list can tell the held rows."""
+
+    def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet[Any]:
+        rows: QuerySet[Any] = super().get_queryset(request, exclude_parameters).only(*LIST_COLUMNS)
+        # A partial failure's cause, from the delivery log, in the page's one query.
+        rows = rows.annotate(**{partial_causes.ANNOTATION: partial_causes.latest_failure()})
+        if signing_problem() is None:
+            return rows
+        own_secret = Case(When(webhook_secret="", then=Value(False)), default=Value(True))
+        return cast(QuerySet[Any], rows.annotate(signs_itself=own_secret))
+
+
+@admin.register(Notification)
+class NotificationAdmin(ModelAdmin):
+    form = NotificationForm
+    change_list_template = "notifications/admin/notification_change_list.html"
+    # Fits 1366 px with the sidebar open (the stylesheet fixes the widths): where a row
+    # sends, its schedule, its state with the reason beside it, and when it fires next and
+    # fired last (a line each, like a row's two channels).
+    list_display = ["id", "sends_to", "schedule", "status", "firing"]
+    list_display_links = ["id"]
+    list_filter = [StateFilter, ChannelFilter, RecurrenceFilter]
+    search_fields = ["key", "email_to", "webhook_url", "last_error"]
+    date_hierarchy = "next_fire_at"
+    list_per_page = 100
+    show_full_result_count = False  # a second COUNT(*) per page; the health header has the totals
+    actions = ["requeue", "run_now", "pause", "resume", "purge"]
+    change_form_template = "notifications/admin/notification_change_form.html"
+    inlines = [AttemptInline]
+    readonly_fields = [
+        "key",
+        "paused",
+        "state_column",
+        "upcoming",
+        "owed",
+        "error_count",
+        "full_error",
+        "last_fired",
+        "dead_lettered",
+        "claim",
+        "firing_id",
+        "history",
+        "created",
+        "updated",
+        "secret_status",
+    ]
+    fieldsets = [
+        (
+            _("Status"),
+            {
+                "fields": [
+                    "key",
+                    "state_column",
+                    "error_count",
+                    "full_error",
+                    "owed",
+                    "last_fired",
+                    "dead_lettered",
+                    "paused",
+                ]
+            },
+        ),
+        (_("Schedule"), {"fields": ["recurrence_rule", "timezone", "next_fire_at", "upcoming"]}),
+        (_("Limits"), {"fields": ["expires_at", "max_delay", "quiet_hours", "max_retries", "backoff"]}),
+        (
+            _("Email"),
+            {
+                "fields": [
+                    "email_to",
+                    "email_cc",
+                    "email_bcc",
+                    "reply_to",
+                    "subject",
+                    "body",
+                    "html_body",
+                    "template",
+                    "language",
+                ]
+            },
+        ),
+        (_("Webhook"), {"fields": ["webhook_url", "secret_status", "webhook_secret", "clear_webhook_secret"]}),
+        (_("Delivery"), {"fields": ["channels", "payload", "firing_id", "claim", "history", "created", "updated"]}),
+    ]
+    add_fieldsets = [
+        (None, {"fields": ["channels", "email_to", "subject", "body", "webhook_url", "webhook_secret", "payload"]}),
+        (_("Schedule"), {"fields": ["recurrence_rule", "timezone", "next_fire_at"]}),
+    ]
+
+    # --- columns ---------------------------------------------------------------------
+
+    Media = display.Styles
+
+    @admin.display(description=_("sends to"))
+    def sends_to(self, obj: Notification) -> SafeString | None:
+        """One line per channel: the recipient, or the webhook's host and path."""
+        lines = [(target_line(obj, channel),) for channel in obj.channel_list]
+        return format_html_join("", "{}", lines) if lines else None
+
+    def target(self, obj: Notification) -> str:
+        """Recipient and webhook host and path, as text (the purge confirmation page)."""
+        return ", ".join(channel_target(obj, channel) for channel in obj.channel_list) or "?"
+
+    @admin.display(description=_("schedule"))
+    def schedule(self, obj: Notification) -> SafeString | str:
+        if not obj.recurrence_rule:
+            return gettext("one-shot")
+        return display.clip(f"{obj.recurrence_rule} ({obj.timezone})")
+
+    @admin.display(description=_("state"))
+    def status(self, obj: Notification) -> SafeString:
+        """The state and, beside it, why: one line, cut to the column, the whole on hover."""
+        state = obj.state()
+        tries: SafeString | str = ""
+        if state == State.RETRYING:
+            tries = format_html(
+                ' <span class="nq-tries" title="{}">&times;{}</span>',
+                ngettext("%(count)d failed attempt", "%(count)d failed attempts", obj.error_count)
+                % {"count": obj.error_count},
+                obj.error_count,
+            )
+        why = reason(obj) or ""
+        hover = why or state.label
+        return format_html('<span class="nq-status" title="{}">{}{} {}</span>', hover, state_badge(state), tries, why)
+
+    @admin.display(description=_("next / last firing"), ordering="next_fire_at")
+    def firing(self, obj: Notification) -> SafeString | None:
+        """`next in 4 min` over `last 12 s ago`, worded as the header counts: a paused row says
+        `paused 3 h ago` (it does not fire), a due time passed says `due 6 min ago` (an overdue
+        retry is due too); a line is left out when there is no such time."""
+        upcoming: tuple[str, datetime | None]
+        if obj.paused_at is not None:
+            upcoming = (gettext("paused"), obj.paused_at)
+        elif obj.next_fire_at is not None and obj.next_fire_at <= timezone.now():
+            upcoming = (gettext("due"), obj.next_fire_at)
+        else:
+            upcoming = (gettext("next"), obj.next_fire_at)
+        lines = [
+            (label, moment(value))
+            for label, value in (upcoming, (gettext("last"), obj.last_fired_at))
+            if value is not None
+        ]
+        if not lines:
+            return None
+        return format_html_join("", '<span class="nq-clip"><span class="nq-quiet">{}</span> {}</span>', lines)
+
+    @admin.display(description=_("last fired"), ordering="last_fired_at")
+    def last_fired(self, obj: Notification) -> SafeString | str:
+        return self.or_empty(moment(obj.last_fired_at))
+
+    # --- change page -----------------------------------------------------------------
+
+    @admin.display(description=_("state"))
+    def state_column(self, obj: Notification) -> SafeString:
+        return state_badge(obj.state())
+
+    @admin.display(description=_("last error"))
+    def full_error(self, obj: Notification) -> SafeString | str:
+        why = reason(obj)
+        return format_html("<code>{}</code>", why) if why else self.or_empty(None)
+
+    @admin.display(description=_("channels still owed"))
+    def owed(self, obj: Notification) -> str | None:
+        if obj.resend_channels:
+            return gettext("%(channels)s (failed; a requeue sends only these)") % {
+                "channels": ", ".join(obj.resend_channels)
+            }
+        return ", ".join(obj.owed_channels) or self.or_empty(None)
+
+    def or_empty(self, value: SafeString | str | None) -> SafeString | str:
+        """`value`, or the admin's one empty-value marker: read-only fields on a change page
+        would show None as the word (lists show the marker themselves)."""
+        return self.get_empty_value_display() if value is None else value
+
+    @admin.display(description=_("dead-lettered"))
+    def dead_lettered(self, obj: Notification) -> SafeString | str:
+        return self.or_empty(moment(obj.dead_lettered_at))
+
+    @admin.display(description=_("paused"))
+    def paused(self, obj: Notification) -> SafeString | str:
+        return self.or_empty(moment(obj.paused_at))
+
+    @admin.display(description=_("created"))
+    def created(self, obj: Notification) -> SafeString | str:
+        return self.or_empty(moment(obj.created_at))
+
+    @admin.display(description=_("updated"))
+    def updated(self, obj: Notification) -> SafeString | str:
+        return self.or_empty(moment(obj.updated_at))
+
+    @admin.display(description=_("claimed by a tick until"))
+    def claim(self, obj: Notification) -> SafeString | str | None:
+        if obj.claimed_until and obj.claimed_until > timezone.now():
+            return moment(obj.claimed_until)
+        return gettext("not claimed")
+
+    @admin.display(description=_("next 5 occurrences"))  # UPCOMING_SHOWN
+    def upcoming(self, obj: Notification) -> SafeString | str:
+        """The rule's next firings in the row's zone and, unless that reads the same, in UTC
+        (DST shows in the offset)."""
+        if not obj.recurrence_rule:
+            return gettext("one-shot: fires once, at the due time")
+        now = timezone.now()
+        try:
+            times = schedule.upcoming(
+                obj.recurrence_rule, obj.timezone, now, UPCOMING_SHOWN, anchor=obj.recurrence_anchor
+            )
+        except schedule.InvalidRule as exc:
+            return gettext("cannot compute: %(error)s") % {"error": exc}
+        if not times:
+            return gettext("none: the rule has no occurrence left")
+        pairs = [(when(t, obj.timezone), when(t, "UTC")) for t in times]
+        if all(local == utc for local, utc in pairs):  # a UTC row: one column says it all
+            rows = format_html_join("", "<tr><td>{}</td></tr>", ((local,) for local, _utc in pairs))
+            head = format_html("<th>{}</th>", obj.timezone)
+        else:
+            rows = format_html_join("", "<tr><td>{}</td><td>{}</td></tr>", pairs)
+            head = format_html("<th>{}</th><th>UTC</th>", obj.timezone)
+        return format_html('<table class="nq-upcoming"><thead><tr>{}</tr></thead><tbody>{}</tbody></table>', head, rows)
+
+    @admin.display(description=_("webhook secret"))
+    def secret_status(self, obj: Notification) -> str:
+        """Whether the row signs with a secret of its own; the value itself is never shown."""
+        return gettext("set") if obj.webhook_secret else gettext("not set")
+
+    @admin.display(description=_("delivery history"))
+    def history(self, obj: Notification) -> SafeString | None:
+        if obj.pk is None:
+            return None
+        url = reverse("admin:notifications_deliveryattempt_changelist") + f"?notification_id={obj.pk}"
+        count = DeliveryAttempt.objects.filter(notification_id=obj.pk).count()
+        if not count:
+            return format_html("{} ({})", gettext("no attempts yet"), kept_for())
+        return format_html(
+            '<a href="{}">{}</a> ({})',
+            url,
+            ngettext("%(count)d attempt", "all %(count)d attempts", count) % {"count": count},
+            kept_for(),
+        )
+
+    def get_fieldsets(self, request: HttpRequest, obj: Notification | None = None) -> list[Any]:
+        if obj is None:
+            return self.add_fieldsets
+        hidden: set[str] = set()
+        if not self.has_change_permission(request, obj):
+            # Without the change permission Django renders every listed field read-only,
+            # as its stored value: the secret's inputs must not be listed at all.
+            # `secret_status` tells everyone whether one is set.
+            hidden |= {SECRET_FIELD, "clear_webhook_secret"}
+        if not obj.webhook_secret:
+            # The "remove" box exists only while the row has a secret of its own.
+            hidden.add("clear_webhook_secret")
+        return [
+            (name, {**opts, "fields": [f for f in opts["fields"] if f not in hidden]}) for name, opts in self.fieldsets
+        ]
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Notification | None:
+        """The row; one whose payload cannot be decoded or shown opens with the payload blanked.
+
+        Rows written by raw SQL can hold JSON nested past the decoder's recursion limit (or
+        past what the page can render): the page then shows `null` for the payload, with a
+        warning, so the operator can enter a new one or purge the row instead of getting a 500.
+        """
+        try:
+            obj = cast(Notification | None, super().get_object(request, object_id, from_field))
+        except RecursionError:
+            obj = None
+        if obj is not None and not validation.payload_too_deep(obj.payload):
+            return obj
+        queryset = self.get_queryset(request).defer("payload")
+        field = queryset.model._meta.pk if from_field is None else queryset.model._meta.get_field(from_field)
+        try:
+            obj = cast(Notification, queryset.get(**{field.name: field.to_python(object_id)}))
+        except (Notification.DoesNotExist, ValidationError, ValueError):
+            return None
+        obj.payload = None
+        if request.method == "GET":
+            self.message_user(
+                request,
+                gettext(
+                    "This row's stored payload cannot be shown: it is nested deeper than %(depth)d levels or "
+                    "is not JSON the app can read, so the tick dead-letters it. It appears as null below: enter "
+                    "a new payload to repair the row, or purge it."
+                )
+                % {"depth": validation.MAX_PAYLOAD_DEPTH},
+                messages.WARNING,
+            )
+        return obj
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return NotificationChangeList
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Notification | None = None) -> list[str]:
+        return self.readonly_fields if obj is not None else []
+
+    def get_inline_instances(self, request: HttpRequest, obj: Notification | None = None) -> list[Any]:
+        return super().get_inline_instances(request, obj) if obj is not None else []
+
+    def get_formset_kwargs(self, request: HttpRequest, obj: Any, inline: Any, prefix: str) -> dict[str, Any]:
+        kwargs = super().get_formset_kwargs(request, obj, inline, prefix)
+        if isinstance(inline, AttemptInline) and obj is not None and obj.pk is not None:
+            latest = (
+                DeliveryAttempt.objects.filter(notification_id=obj.pk)
+                .order_by("-attempted_at", "-id")
+                .values("pk")[:ATTEMPTS_SHOWN]
+            )
+            kwargs["queryset"] = kwargs["queryset"].filter(pk__in=latest).order_by("-attempted_at", "-id")
+        return kwargs
+
+    def save_model(self, request: HttpRequest, obj: Notification, form: NotificationForm, change: bool) -> None:
+        # The form applied the due-time rule to check it; this saves it, at the same instant.
+        services.edit(obj, form.cleaned_data, changed=form.changed_data, now=form.edited_at)
+
+    def delete_model(self, request: HttpRequest, obj: Notification) -> None:
+        services.purge([obj])  # the change page's Delete link: the one writer deletes
+
+    # --- the change page's buttons: the list actions, on one row ---------------------
+
+    def get_urls(self) -> list[URLPattern]:
+        act = path(
+            "<path:object_id>/act/<str:action>/",
+            self.admin_site.admin_view(self.row_action_view),  # login, staff, CSRF
+            name=f"{self.opts.app_label}_{self.opts.model_name}_act",
+        )
+        return [act, *super().get_urls()]
+
+    def row_action_view(self, request: HttpRequest, object_id: str, action: str) -> HttpResponseBase:
+        """A button of the change page: the list action `action` on this one row, POST only.
+
+        The same permissions, messages and (for purge) confirmation page as the list: the
+        confirmation posts back here.
+        """
+        if action not in ROW_ACTIONS:
+            raise Http404(f"No action {action!r}.")
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        site = self.admin_site.name
+        changelist = reverse(f"{site}:notifications_notification_changelist", current_app=site)
+        obj = self.get_object(request, unquote(object_id))
+        if obj is None:  # purged or delivered meanwhile
+            self.message_user(
+                request, gettext("Notification %(id)s no longer exists.") % {"id": unquote(object_id)}, messages.WARNING
+            )
+            return redirect(changelist)
+        if not self.may(request, action, obj):
+            raise PermissionDenied
+        response = getattr(self, action)(request, self.get_queryset(request).filter(pk=obj.pk))
+        if response is not None:
+            return cast(HttpResponseBase, response)
+        if not Notification.objects.filter(pk=obj.pk).exists():
+            return redirect(changelist)
+        return redirect(reverse(f"{site}:notifications_notification_change", args=[quote(obj.pk)], current_app=site))
+
+    def may(self, request: HttpRequest, action: str, obj: Notification) -> bool:
+        """Whether the user holds every permission the list action `action` needs."""
+        needed = getattr(getattr(self, action), "allowed_permissions", ())
+        return all(getattr(self, f"has_{name}_permission")(request, obj) for name in needed)
+
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Notification | None = None,
+    ) -> HttpResponse:
+        if change and obj is not None and obj.pk is not None:
+            now, site = timezone.now(), self.admin_site.name
+            context["row_status"] = row_status(obj, now)
+            context["row_actions"] = [
+                {
+                    "name": name,
+                    "label": label,
+                    "url": reverse(
+                        f"{site}:notifications_notification_act", args=[quote(obj.pk), name], current_app=site
+                    ),
+                }
+                for name, label in ROW_ACTIONS.items()
+                if services.refusal(name, obj, now) is None and self.may(request, name, obj)
+            ]
+            context["action_checkbox_name"] = helpers.ACTION_CHECKBOX_NAME
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
+    # --- changelist ------------------------------------------------------------------
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        health = queue_health()
+        base = reverse("admin:notifications_notification_changelist")
+        tiles = [
+            {"state": s, "label": s.label, "count": health.counts.get(s.value, 0), "url": f"{base}?state={s.value}"}
+            for s in FILTER_STATES
+        ]
+        activity = charts.activity(health.now)  # one query, over the tick records
+        pictures = [
+            charts.panel(gettext("Firings per hour, last 24 hours"), activity["hours"]),
+            charts.panel(gettext("Firings per minute, last hour"), activity["minutes"]),
+        ]
+        context = {"health": health, "health_states": tiles, "activity_charts": pictures, **(extra_context or {})}
+        return super().changelist_view(request, extra_context=context)
+
+    def get_actions(self, request: HttpRequest, action_location: Any = None) -> dict[str, Any]:
+        # Django 6.1 passes where the actions show (list or change form) and deprecates an
+        # override without the parameter; 5.2 has none.
+        base = super().get_actions
+        actions = base(request) if action_location is None else base(request, action_location)  # type: ignore[call-arg]
+        actions.pop("delete_selected", None)  # `purge` replaces it, with the queue's own confirmation
+        return actions
+
+    @admin.action(description=_("Requeue selected dead letters and partial failures"), permissions=["change"])
+    def requeue(self, request: HttpRequest, queryset: QuerySet[Notification]) -> None:
+        result = services.requeue(queryset)
+        done = ngettext("Requeued %(count)d notification.", "Requeued %(count)d notifications.", result.changed)
+        resends = any(r.pending_channels for r in result.rows)
+        note = gettext("Partial failures resend only their failed channels.") if resends else ""
+        self.report(request, result, done, "Requeued: due now with a clean retry count.", note)
+
+    @admin.action(description=_("Run selected notifications now"), permissions=["change"])
+    def run_now(self, request: HttpRequest, queryset: QuerySet[Notification]) -> None:
+        result = services.act(services.RUN_NOW, queryset)
+        done = ngettext("Made %(count)d notification due now.", "Made %(count)d notifications due now.", result.changed)
+        recurring = any(r.is_recurring for r in result.rows)
+        note = gettext("Recurring ones then continue their schedule.") if recurring else ""
+        self.report(request, result, done, "Run now: made due now.", note)
+
+    @admin.action(description=_("Pause selected notifications"), permissions=["change"])
+    def pause(self, request: HttpRequest, queryset: QuerySet[Notification]) -> None:
+        result = services.act(services.PAUSE, queryset)
+        done = ngettext("Paused %(count)d notification.", "Paused %(count)d notifications.", result.changed)
+        note = gettext("Paused rows send nothing until resumed.") if result.changed else ""
+        self.report(request, result, done, "Paused.", note)
+
+    @admin.action(description=_("Resume selected paused notifications"), permissions=["change"])
+    def resume(self, request: HttpRequest, queryset: QuerySet[Notification]) -> None:
+        result = services.act(services.RESUME, queryset)
+        done = ngettext("Resumed %(count)d notification.", "Resumed %(count)d notifications.", result.changed)
+        note = (
+            gettext("Recurring ones continue at their next occurrence; missed occurrences are not sent.")
+            if any(r.is_recurring for r in result.rows)
+            else ""
+        )
+        self.report(request, result, done, "Resumed.", note)
+
+    def report(self, request: HttpRequest, result: services.ActionResult, done: str, logged: str, note: str) -> None:
+        """Log the changed rows and tell the operator: `done` (with a `%(count)d`), what was
+        skipped and why, then `note`."""
+        if result.rows:
+            LogEntry.objects.log_actions(
+                user_id=cast(int, request.user.pk),  # the admin requires a logged-in user
+                queryset=result.rows,
+                action_flag=CHANGE,
+                change_message=logged,
+            )
+        message = sentences(done % {"count": result.changed}, *skipped_sentences(result.skipped), note)
+        level = messages.SUCCESS if result.changed and not result.skipped else messages.WARNING
+        self.message_user(request, message, level)
+
+    @admin.action(description=_("Purge selected notifications"), permissions=["delete"])
+    def purge(self, request: HttpRequest, queryset: QuerySet[Notification]) -> TemplateResponse | None:
+        """Delete after a confirmation page, like Django's `delete_selected`."""
+        if request.POST.get("post"):
+            selected = list(queryset)
+            self.log_deletions(request, selected)  # type: ignore[arg-type] # a list works: it is only iterated
+            deleted = services.purge(selected)
+            done = ngettext("Purged %(count)d notification.", "Purged %(count)d notifications.", deleted)
+            gone = len(request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)) - deleted
+            history = ngettext(
+                "Its delivery history stays readable for %(days)s days.",
+                "Their delivery history stays readable for %(days)s days.",
+                deleted,
+            )
+            message = sentences(
+                done % {"count": deleted},
+                *skipped_sentences({gettext("already gone"): gone} if gone > 0 else {}),
+                history % {"days": retention_days()} if deleted else "",
+            )
+            self.message_user(request, message, messages.SUCCESS if deleted else messages.WARNING)
+            return None
+        rows = list(queryset)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": ngettext("Purge %(count)d notification?", "Purge %(count)d notifications?", len(rows))
+            % {"count": len(rows)},
+            "subtitle": None,
+            "rows": [
+                {
+                    "row": r,
+                    "state": state_badge(r.state()),
+                    "target": self.target(r),
+                    "schedule": self.schedule(r),
+                    "reason": reason(r),
+                }
+                for r in rows
+            ],
+            "queryset": rows,
+            "kept_for": kept_for(),
+            "empty_value_display": self.get_empty_value_display(),
+            "opts": self.model._meta,
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            "media": self.media,
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, "notifications/admin/purge_confirmation.html", context)
+
+
+# The change page's buttons, in this order: each the list action of that name, shown to
+# users who may run it, on rows it applies to (`services.refusal`).
+ROW_ACTIONS = {
+    "requeue": _("Requeue"),
+    "run_now": _("Run now"),
+    "pause": _("Pause"),
+    "resume": _("Resume"),
+    "purge": _("Purge…"),
+}

@@ -1,0 +1,215 @@
+"""Email through `django.core.mail` and the site's default mailer (SMTP, console, anymail...).
+
+One backend connection per worker thread, opened once per tick: on Django 6.1+ a
+connection of the `MAILERS` API (`mail.mailers.default`), before it `get_connection()`.
+Messages go to `connection.send_messages()`, never through a deprecated argument.
+
+What the channel adds to a plain send:
+
+- Suppressed addresses (`notifications.models.Suppression`, read for each claimed batch
+  by `prepare`) are left out; a firing with no recipient left fails permanently.
+- Refusals per recipient are collected: SMTP 5xx answers to `RCPT` (all of them, from
+  `SMTPRecipientsRefused`, or some, from the refusals smtplib returns), a provider's
+  `rejected`/`invalid` status through django-anymail. The tick's write-back suppresses them.
+- A provider's HTTP error answer keeps its status (`email: HTTP 422 <its reason>`); 4xx
+  other than 408 and 429 are permanent, the rest transient.
+- Where the provider de-duplicates on a key (`IDEMPOTENCY`), the firing's id is sent as
+  that key, so a retry after a stall cannot deliver twice.
+- Timeouts say so (`email: timed out after 10s`), whichever timer fired.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import smtplib
+import threading
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.core import mail
+from django.core.mail import EmailMessage, EmailMultiAlternatives
+from django.core.mail.backends.base import BaseEmailBackend
+from django.core.mail.utils import DNS_NAME
+
+from notifications.channels.base import Channel, ChannelResult, ErrorClass, Firing
+from notifications.channels.email import providers
+from notifications.channels.email.mailers import (
+    site_mailers as site_mailers,  # the checks' and the test double's answer too
+)
+from notifications.content.email import Content, render_content
+from notifications.content.templating import TemplateRenderError
+from notifications.models import Suppression, addresses
+
+if TYPE_CHECKING:
+    from notifications.models import Notification
+
+ALL_SUPPRESSED = "email: all recipients suppressed"
+
+
+def open_mailer() -> BaseEmailBackend:
+    """A new connection of the site's default mailer.
+
+    Django 6.1+: `mail.mailers.default` (from MAILERS; from the EMAIL_* settings while a
+    site has not moved to MAILERS yet, which Django itself warns about). Before 6.1:
+    `get_connection()`, the only way there is.
+    """
+    handler = getattr(mail, "mailers", None)
+    if handler is not None:
+        connection: BaseEmailBackend = handler.default
+        return connection
+    connection = mail.get_connection(fail_silently=False)
+    return connection
+
+
+def message_id(firing: Firing) -> str:
+    """The same Message-ID for every attempt of one firing, so duplicates can be spotted."""
+    return f"<notification-{firing.notification.pk}.{firing.firing_id}@{DNS_NAME}>"
+
+
+def build_message(firing: Firing, content: Content, to: list[str], cc: list[str], bcc: list[str]) -> EmailMessage:
+    """The message of one firing: the text body, and the HTML one as its text/html alternative."""
+    row = firing.notification
+    message = EmailMultiAlternatives(
+        subject=content.subject,
+        body=content.body,
+        from_email=settings.DEFAULT_FROM_EMAIL,
+        to=to,
+        cc=cc,
+        bcc=bcc,
+        reply_to=addresses.as_list(row.reply_to),
+        headers={"Message-ID": message_id(firing)},
+    )
+    if content.html is not None:
+        message.attach_alternative(content.html, "text/html")
+    return message
+
+
+class EmailChannel(Channel):
+    """Sends with one backend connection per worker thread, opened once per tick."""
+
+    name = "email"
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self._connections: list[BaseEmailBackend] = []
+        self._lock = threading.Lock()
+        # Lowercased suppressed addresses among the rows claimed so far, with those refused
+        # during this tick: read by the workers, grown by `prepare` and by refusals.
+        self._suppressed: set[str] = set()
+
+    def prepare(self, rows: Sequence[Notification]) -> None:
+        wanted = {
+            address.lower()
+            for row in rows
+            if "email" in row.channel_list
+            for value in (row.email_to, row.email_cc, row.email_bcc)
+            for address in addresses.as_list(value)
+        }
+        found = Suppression.objects.among(wanted)
+        with self._lock:
+            self._suppressed |= found
+
+    def _connection(self) -> BaseEmailBackend:
+        conn: BaseEmailBackend | None = getattr(self._local, "connection", None)
+        if conn is None:
+            conn = open_mailer()
+            with self._lock:
+                self._connections.append(conn)
+            self._local.connection = conn  # before open(): a failure to open is classed by it
+            conn.open()  # held open: SMTP sends the tick's messages on one session
+        return conn
+
+    def _deliverable(self, value: Any) -> list[str]:
+        with self._lock:
+            return [a for a in addresses.as_list(value) if a.lower() not in self._suppressed]
+
+    def deliver(self, firing: Firing) -> ChannelResult:
+        row = firing.notification
+        try:
+            content = render_content(row)
+        except TemplateRenderError as exc:
+            # The same template fails the same way next time: no retry can help. The
+            # message names the rule broken, never the payload.
+            return ChannelResult(self.name, f"email: template error: {exc}", ErrorClass.PERMANENT)
+        to, cc, bcc = (self._deliverable(v) for v in (row.email_to, row.email_cc, row.email_bcc))
+        if not (to or cc or bcc):
+            return ChannelResult(self.name, ALL_SUPPRESSED, ErrorClass.PERMANENT)
+        message = build_message(firing, content, to, cc, bcc)
+        try:
+            conn = self._connection()
+            with _smtp_refusals(conn) as refused, providers.idempotency(conn, message, firing.firing_id):
+                sent = conn.send_messages([message])
+        except Exception as exc:  # noqa: BLE001 - any backend's failure is data
+            result = providers.failure(exc, conn=getattr(self._local, "connection", None))
+            if result.error_class == ErrorClass.TRANSIENT and not isinstance(exc, smtplib.SMTPResponseException):
+                self._drop_connection()  # a connection that failed is not reused
+        else:
+            result = self._sent(message, conn, sent, refused)
+        if result.refused:
+            with self._lock:
+                self._suppressed |= {address.lower() for address, _ in result.refused}
+        return result
+
+    def _sent(
+        self, message: EmailMessage, conn: BaseEmailBackend, sent: int, refused: dict[str, tuple[int, bytes]]
+    ) -> ChannelResult:
+        """The result of a send that raised nothing: delivered, unless the provider's answer
+        was an error anymail read as per-recipient statuses (nothing sent then). Refusals
+        for some recipients are kept: 5xx ones are suppressed, 4xx ones noted."""
+        unsent = providers.unsent_answer(message, conn)
+        if unsent is not None:
+            return unsent
+        if not sent:
+            return ChannelResult(self.name, "email: backend sent nothing", ErrorClass.TRANSIENT)
+        result = ChannelResult(self.name)
+        result.refused = providers.smtp_refusals(refused) + providers.provider_refusals(
+            message, getattr(conn, "esp_name", None)
+        )
+        temporary = providers.smtp_temporary(refused)
+        if temporary:
+            # The others have the message: sending it again would duplicate it for them.
+            result.note = providers.clip(f"email: not sent to some recipients: {temporary}")
+        return result
+
+    def _drop_connection(self) -> None:
+        conn = getattr(self._local, "connection", None)
+        self._local.connection = None
+        if conn is not None:
+            with contextlib.suppress(Exception):  # closing a broken connection
+                conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            connections, self._connections = self._connections, []
+        for conn in connections:
+            with contextlib.suppress(Exception):  # closing at the end of a tick
+                conn.close()
+
+
+@contextlib.contextmanager
+def _smtp_refusals(conn: BaseEmailBackend) -> Iterator[dict[str, tuple[int, bytes]]]:
+    """The recipients an SMTP server refused while others were accepted.
+
+    smtplib returns them from `sendmail()` (it raises only when every recipient is
+    refused) and Django's SMTP backend drops that return value, so it is read here, on
+    this thread's own connection, for the length of one send.
+    """
+    refused: dict[str, tuple[int, bytes]] = {}
+    smtp = getattr(conn, "connection", None)
+    if not isinstance(smtp, smtplib.SMTP):
+        yield refused
+        return
+    original = smtp.sendmail
+
+    def sendmail(*args: Any, **kwargs: Any) -> Any:
+        answer = original(*args, **kwargs)
+        refused.update(answer or {})
+        return answer
+
+    setattr(smtp, "sendmail", sendmail)  # noqa: B010 - an instance attribute, removed below
+    try:
+        yield refused
+    finally:
+        with contextlib.suppress(AttributeError):
+            delattr(smtp, "sendmail")

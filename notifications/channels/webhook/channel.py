@@ -1,0 +1,289 @@
+"""Webhooks: a signed JSON POST (Standard Webhooks) under a total deadline."""
+
+from __future__ import annotations
+
+import binascii
+import functools
+import http.client
+import logging
+import socket
+import ssl
+import time
+from collections.abc import Iterator, Sequence
+from datetime import UTC
+from email.utils import parsedate_to_datetime
+
+import requests
+import urllib3.exceptions
+from django.core.serializers.json import DjangoJSONEncoder
+from requests.structures import CaseInsensitiveDict
+
+from notifications import compat
+from notifications.channels.base import Channel, ChannelResult, ErrorClass, Firing
+from notifications.channels.webhook import guard, transport
+from notifications.conf import TickSettings
+from notifications.models import validation
+from notifications.rules import signing
+from notifications.rules.secrets import secret_errors
+
+EVENT_TYPE = "notification.fired"
+BLOCKED = "webhook: blocked address"
+MALFORMED_URL = "webhook: malformed URL"
+USER_AGENT = "django-notifications-queue"
+# Headers every POST carries beside the signature and the length.
+STATIC_HEADERS = {"content-type": "application/json", "user-agent": USER_AGENT}
+# Bytes read from a response body at a time; RESPONSE_BODY_LIMIT is checked between reads.
+READ_CHUNK = 8192
+# 4xx answers that ask to come back later (Request Timeout, Too Many Requests): transient.
+RETRY_LATER_STATUSES = (408, 429)
+# Answers whose Retry-After header is honoured (Too Many Requests, Service Unavailable).
+RETRY_AFTER_STATUSES = (429, 503)
+# Distinct webhook URLs whose prepared form (IDNA host, quoted path) is remembered: a
+# burst sends many rows to few URLs, and preparing one is most of requests' own work.
+PREPARED_URLS = 1024
+
+logger = logging.getLogger("notifications.webhook")
+
+# Exceptions that say the URL itself is unusable: no retry can help.
+_MALFORMED = (
+    requests.exceptions.InvalidURL,
+    requests.exceptions.MissingSchema,
+    requests.exceptions.InvalidSchema,
+    requests.exceptions.URLRequired,
+    urllib3.exceptions.LocationValueError,  # includes LocationParseError
+    UnicodeError,  # a host name IDNA cannot encode
+)
+
+
+def message_id(firing: Firing) -> str:
+    """The `webhook-id`: one per firing, the same for each of its attempts."""
+    return f"msg_{firing.firing_id}"
+
+
+# One encoder for every body (thread-safe: encoding reads its options, never changes them).
+_ENCODER = DjangoJSONEncoder(separators=(",", ":"))
+
+
+def body(firing: Firing) -> bytes:
+    """The JSON body of one attempt: compact, as the payload limit measures it."""
+    row = firing.notification
+    return _ENCODER.encode(
+        {
+            "id": message_id(firing),
+            "type": EVENT_TYPE,
+            "notification_id": row.pk,
+            "fired_at": firing.fired_at.isoformat(),
+            "channels": firing.channels,
+            "payload": row.payload,
+        }
+    ).encode()
+
+
+@functools.lru_cache(maxsize=PREPARED_URLS)
+def prepared_url(url: str) -> str:
+    """`url` as requests sends it; raises what requests raises for an unusable one."""
+    request = requests.PreparedRequest()
+    request.prepare_url(url, None)
+    prepared = str(request.url)
+    if not prepared.lower().startswith(("http://", "https://")):  # what a Session would find no adapter for
+        raise requests.exceptions.InvalidSchema("only http and https URLs are sent")
+    return prepared
+
+
+def prepared_request(url: str, data: bytes, headers: dict[str, str]) -> requests.PreparedRequest:
+    """A POST ready for `HTTPAdapter.send`, built without a Session (cookies, proxies, hooks)."""
+    request = requests.PreparedRequest()
+    request.method = "POST"
+    request.url = prepared_url(url)
+    request.headers = CaseInsensitiveDict(headers)
+    request.body = data
+    return request
+
+
+def classify_status(status: int) -> ErrorClass:
+    """Whether a retry can help a non-2xx answer.
+
+    4xx are the receiver's final word, except 408 and 429 which ask for later. 3xx are
+    permanent too: redirects are never followed, so the same URL gets the same answer
+    until someone points the row at the final URL. 5xx and anything else are transient.
+    """
+    if 300 <= status < 400:
+        return ErrorClass.PERMANENT
+    if 400 <= status < 500 and status not in RETRY_LATER_STATUSES:
+        return ErrorClass.PERMANENT
+    return ErrorClass.TRANSIENT
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Seconds from a `Retry-After` header, given in seconds or as an HTTP date."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isascii() and value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    now = time.time() if now is None else now
+    return max(when.timestamp() - now, 0.0)
+
+
+class WebhookChannel(Channel):
+    """POSTs prepared requests through one adapter shared by the tick's worker threads.
+
+    `settings` is the tick's snapshot (default: the settings as they are now): the
+    deadline, the body cap, the site's secrets, the allowed networks and the pool sizes
+    (connections per host as the per-target cap) come from it.
+    """
+
+    name = "webhook"
+
+    def __init__(self, settings: TickSettings | None = None) -> None:
+        settings = settings or TickSettings.read()
+        self._adapter = transport.new_adapter(hosts=settings.concurrency, per_host=settings.target_concurrency)
+        self._watchdog = transport.Watchdog()
+        self.timeout = settings.channel_timeout
+        self.body_limit = settings.response_body_limit
+        self.allowed_networks = settings.allowed_networks
+        self.site_keys, self.site_key_error = _site_keys(settings.webhook_secrets)
+
+    def keys(self, firing: Firing) -> list[bytes]:
+        """The row's own key, else every site key (all of them sign during a rotation)."""
+        secret = firing.notification.webhook_secret
+        return [signing.secret_key(secret)] if secret else self.site_keys
+
+    def deliver(self, firing: Firing) -> ChannelResult:
+        url = firing.notification.webhook_url
+        if validation.url_errors(url):  # the save rule again: raw SQL can store any URL
+            return ChannelResult(self.name, MALFORMED_URL, ErrorClass.PERMANENT)
+        try:
+            keys = self.keys(firing)
+        except (binascii.Error, ValueError):
+            # Validation refuses such a row secret; one can only come from raw SQL.
+            return ChannelResult(self.name, "webhook: malformed webhook_secret", ErrorClass.PERMANENT)
+        if not firing.notification.webhook_secret and self.site_key_error:
+            # A settings problem: fixing the setting makes the next attempt work.
+            return ChannelResult(self.name, self.site_key_error, ErrorClass.TRANSIENT)
+        if not keys:
+            return ChannelResult(self.name, "webhook: no signing secret configured", ErrorClass.TRANSIENT)
+        data = body(firing)
+        headers = signing.headers(keys, message_id(firing), int(firing.fired_at.timestamp()), data)
+        headers.update(STATIC_HEADERS)
+        headers["content-length"] = str(len(data))
+        with transport.deadline(self.timeout, self._watchdog, self.allowed_networks) as limit:
+            try:
+                result = self._post(url, data, headers, limit)
+            except Exception as exc:  # noqa: BLE001 - mapped to a short error below
+                return self._failure(exc, limit)
+            if limit.finish():
+                # The watchdog shut the socket mid-response: the EOF it caused ends a
+                # dripped header block or a length-less body, so what parsed as a 2xx
+                # is a truncated answer, not a success inside the deadline.
+                return self._failure(TimeoutError(), limit)
+            return result
+
+    def _post(self, url: str, data: bytes, headers: dict[str, str], limit: transport.Deadline) -> ChannelResult:
+        # Straight to the adapter: it never follows a redirect (a Session would).
+        response = self._adapter.send(
+            prepared_request(url, data, headers),
+            stream=True,
+            timeout=(limit.remaining(), limit.remaining()),
+        )
+        try:
+            self._drain(response)
+        finally:
+            response.close()
+        status = response.status_code
+        if 200 <= status < 300:
+            return ChannelResult(self.name, http_status=status)
+        retry_after = None
+        if status in RETRY_AFTER_STATUSES:
+            retry_after = parse_retry_after(response.headers.get("retry-after"))
+        error = f"webhook: HTTP {status}"
+        if 300 <= status < 400:
+            error += " (redirects are not followed)"
+        return ChannelResult(self.name, error, classify_status(status), http_status=status, retry_after=retry_after)
+
+    def _drain(self, response: requests.Response) -> None:
+        """Read the body up to the cap; a fully read body frees the connection for reuse."""
+        read = 0
+        while read <= self.body_limit:
+            chunk = response.raw.read(READ_CHUNK, decode_content=False)
+            if not chunk:
+                response.raw.release_conn()
+                compat.mark_body_read(response)  # close() keeps the pooled connection
+                return
+            read += len(chunk)
+        # Over the cap: stop reading; close() drops the connection.
+
+    def _timed_out(self) -> str:
+        return f"webhook: timed out after {self.timeout:g}s"
+
+    def _failure(self, exc: Exception, limit: transport.Deadline) -> ChannelResult:
+        """A short error and its class for an exception of one send. Never echoes the URL."""
+        causes = list(_chain(exc))
+        blocked = next((c for c in causes if isinstance(c, guard.BlockedAddress)), None)
+        if blocked is not None:
+            logger.info("webhook refused: %s", blocked)
+            return ChannelResult(self.name, BLOCKED, ErrorClass.PERMANENT)
+        if limit.expired or any(isinstance(c, (requests.Timeout, guard.ResolutionTimeout)) for c in causes):
+            return ChannelResult(self.name, self._timed_out(), ErrorClass.TRANSIENT)
+        if any(isinstance(c, _MALFORMED) for c in causes):
+            return ChannelResult(self.name, MALFORMED_URL, ErrorClass.PERMANENT)
+        if any(isinstance(c, ConnectionRefusedError) for c in causes):
+            error = "webhook: connection refused"
+        elif any(isinstance(c, (ConnectionResetError, ConnectionAbortedError, BrokenPipeError)) for c in causes):
+            error = "webhook: connection reset"
+        elif any(isinstance(c, (urllib3.exceptions.NameResolutionError, socket.gaierror)) for c in causes):
+            error = "webhook: host not found"
+        elif any(isinstance(c, (requests.exceptions.SSLError, ssl.SSLError)) for c in causes):
+            error = "webhook: TLS error"
+        elif any(isinstance(c, (http.client.RemoteDisconnected, urllib3.exceptions.ProtocolError)) for c in causes):
+            error = "webhook: connection closed without a response"
+        elif isinstance(exc, requests.ConnectionError):
+            error = "webhook: connection error"
+        else:
+            error = f"webhook: {type(exc).__name__}"
+        return ChannelResult(self.name, error, ErrorClass.TRANSIENT)
+
+    def close(self) -> None:
+        self._adapter.close()
+        self._watchdog.close()
+
+
+def _site_keys(secrets: Sequence[str] | None) -> tuple[list[bytes], str | None]:
+    """The site's signing keys, or the error to report when the setting is malformed.
+
+    `secrets` as the settings snapshot has them: None when NOTIFICATIONS_WEBHOOK_SECRET
+    is not a string or a list of strings.
+
+    `manage.py check` reports a malformed NOTIFICATIONS_WEBHOOK_SECRET (E009/E010);
+    here it must not crash the tick, and the error must not echo the value.
+    """
+    malformed = "webhook: NOTIFICATIONS_WEBHOOK_SECRET is malformed"
+    try:
+        if secrets is None:
+            return [], malformed
+        # The rule validation applies to a row's secret: a lenient decode would turn a
+        # typo into a different, shorter key that no receiver has.
+        if any(secret_errors(s) for s in secrets):
+            return [], malformed
+        return [signing.secret_key(s) for s in secrets], None
+    except (binascii.Error, ValueError, TypeError, AttributeError):
+        return [], malformed
+
+
+def _chain(exc: BaseException | None) -> Iterator[BaseException]:
+    """`exc` and what caused it (requests wraps urllib3, which wraps socket errors)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        # urllib3 tucks the socket error into an argument (ProtocolError) or `reason`.
+        inner = [a for a in exc.args if isinstance(a, BaseException)]
+        if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
+            inner.append(exc.reason)
+        exc = inner[0] if inner else exc.__cause__ or exc.__context__

@@ -1,0 +1,178 @@
+"""Rate limits per target, shared by every tick on every host through the database.
+
+`NOTIFICATIONS_RATE_LIMITS = {"email": "14/s,50000/d", "hooks.example.com": "600/m",
+"*": "50/s"}`: each `N/<unit>` is a token bucket of capacity N refilled at N per unit,
+stored as one `RateBucket` row. A burst of up to N goes at once and, over any span of
+T units, at most N x (T + 1). `"*"` gives every webhook target not named its own
+buckets of that size; email is limited only when named.
+
+A tick takes tokens for a whole batch in its own thread: one statement per bucket (an
+upsert that refills, grants what it can and RETURNs the grant), in a short transaction
+with no network I/O. A target with several limits gets the smallest grant; the other
+buckets are given back what they granted beyond it. Rows that got no token are not
+sent now: they are deferred to the slot the binding bucket will have a token for them
+(spending no retry), so rows to other targets behind them keep full speed.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection, transaction
+
+from notifications.conf import app_settings
+from notifications.flow.targets import EMAIL
+from notifications.models import RateBucket
+
+UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+LIMIT_RE = re.compile(r"^\s*(\d+)\s*/\s*([smhd])\s*$")
+ANY_WEBHOOK = "*"
+SLOT_MARGIN = 0.002  # seconds
+
+
+@dataclass(frozen=True)
+class Limit:
+    """N per unit: a bucket of `count` tokens refilled over `period` seconds."""
+
+    count: int
+    unit: str
+
+    @property
+    def period(self) -> float:
+        return UNITS[self.unit]
+
+    @property
+    def rate(self) -> float:
+        """Tokens per second."""
+        return self.count / self.period
+
+    def __str__(self) -> str:
+        return f"{self.count}/{self.unit}"
+
+
+def parse(spec: str) -> tuple[Limit, ...]:
+    """`"14/s,50000/d"` -> its limits; ValueError naming the part that is wrong."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"{spec!r} is not a rate such as '50/s' or '14/s,50000/d'")
+    limits = []
+    for part in spec.split(","):
+        match = LIMIT_RE.match(part)
+        if not match or int(match.group(1)) < 1:
+            raise ValueError(f"{part.strip()!r} is not N/s, N/m, N/h or N/d with N >= 1")
+        limits.append(Limit(int(match.group(1)), match.group(2)))
+    return tuple(limits)
+
+
+def limit_errors(value: Any) -> list[str]:
+    """What is wrong with a NOTIFICATIONS_RATE_LIMITS value; empty when it is usable."""
+    if not isinstance(value, Mapping):
+        return [f"must be a dict of target -> rate, not {type(value).__name__}"]
+    errors = []
+    for target, spec in value.items():
+        if not isinstance(target, str) or not target or target != target.lower():
+            errors.append(f"target {target!r} must be 'email', '*' or a lowercased host[:port]")
+            continue
+        try:
+            parse(spec)
+        except ValueError as exc:
+            errors.append(f"{target}: {exc}")
+    return errors
+
+
+def read_limits() -> dict[str, tuple[Limit, ...]]:
+    """The site's limits, parsed; a value the checks reject (E020) means no limits."""
+    value = app_settings.RATE_LIMITS
+    if limit_errors(value):
+        return {}
+    return {target: parse(spec) for target, spec in value.items()}
+
+
+def limits_for(limits: Mapping[str, tuple[Limit, ...]], target: str) -> tuple[Limit, ...]:
+    if target in limits:
+        return limits[target]
+    if target != EMAIL:
+        return limits.get(ANY_WEBHOOK, ())
+    return ()
+
+
+def bucket_key(target: str, limit: Limit) -> str:
+    return f"{target} {limit}"
+
+
+@dataclass(frozen=True)
+class Grant:
+    """Tokens granted for one target, and when the next one will be there (Unix seconds
+    per further token: `next_at + i / rate` for the i-th row left over)."""
+
+    granted: int
+    next_at: float
+    rate: float
+
+
+def take(target: str, limits: tuple[Limit, ...], want: int, now: float | None = None) -> Grant:
+    """Take up to `want` tokens from every bucket of `target` at once."""
+    now = time.time() if now is None else now
+    granted = want
+    taken: list[tuple[Limit, int, float]] = []
+    with transaction.atomic():
+        for limit in limits:
+            got, left = _take_one(bucket_key(target, limit), limit, granted, now)
+            taken.append((limit, got, left))
+            granted = min(granted, got)
+        for limit, got, _ in taken:
+            if got > granted:
+                _give_back(bucket_key(target, limit), limit, got - granted)
+    # The bucket that granted least (the slowest, on a tie) says when the next token comes.
+    binding, _, left = min(taken, key=lambda t: (t[1], t[0].rate))
+    # Until the next whole token, and a little (SLOT_MARGIN) so it is there when the row comes.
+    wait = max(0.0, 1.0 - max(left, 0.0)) / binding.rate + SLOT_MARGIN
+    return Grant(granted, now + wait, binding.rate)
+
+
+def _sql(template: str) -> str:
+    """`{least}`/`{greatest}`/`{floor}` for the database at hand."""
+    if connection.vendor == "postgresql":
+        return template.format(least="LEAST", greatest="GREATEST", floor="FLOOR", table=RateBucket._meta.db_table)
+    return template.format(least="MIN", greatest="MAX", floor="", table=RateBucket._meta.db_table)
+
+
+# Refilled tokens at %(now)s: capped at the bucket's size, never back in time.
+_REFILLED = "{least}(%(cap)s, {table}.tokens + {greatest}(%(now)s - {table}.stamp, 0) * %(rate)s)"
+_GRANT = "CAST({floor}({least}(%(want)s, " + _REFILLED + ")) AS INTEGER)"
+# Only the table name and function names are formatted in; values are parameters.
+_TAKE = (
+    "INSERT INTO {table} (key, tokens, stamp, granted) VALUES (%(key)s, %(first_left)s, %(now)s, %(first)s) "  # noqa: S608
+    "ON CONFLICT (key) DO UPDATE SET "
+    "tokens = " + _REFILLED + " - " + _GRANT + ", "
+    "granted = " + _GRANT + ", "
+    "stamp = {greatest}({table}.stamp, %(now)s) "
+    "RETURNING granted, tokens"
+)
+_GIVE_BACK = "UPDATE {table} SET tokens = {least}(%(cap)s, tokens + %(n)s) WHERE key = %(key)s"
+
+
+def _take_one(key: str, limit: Limit, want: int, now: float) -> tuple[int, float]:
+    """One bucket: (tokens granted, tokens left). One statement: an upsert with RETURNING."""
+    first = min(want, limit.count)
+    params: dict[str, str | int | float] = {
+        "key": key,
+        "cap": float(limit.count),
+        "rate": limit.rate,
+        "now": now,
+        "want": want,
+        "first": first,
+        "first_left": float(limit.count - first),
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_sql(_TAKE), params)
+        granted, left = cursor.fetchone()
+    return int(granted), float(left)
+
+
+def _give_back(key: str, limit: Limit, n: int) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(_sql(_GIVE_BACK), {"key": key, "cap": float(limit.count), "n": n})

@@ -1,0 +1,37 @@
+"""The app's models: the queue (`Notification`), its delivery log, flow control and suppressions.
+
+- `notification`: `Notification`, the queue itself, and its QuerySet.
+- `states`: where a row stands, each state defined once for the database and in memory.
+- `validation`: the field rules every save runs.
+- `addresses`, `fields`: the model fields of the app's own.
+- `log`: `DeliveryAttempt`, `TickRun` and `Tally` (the monitoring totals).
+- `flow`: `Target` (a circuit breaker) and `RateBucket` (a rate limit's tokens).
+- `suppression`: `Suppression`, addresses email is no longer sent to.
+"""
+
+from notifications.models.flow import RateBucket, Target
+from notifications.models.log import DeliveryAttempt, Tally, TickRun
+from notifications.models.notification import (
+    USER_FIELDS,
+    Notification,
+    NotificationQuerySet,
+    default_channels,
+    default_timezone,
+)
+from notifications.models.states import State
+from notifications.models.suppression import Suppression
+
+__all__ = [
+    "USER_FIELDS",
+    "DeliveryAttempt",
+    "Notification",
+    "NotificationQuerySet",
+    "RateBucket",
+    "State",
+    "Suppression",
+    "Tally",
+    "Target",
+    "TickRun",
+    "default_channels",
+    "default_timezone",
+]

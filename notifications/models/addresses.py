@@ -1,0 +1,134 @@
+"""Email addresses of a row: `email_to` (one address or a list), `email_cc`, `email_bcc`, `reply_to`.
+
+Stored as JSON: `email_to` keeps a single address as a string (rows written before it
+took lists stay as they were) and several as a list; the others are always lists. In
+forms they are one text box each, addresses separated by commas, semicolons or line
+breaks. Every address is checked with Django's `validate_email`.
+
+This module imports nothing from the app, so validation, the models and the email
+channel share it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django import forms
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
+from django.db import models
+
+# Recipients of one firing at most, To, Cc and Bcc together: a reminder goes to a few
+# people; a mailing list belongs in a mailing tool (and providers cap it near 50).
+MAX_RECIPIENTS = 50
+
+_SEPARATORS = re.compile(r"[,;\s]+")
+
+
+def as_list(value: Any) -> list[str]:
+    """The addresses of a stored value: a string is one address, a list many; blanks dropped."""
+    if isinstance(value, str):
+        return [value] if value.strip() else []
+    if isinstance(value, list | tuple):
+        return [item for item in value if isinstance(item, str) and item.strip()]
+    return []
+
+
+def is_address(value: str) -> bool:
+    """Whether `value` is one syntactically valid email address (Django's validator)."""
+    try:
+        validate_email(value)
+    except ValidationError:
+        return False
+    return True
+
+
+def errors(value: Any, *, single: bool, required: bool = False) -> list[str]:
+    """Why `value` is not a valid address field; empty when it is.
+
+    `single` fields (`email_to`) take one address as a string or a list; the others take
+    a list only, as Django's EmailMessage does.
+    """
+    if value is None or value == "" or value == []:
+        return ["The email channel needs a recipient."] if required else []
+    if isinstance(value, str) and not single:
+        return ['Give a list of addresses, e.g. ["ada@example.com"].']
+    if not isinstance(value, str | list) or (isinstance(value, list) and not all(isinstance(a, str) for a in value)):
+        return ["Give an address or a list of addresses."]
+    addresses = [value] if isinstance(value, str) else value
+    bad = []
+    for address in addresses:
+        try:
+            validate_email(address)
+        except ValidationError:
+            bad.append(address)
+    if bad:
+        shown = ", ".join(repr(a[:80]) for a in bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
+        return [f"Enter a valid email address: {shown}." if len(bad) == 1 else f"Enter valid email addresses: {shown}."]
+    if len(addresses) != len({a.lower() for a in addresses}):
+        return ["Each address may appear only once."]
+    return []
+
+
+def too_many(*values: Any) -> list[str]:
+    """The recipient limit, To, Cc and Bcc together."""
+    count = sum(len(as_list(v)) for v in values)
+    if count > MAX_RECIPIENTS:
+        return [f"At most {MAX_RECIPIENTS} recipients (To, Cc and Bcc together), not {count}."]
+    return []
+
+
+def compact(value: Any) -> str:
+    """For a list column: the first address, and how many more (`ada@example.com +2`)."""
+    addresses = as_list(value)
+    if not addresses:
+        return ""
+    return addresses[0] + (f" +{len(addresses) - 1}" if len(addresses) > 1 else "")
+
+
+# --- the model and form fields -------------------------------------------------------------
+
+
+class AddressesFormField(forms.CharField):
+    """One text box of addresses separated by commas, semicolons or line breaks."""
+
+    def __init__(self, *, single: bool = False, encoder: Any = None, decoder: Any = None, **kwargs: Any) -> None:
+        self.single = single
+        kwargs.setdefault("widget", forms.TextInput(attrs={"size": 60}))
+        kwargs.setdefault("help_text", "One address, or several separated by commas.")
+        super().__init__(**kwargs)
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, list | tuple):
+            return ", ".join(str(item) for item in value)
+        return value
+
+    def to_python(self, value: Any) -> Any:
+        if isinstance(value, list):
+            return value
+        text = super().to_python(value) or ""
+        addresses = [a for a in _SEPARATORS.split(text) if a]
+        if self.single and len(addresses) <= 1:
+            return addresses[0] if addresses else ""
+        return addresses
+
+    def has_changed(self, initial: Any, data: Any) -> bool:
+        return as_list(initial) != as_list(self.to_python(data))
+
+
+class AddressesField(models.JSONField):
+    """Addresses as JSON: a list, or (`single=True`, for `email_to`) also one string."""
+
+    def __init__(self, *args: Any, single: bool = False, **kwargs: Any) -> None:
+        self.single = single
+        super().__init__(*args, **kwargs)
+
+    def deconstruct(self) -> Any:
+        name, path, args, kwargs = super().deconstruct()
+        if self.single:
+            kwargs["single"] = True
+        return name, path, args, kwargs
+
+    def formfield(self, form_class: Any = None, choices_form_class: Any = None, **kwargs: Any) -> Any:
+        return super().formfield(form_class=form_class or AddressesFormField, single=self.single, **kwargs)

@@ -1,0 +1,309 @@
+"""The queue: one `Notification` row per reminder."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.db.models import JSONField, Q, Value
+from django.utils import timezone
+
+from notifications.conf import positive_int, quiet_hours
+from notifications.models import states, validation
+from notifications.models.addresses import AddressesField
+from notifications.models.fields import HttpsURLField
+from notifications.models.states import State
+from notifications.rules import quiet
+
+
+def default_timezone() -> str:
+    return settings.TIME_ZONE or "UTC"
+
+
+def default_channels() -> list[str]:
+    return ["email"]
+
+
+# The fields host code sets (schedule(), the admin form); the rest is the queue's own.
+USER_FIELDS = (
+    "channels",
+    "email_to",
+    "email_cc",
+    "email_bcc",
+    "reply_to",
+    "subject",
+    "body",
+    "html_body",
+    "template",
+    "language",
+    "webhook_url",
+    "webhook_secret",
+    "payload",
+    "recurrence_rule",
+    "timezone",
+    "expires_at",
+    "max_delay",
+    "quiet_hours",
+    "max_retries",
+    "backoff",
+)
+
+
+class NotificationQuerySet(models.QuerySet["Notification"]):
+    """Row states as filters (`notifications.models.states` defines each). `now` is passed in so
+    callers and tests control time."""
+
+    def due(self, now: datetime | None = None) -> NotificationQuerySet:
+        """Rows a tick may claim now: due, retries left, and no live claim."""
+        # The typed reader: a value `manage.py check` rejects must not reach the query (E002).
+        return self.filter(states.claimable(now or timezone.now(), positive_int("MAX_RETRIES")))
+
+    def in_state(self, state: str, now: datetime | None = None) -> NotificationQuerySet:
+        """Rows whose `state` is `state` (the admin's filter values)."""
+        return self.filter(states.condition(state).q(now or timezone.now()))
+
+    def dead(self) -> NotificationQuerySet:
+        return self.in_state(State.DEAD)
+
+    def dead_letters(self, now: datetime | None = None) -> NotificationQuerySet:
+        """Every row kept as a dead letter (not paused): the `dead` state and expired one-shot rows."""
+        return self.filter(states.DEAD_LETTERS.q(now or timezone.now()))
+
+    def partial(self) -> NotificationQuerySet:
+        return self.in_state(State.PARTIAL)
+
+    def retrying(self) -> NotificationQuerySet:
+        return self.in_state(State.RETRYING)
+
+    def healthy(self) -> NotificationQuerySet:
+        """Rows with no failure on record: due, scheduled or parked."""
+        return self.filter(states.HEALTHY.q(timezone.now()))
+
+
+class Notification(models.Model):
+    """A reminder: when it is due, where it goes, and how its last firing went."""
+
+    channels = models.JSONField(default=default_channels, help_text='Any of "email", "webhook".')
+    # Email: recipients (JSON: `email_to` one address as a string or several as a list,
+    # the others lists), the message (subject, body and html_body are templates rendered
+    # with the payload; or `template` names files of the site's), and its language.
+    email_to = AddressesField("to", single=True, blank=True, default=str)
+    email_cc = AddressesField("cc", blank=True, default=list, db_default=Value([], JSONField()))
+    email_bcc = AddressesField("bcc", blank=True, default=list, db_default=Value([], JSONField()))
+    reply_to = AddressesField("reply-to", blank=True, default=list, db_default=Value([], JSONField()))
+    subject = models.CharField(max_length=255, blank=True)
+    body = models.TextField(blank=True)
+    html_body = models.TextField(
+        "HTML body",
+        blank=True,
+        default="",
+        db_default="",
+        help_text="Optional: sent as the text/html alternative of the body; the payload's values are escaped.",
+    )
+    template = models.CharField(
+        max_length=200,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="A prefix of the site's templates, e.g. reminders/invoice: <prefix>/subject.txt, "
+        "<prefix>/body.txt and, if it exists, <prefix>/body.html. Leave subject and bodies blank.",
+    )
+    language = models.CharField(
+        max_length=15,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="A code from the site's LANGUAGES, active while the message is rendered.",
+    )
+    webhook_url = HttpsURLField("webhook URL", max_length=2000, blank=True)
+    webhook_secret = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="whsec_ + base64. Blank signs with the site's NOTIFICATIONS_WEBHOOK_SECRET.",
+    )
+    payload = models.JSONField(default=dict, blank=True)
+    recurrence_rule = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text="Blank for one-shot; a cron expression (0 9 * * 1-5) or an RRULE.",
+    )
+    timezone = models.CharField(max_length=64, default=default_timezone)
+
+    # Lifecycle (all optional): the host's own name for the row, pausing, expiry, quiet
+    # hours and a retry policy of its own.
+    # db_default: rows inserted by raw SQL that predates these columns still get a value.
+    key = models.CharField(
+        max_length=200,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="Your own name for this reminder (e.g. invoice-7-reminder); unique among rows that have one.",
+    )
+    paused_at = models.DateTimeField(null=True, blank=True, editable=False)
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="No firing is sent after this instant.")
+    max_delay = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Seconds: a firing later than this after its due time is not sent."
+    )
+    quiet_hours = models.CharField(
+        max_length=11,
+        blank=True,
+        default="",
+        db_default="",
+        help_text='"HH:MM-HH:MM" in the row\'s time zone, may wrap midnight ("21:00-08:00"): nothing is sent inside.',
+    )
+    max_retries = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="Attempts of one firing before it is dead-lettered; blank: the site's."
+    )
+    backoff = models.JSONField(
+        null=True, blank=True, help_text="Seconds before retry 1, 2, 3 ... (a list); blank: the site's."
+    )
+
+    next_fire_at = models.DateTimeField(null=True, blank=True, help_text="Blank parks the row.")
+    last_fired_at = models.DateTimeField(null=True, blank=True, editable=False)
+    error_count = models.PositiveIntegerField(default=0, editable=False)
+    last_error = models.TextField(null=True, blank=True, editable=False)  # noqa: DJ001 - NULL, never "", means clean
+    # The last failure an operator's requeue cleared from `last_error`, so the admin can
+    # still say why the row was requeued ("previous: ..."); NULL again once a firing
+    # delivers something or fails anew.
+    previous_error = models.TextField(null=True, blank=True, editable=False)  # noqa: DJ001 - NULL: none
+    dead_lettered_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # When the last firing was not sent because it came too late (`expires_at`, `max_delay`);
+    # NULL otherwise. The EXPIRED state is this column.
+    expired_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    # The current firing: its id is the webhook-id (and Message-ID) of every attempt,
+    # so receivers can de-duplicate; `pending_channels` lists the channels it still owes,
+    # NULL for every channel of the row (writers never store an empty list; one is read
+    # as NULL, so a firing never owes nothing).
+    firing_id = models.UUIDField(default=uuid.uuid4, editable=False)
+    # When the current firing was due, while it waits past that (a retry's backoff, an open
+    # circuit, a rate limit, a held configuration) and `next_fire_at` has moved on; NULL:
+    # `next_fire_at` is the due time. `max_delay` counts from it.
+    firing_due_at = models.DateTimeField(null=True, blank=True, editable=False)
+    pending_channels = models.JSONField(null=True, blank=True, editable=False)
+    # The channels a partial failure left undelivered (what a requeue sends again); NULL
+    # when the last firing was not a partial failure. The PARTIAL state is this column.
+    failed_channels = models.JSONField(null=True, blank=True, editable=False)
+    # A tick's claim: write-backs only land while the token is still theirs.
+    claim_token = models.UUIDField(null=True, blank=True, editable=False)
+    claimed_until = models.DateTimeField(null=True, blank=True, editable=False)
+    # The target (`notifications.flow.targets`) whose open circuit holds this row back; NULL
+    # when nothing holds it. Closing the circuit makes these rows due at once.
+    held_for = models.CharField(max_length=300, null=True, blank=True, editable=False)  # noqa: DJ001 - NULL: not held
+
+    # An RRULE leaves its time of day, phase and COUNT to its start (DTSTART): the first
+    # due time the row was given, so FREQ=DAILY from 09:00 stays at 09:00.
+    starts_at = models.DateTimeField(null=True, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = NotificationQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["next_fire_at", "id"]
+        indexes = [
+            # The due query is a range scan over this index; parked and dead rows
+            # (next_fire_at NULL) are not even in it.
+            models.Index(
+                fields=["next_fire_at", "error_count"],
+                name="notification_due_idx",
+                condition=Q(next_fire_at__isnull=False, paused_at__isnull=True),
+            ),
+            # Claimed rows are read back and written by token; only rows in flight
+            # carry one, so this index stays tiny.
+            models.Index(fields=["claim_token"], name="notification_claim_idx", condition=Q(claim_token__isnull=False)),
+            # Rows an open circuit holds, found by target when it closes (and counted for the admin).
+            models.Index(fields=["held_for"], name="notification_held_idx", condition=Q(held_for__isnull=False)),
+        ]
+        constraints = [
+            # Keys are unique among rows that have one, enforced by the database so that
+            # concurrent schedule(key=...) calls leave one row.
+            models.UniqueConstraint(fields=["key"], condition=~Q(key=""), name="notification_key_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Notification #{self.pk} ({', '.join(self.channel_list)})"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """Every save through the ORM validates; only raw SQL and bulk_create bypass it.
+        A due time saved inside the row's quiet hours moves to the window's end."""
+        self.full_clean()
+        update_fields = kwargs.get("update_fields")
+        if update_fields is None or "next_fire_at" in update_fields:
+            self.leave_quiet_hours(timezone.now())
+        super().save(*args, **kwargs)
+
+    def leave_quiet_hours(self, now: datetime) -> bool:
+        """Move a due time inside the row's quiet hours (its own, or the site's) to the
+        window's end; True if it moved. A due time already past is sent at `now`, so `now`
+        is what counts then."""
+        if self.next_fire_at is None:
+            return False
+        window = quiet.effective(self.quiet_hours, quiet_hours())
+        try:
+            end = quiet.end_of_window(window, self.timezone, max(self.next_fire_at, now))
+        except ValueError:  # a bad window or zone: validation names it, on this same save
+            return False
+        if end is None:
+            return False
+        self.next_fire_at = end
+        return True
+
+    def clean_fields(self, exclude: Any = None) -> None:
+        # Django's JSONField.validate() encodes the payload recursively: a payload nested
+        # thousands deep would raise RecursionError there. Leave it to clean(), which
+        # refuses it with a message.
+        if validation.payload_too_deep(self.payload):
+            exclude = {*(exclude or ()), "payload"}
+        super().clean_fields(exclude)
+
+    def clean(self) -> None:
+        validation.validate(self)
+
+    def validate_constraints(self, exclude: Any = None) -> None:
+        """As Django's, but a key already taken is an error on `key`, where a form shows it
+        (Django reports a conditional unique constraint against the whole row)."""
+        errors: dict[str, Any] = {}
+        if self.key and (exclude is None or "key" not in exclude):
+            if type(self)._default_manager.filter(key=self.key).exclude(pk=self.pk).exists():
+                errors["key"] = [ValidationError(validation.KEY_TAKEN, code="unique")]
+            exclude = {*(exclude or ()), "key"}  # checked just now
+        try:
+            super().validate_constraints(exclude=exclude)
+        except ValidationError as exc:
+            errors = exc.update_error_dict(errors)
+        if errors:
+            raise ValidationError(errors)
+
+    @property
+    def channel_list(self) -> list[str]:
+        return self.channels if isinstance(self.channels, list) else []
+
+    @property
+    def is_recurring(self) -> bool:
+        return bool(self.recurrence_rule)
+
+    @property
+    def recurrence_anchor(self) -> datetime | None:
+        """Where the recurrence starts: an RRULE without DTSTART counts from here."""
+        return self.starts_at or self.created_at
+
+    @property
+    def owed_channels(self) -> list[str]:
+        """Channels the current firing still has to deliver, in the row's order."""
+        if not self.pending_channels:
+            return self.channel_list
+        return [c for c in self.channel_list if c in self.pending_channels]
+
+    @property
+    def resend_channels(self) -> list[str]:
+        """The row's channels a partial failure left undelivered: what a requeue sends again."""
+        failed = self.failed_channels or []
+        return [c for c in self.channel_list if c in failed]
+
+    def state(self, now: datetime | None = None) -> State:
+        return states.state_of(self, now or timezone.now())

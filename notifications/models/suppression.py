@@ -1,0 +1,47 @@
+"""The suppression list: addresses email is no longer sent to."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import models
+from django.utils import timezone
+
+LOOKUP_CHUNK = 500  # addresses per query: well within every backend's parameter limit
+
+
+class SuppressionQuerySet(models.QuerySet["Suppression"]):
+    def among(self, addresses: Iterable[str]) -> set[str]:
+        """Which of `addresses` (compared lowercased) are suppressed; lowercased."""
+        wanted = sorted({a.strip().lower() for a in addresses if a})
+        found: set[str] = set()
+        for start in range(0, len(wanted), LOOKUP_CHUNK):
+            chunk = wanted[start : start + LOOKUP_CHUNK]
+            found.update(self.filter(address__in=chunk).values_list("address", flat=True))
+        return found
+
+
+class Suppression(models.Model):
+    """An address email is no longer sent to: refused permanently, bounced, complained about.
+
+    Added by the tick (an SMTP 5xx for the recipient, a provider's rejection) and by
+    django-anymail's tracking webhooks; an operator lifts one by deleting it. Addresses
+    are stored lowercased and compared that way.
+    """
+
+    address = models.EmailField(max_length=254, unique=True)
+    reason = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    objects = SuppressionQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return self.address
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.address = self.address.strip().lower()
+        super().save(*args, **kwargs)

@@ -1,0 +1,290 @@
+"""Field rules of a Notification, in one place.
+
+`Notification.clean()` raises them as a ValidationError for every path the app owns
+(API, admin, forms); the tick runs the same rules on claimed rows, so a row that
+reached the table some other way (raw SQL, `bulk_create`) is dead-lettered with the
+message instead of crashing the tick.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from django.core.exceptions import ValidationError
+from django.utils import timezone
+
+from notifications.conf import Defaults, app_settings, is_backoff, is_positive, parse_networks
+from notifications.content import email as email_content
+from notifications.content.templating import template_errors
+from notifications.models import addresses
+from notifications.rules import network, quiet, schedule
+from notifications.rules.secrets import secret_errors
+
+if TYPE_CHECKING:
+    from notifications.models.notification import Notification
+
+CHANNELS = ("email", "webhook")
+# Levels of nested objects and lists a payload may have. Real payloads need a handful;
+# recursive JSON encoders and decoders (Python's among them) fail near 1,000, so a deeper
+# row could be saved but neither sent nor shown.
+MAX_PAYLOAD_DEPTH = 32
+# UTF-8 bytes of the email body (a template). TextField has no limit of its own, and a
+# body is loaded, parsed and rendered for every firing like the payload; 64 KiB of
+# plain text is far more than any reminder needs. The subject is bounded by its column.
+MAX_BODY_BYTES = 64 * 1024
+# A row's `key` is unique among rows that have one (at most 200 characters: its column).
+# The database decides (the constraint `notification_key_unique`); schedule(key=...,
+# on_conflict="error") reports a taken key with this message on `key`.
+KEY_TAKEN = 'Another notification has this key (schedule() with on_conflict="replace" or "keep" reuses it).'
+
+
+def channel_errors(channels: Any) -> list[str]:
+    if not isinstance(channels, list) or not channels:
+        return ["Give a non-empty list of channels: 'email', 'webhook'."]
+    unknown = [c for c in channels if c not in CHANNELS]
+    if unknown:
+        return [f"Unknown channel(s): {', '.join(map(repr, unknown))}. Use 'email' or 'webhook'."]
+    if len(set(channels)) != len(channels):
+        return ["Each channel may appear only once."]
+    return []
+
+
+def url_errors(url: str) -> list[str]:
+    """A webhook URL is http(s) with a host, a valid port and no credentials.
+
+    The webhook channel applies the same rule again at send time, to rows that reached
+    the table without validation.
+    """
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError as exc:
+        return [f"Not a valid URL: {exc}."]
+    if parts.scheme not in ("http", "https"):
+        return ["Webhook URLs must use http or https."]
+    if not parts.hostname:
+        return ["The webhook URL has no host."]
+    if parts.username is not None or parts.password is not None:
+        return ["Put credentials in the payload or the signature, not in the URL."]
+    return []
+
+
+def address_errors(url: str) -> list[str]:
+    """A URL whose host is a literal refused address (any spelling) is refused up front.
+
+    Names are checked when the tick resolves them (see `notifications.channels.webhook.guard`): their
+    addresses can change, so a check now would prove nothing then.
+    """
+    try:
+        host = urlsplit(url).hostname
+    except ValueError:
+        return []
+    refused = network.literal_refusal(host, parse_networks(app_settings.WEBHOOK_ALLOWED_NETWORKS)) if host else None
+    if refused is None:
+        return []
+    address, reason = refused
+    shown = host if host == str(address) else f"{host} ({address})"
+    return [
+        f"Webhooks may not reach {shown}: it is {reason}. Use a public address, or open the range "
+        "on purpose with NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS."
+    ]
+
+
+PAYLOAD_SETTING = "NOTIFICATIONS_MAX_PAYLOAD_BYTES"
+
+
+def max_payload_bytes() -> int:
+    """NOTIFICATIONS_MAX_PAYLOAD_BYTES, or its default while it is misconfigured (check E016 says so)."""
+    limit: object = app_settings.MAX_PAYLOAD_BYTES
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
+        return Defaults.MAX_PAYLOAD_BYTES
+    return limit
+
+
+def _measure(value: Any, stop_above: int) -> tuple[bool, int]:
+    """(nested deeper than MAX_PAYLOAD_DEPTH?, a lower bound of its compact JSON size).
+
+    Iterative, so no depth raises RecursionError; it stops as soon as the value is too
+    deep or the bound passes `stop_above`, so a 10 MB payload costs no more than a big one.
+    """
+    size = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > MAX_PAYLOAD_DEPTH:
+                return True, size
+            size += 2 + max(len(item) - 1, 0)  # brackets and commas
+            if isinstance(item, dict):
+                size += sum(len(key) + 3 if isinstance(key, str) else 1 for key in item)  # "key":
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+        elif isinstance(item, str):
+            size += len(item) + 2
+        else:
+            size += 1
+        if size > stop_above:
+            break
+    return False, size
+
+
+def payload_too_deep(payload: Any) -> bool:
+    """Whether `payload` nests objects or lists deeper than MAX_PAYLOAD_DEPTH levels."""
+    too_deep, _ = _measure(payload, stop_above=sys.maxsize)
+    return too_deep
+
+
+def payload_errors(payload: Any) -> list[str]:
+    """A payload is a JSON object, at most MAX_PAYLOAD_DEPTH deep and MAX_PAYLOAD_BYTES as compact JSON.
+
+    The size is that of `json.dumps(payload, separators=(",", ":"))`, the encoding the
+    webhook sends.
+    """
+    if not isinstance(payload, dict):
+        return ["The payload must be a JSON object."]
+    limit = max_payload_bytes()
+    too_deep, at_least = _measure(payload, stop_above=limit)
+    if too_deep:
+        return [f"The payload is nested deeper than {MAX_PAYLOAD_DEPTH} levels."]
+    too_large = [f"The payload is larger than {limit:,} bytes of compact JSON ({PAYLOAD_SETTING})."]
+    if at_least > limit:
+        return too_large  # known without encoding it
+    try:
+        size = len(json.dumps(payload, separators=(",", ":"), allow_nan=False))  # ASCII: characters are bytes
+    except (TypeError, ValueError) as exc:  # a date, a set, NaN, an integer of 4,300+ digits
+        return [f"The payload must hold only JSON values: {exc}."]
+    return too_large if size > limit else []
+
+
+def body_errors(body: str) -> list[str]:
+    """The email body is at most MAX_BODY_BYTES of UTF-8."""
+    # Characters never outnumber UTF-8 bytes: a long body is refused without encoding it.
+    if len(body) > MAX_BODY_BYTES or len(body.encode()) > MAX_BODY_BYTES:
+        return [f"The body is larger than {MAX_BODY_BYTES:,} bytes."]
+    return []
+
+
+Errors = dict[str, list[str]]
+
+
+def field_errors(row: Notification) -> Errors:
+    """Every problem of `row`, by field name; empty when the row can be delivered."""
+    channels = row.channels if isinstance(row.channels, list) else []
+    errors: Errors = {}
+    for part in (
+        {"channels": channel_errors(row.channels)},
+        _email_errors(row) if "email" in channels else {},
+        _webhook_errors(row, needed="webhook" in channels),
+        {"payload": payload_errors(row.payload)},
+        _schedule_errors(row),
+        _limit_errors(row),
+    ):
+        for field, messages in part.items():
+            if messages:
+                errors.setdefault(field, []).extend(messages)
+    if "email" not in channels:  # the body is bounded whatever the channels
+        body = body_errors(row.body or "")
+        if body:
+            errors["body"] = body
+    return errors
+
+
+def _email_errors(row: Notification) -> Errors:
+    """Recipients, language, and the message: subject, body and html_body (templates rendered
+    with the payload at send time), or `template`, a prefix of the site's template files."""
+    errors: Errors = {
+        "email_to": addresses.errors(row.email_to, single=True, required=True),
+        "email_cc": addresses.errors(row.email_cc, single=False),
+        "email_bcc": addresses.errors(row.email_bcc, single=False),
+        "reply_to": addresses.errors(row.reply_to, single=False),
+    }
+    if not any(errors.values()):
+        errors["email_to"] = addresses.too_many(row.email_to, row.email_cc, row.email_bcc)
+    if row.language:
+        errors["language"] = email_content.language_errors(row.language)
+    if row.template:
+        errors["template"] = email_content.template_field_errors(row.template)
+        for name in ("subject", "body", "html_body"):
+            if getattr(row, name):
+                errors[name] = ["Leave this blank: the template's files give the message."]
+        return errors
+    # An oversized body is not worth parsing as a template.
+    errors["subject"] = template_errors(row.subject or "")
+    errors["body"] = body_errors(row.body or "") or template_errors(row.body or "")
+    errors["html_body"] = body_errors(row.html_body or "") or template_errors(row.html_body or "")
+    return errors
+
+
+def _webhook_errors(row: Notification, *, needed: bool) -> Errors:
+    if not row.webhook_url:
+        return {"webhook_url": ["The webhook channel needs a URL."] if needed else []}
+    secret = secret_errors(row.webhook_secret) if row.webhook_secret else []
+    return {"webhook_url": url_errors(row.webhook_url), "webhook_secret": secret}
+
+
+def _schedule_errors(row: Notification) -> Errors:
+    errors: Errors = {}
+    try:
+        schedule.get_zone(row.timezone)
+    except schedule.InvalidRule as exc:
+        errors["timezone"] = [_sentence(exc)]
+    if row.recurrence_rule:
+        try:
+            schedule.validate_rule(row.recurrence_rule)
+        except schedule.InvalidRule as exc:
+            errors["recurrence_rule"] = [_sentence(exc)]
+    return errors
+
+
+def _limit_errors(row: Notification) -> Errors:
+    """Expiry, quiet hours and the row's own retry policy (blank: none, or the site's)."""
+    errors: Errors = {}
+    if isinstance(row.expires_at, datetime) and timezone.is_naive(row.expires_at):
+        errors["expires_at"] = ["Give an aware datetime (USE_TZ is on)."]
+    if row.max_delay is not None and not is_positive(row.max_delay, integer=True):
+        errors["max_delay"] = ["Give a positive number of seconds."]
+    if row.quiet_hours:
+        errors["quiet_hours"] = quiet.errors(row.quiet_hours)
+    if row.max_retries is not None and not is_positive(row.max_retries, integer=True):
+        errors["max_retries"] = ["Give at least 1 (attempts of one firing before it is dead-lettered)."]
+    if row.backoff is not None and not is_backoff(row.backoff):
+        errors["backoff"] = ["Give a non-empty list of positive seconds, e.g. [60, 300, 1800]."]
+    return errors
+
+
+def _sentence(exc: Exception) -> str:
+    # Not str.capitalize(): it would lowercase the rest, e.g. the zone name quoted.
+    text = str(exc)
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
+
+
+def policy_errors(row: Notification) -> dict[str, list[str]]:
+    """Problems that depend on site settings rather than the row alone.
+
+    Checked on every save, but not again by the tick: a row saved while a range was
+    open and sent after it closed fails as `webhook: blocked address` (a delivery
+    outcome, so an email channel of the same row still goes out).
+    """
+    if row.webhook_url and not url_errors(row.webhook_url):
+        messages = address_errors(row.webhook_url)
+        if messages:
+            return {"webhook_url": messages}
+    return {}
+
+
+def validate(row: Notification) -> None:
+    """Raise a ValidationError naming each bad field of `row`."""
+    errors = field_errors(row)
+    for field, messages in policy_errors(row).items():
+        errors.setdefault(field, []).extend(messages)
+    if errors:
+        raise ValidationError(errors)
+
+
+def describe(errors: dict[str, list[str]]) -> str:
+    """One line for `last_error`, e.g. `invalid: channels: Unknown channel(s): 'sms'.`"""
+    return "invalid: " + "; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in errors.items())

@@ -1,0 +1,254 @@
+"""The fast lane of `runtick --loop` on PostgreSQL: a row made due now wakes a waiting loop.
+
+Two halves, one channel (`CHANNEL`):
+
+- `announce_due(when)`: every operation that makes a row due now or soon calls it once
+  (`schedule()`, `requeue` ...). On PostgreSQL it sends `NOTIFY notifications_due`
+  when the operation's transaction commits, so a loop never wakes for a row it cannot
+  see yet and a rolled-back operation wakes nobody. On other databases it does nothing.
+- `open_waiter(alias)`: what `runtick --loop` waits on between ticks. On PostgreSQL a
+  `DueListener`, a connection of its own (Django's is closed between ticks) that has
+  LISTENed on the channel: an announcement ends the wait at once, or at the announced
+  due time. Elsewhere a `Poller`, and the loop ticks at its interval as before.
+
+A notification is only a hint. The tick still claims what the due query finds, so a
+lost one (no loop listening, the connection down) costs latency, never a delivery: the
+row goes out at the loop's next interval, as it would on cron.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import logging
+import threading
+import time
+from datetime import datetime, timedelta
+from functools import partial
+from typing import TYPE_CHECKING, Any, Protocol
+
+from django.db import DatabaseError, connections, router, transaction
+from django.utils import timezone
+
+from notifications.models import Notification
+
+if TYPE_CHECKING:
+    import psycopg
+
+logger = logging.getLogger("notifications.services.wake")
+
+# The NOTIFY channel; its payload is empty (due now) or the due time in Unix seconds.
+CHANNEL = "notifications_due"
+# Rows due later than this are not announced: a loop looks for them at its interval.
+HORIZON = timedelta(minutes=5)
+# The listener's `application_name`, so operators can tell it apart in pg_stat_activity.
+LISTENER_NAME = "notifications wake listener"
+# How often a waiting loop looks at its stop flag (seconds).
+SLEEP_STEP = 0.1
+# Seconds between attempts to (re)open the listener's connection: doubling up to the max.
+RECONNECT_FIRST = 1.0
+RECONNECT_MAX = 60.0
+# Seconds a (re)connect may block the loop, stop requests included, while the server is
+# unreachable; keepalives find a connection that died silently (a dropped NAT entry)
+# within about 90 s instead of the system's default two hours.
+CONNECT_TIMEOUT = 2
+KEEPALIVES = {"keepalives_idle": 60, "keepalives_interval": 10, "keepalives_count": 3}
+# Announced future due times a listener remembers; beyond that they wait for the interval.
+MAX_PENDING = 1000
+# A loop woken for a due time ticks this much after it (seconds), so the row is surely due.
+DUE_GRACE = 0.01
+
+
+def announce_due(when: datetime | None, *, using: str | None = None) -> None:
+    """Tell waiting `runtick --loop` processes that a row is due at `when`.
+
+    Call it once per operation that made rows due, with the earliest due time (a row's
+    `next_fire_at` as saved; None, a parked row, announces nothing), from inside or
+    outside its transaction: the NOTIFY goes out after the outermost transaction
+    commits, and not at all if it rolls back. A due time past `HORIZON` is not
+    announced. A no-op on databases other than PostgreSQL. Never raises: a
+    notification that cannot be sent is logged, and the row waits for the interval.
+    """
+    if when is None:
+        return
+    alias = using or router.db_for_write(Notification)
+    if connections[alias].vendor != "postgresql":
+        return
+    now = timezone.now()
+    if when > now + HORIZON:
+        return
+    payload = "" if when <= now else f"{when.timestamp():.6f}"
+    transaction.on_commit(partial(_notify, alias, payload), using=alias)
+
+
+def _notify(alias: str, payload: str) -> None:
+    try:
+        with connections[alias].cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, payload])
+    except DatabaseError as exc:
+        logger.warning("could not wake runtick --loop (%s); the row goes at the next interval", exc)
+
+
+# --- waiting --------------------------------------------------------------------------
+
+
+class Waiter(Protocol):
+    """What `runtick --loop` waits on between ticks."""
+
+    def wait(self, deadline: float, stop: threading.Event, *, not_before: float = 0.0) -> bool:
+        """Return at `deadline` (`time.monotonic()`), when `stop` is set, or earlier when a
+        row comes due, though not before `not_before`. True when a due row ended it."""
+        ...
+
+    def close(self) -> None:
+        """Release what the waiter holds."""
+        ...
+
+
+def open_waiter(alias: str | None = None) -> Waiter:
+    """A `DueListener` on PostgreSQL with psycopg 3.2 or later, else a `Poller`."""
+    alias = alias or router.db_for_write(Notification)
+    if connections[alias].vendor != "postgresql":
+        return Poller()
+    if not _listen_supported():
+        logger.warning("runtick --loop polls: waking on NOTIFY needs psycopg 3.2 or later")
+        return Poller()
+    listener = DueListener(alias)
+    listener.connect()
+    return listener
+
+
+def _listen_supported() -> bool:
+    try:
+        import psycopg
+    except ImportError:  # psycopg2: Django supports it, the listener does not
+        return False
+    major, minor = (int(part) for part in psycopg.__version__.split(".")[:2])
+    return (major, minor) >= (3, 2)
+
+
+def _sleep_until(deadline: float, stop: threading.Event) -> None:
+    """Sleep in steps until `deadline` (monotonic) or a stop request.
+
+    Polls instead of `stop.wait()`: the signal handler sets `stop`, and a handler that
+    runs while this thread holds the event's lock inside `wait()` would deadlock.
+    """
+    while not stop.is_set() and (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(left, SLEEP_STEP))
+
+
+class Poller:
+    """Waits out the interval: SQLite, or any database without LISTEN/NOTIFY."""
+
+    def wait(self, deadline: float, stop: threading.Event, *, not_before: float = 0.0) -> bool:
+        _sleep_until(deadline, stop)
+        return False
+
+    def close(self) -> None:
+        pass
+
+
+class DueListener:
+    """A dedicated connection LISTENing on `CHANNEL` for one `runtick --loop` process.
+
+    Waits in slices of at most `SLEEP_STEP`, so a stop request ends a wait promptly. A
+    lost connection is logged, the loop goes on polling, and the connection is opened
+    again after a backoff (`RECONNECT_FIRST` doubling to `RECONNECT_MAX`); the first
+    wait on a new connection ends at once (after `not_before`), for rows announced while
+    nobody listened.
+    """
+
+    def __init__(self, alias: str) -> None:
+        self.alias = alias
+        self.conn: psycopg.Connection[Any] | None = None
+        self.connected_at = 0.0
+        self.retry_at = 0.0  # monotonic: when to try connecting again
+        self.backoff = RECONNECT_FIRST
+        self.due: list[float] = []  # heap of announced due times (monotonic) not yet served
+
+    def connect(self) -> bool:
+        """Open the connection and LISTEN; False (logged, retried later) when that fails."""
+        import psycopg
+        from psycopg import sql
+
+        params = connections[self.alias].get_connection_params()
+        for name, value in {"connect_timeout": CONNECT_TIMEOUT, **KEEPALIVES}.items():
+            params.setdefault(name, value)  # the site's own OPTIONS win
+        params.update(autocommit=True, application_name=LISTENER_NAME)
+        try:
+            conn = psycopg.connect(**params)
+            try:
+                conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(CHANNEL)))
+            except BaseException:
+                conn.close()
+                raise
+        except psycopg.Error as exc:
+            self._schedule_retry(f"cannot LISTEN ({exc})")
+            return False
+        self.conn, self.connected_at = conn, time.monotonic()
+        return True
+
+    def wait(self, deadline: float, stop: threading.Event, *, not_before: float = 0.0) -> bool:
+        woken = False
+        while not stop.is_set():
+            now = time.monotonic()
+            target = deadline if not self.due else min(deadline, max(self.due[0], not_before))
+            if now >= target:
+                woken = target < deadline
+                break
+            step = min(target - now, SLEEP_STEP)
+            if self.conn is None and now >= self.retry_at and self.connect():
+                self._remember(now)  # rows announced while nobody listened: look at once
+            elif self.conn is None:
+                time.sleep(step)
+            else:
+                self._receive(step)
+        self._receive(0)  # what is already queued is served by the tick about to start
+        self._served(time.monotonic() + DUE_GRACE)
+        return woken and not stop.is_set()
+
+    def close(self) -> None:
+        if self.conn is not None:
+            with contextlib.suppress(Exception):
+                self.conn.close()
+            self.conn = None
+
+    def _receive(self, timeout: float) -> None:
+        """Take the notifications arriving within `timeout` s (returns at the first one)."""
+        if self.conn is None:
+            return
+        import psycopg
+
+        try:
+            for notify in self.conn.notifies(timeout=timeout, stop_after=1):
+                self._remember(self._due_time(notify.payload))
+        except psycopg.Error as exc:
+            self.close()
+            self._schedule_retry(f"lost the LISTEN connection ({exc})")
+
+    @staticmethod
+    def _due_time(payload: str) -> float:
+        """An announced due time on this process's monotonic clock (now when empty or unreadable)."""
+        now = time.monotonic()
+        try:
+            at = float(payload) if payload else None
+        except ValueError:
+            at = None
+        return now if at is None else now + max(at - time.time(), 0.0) + DUE_GRACE
+
+    def _remember(self, due: float) -> None:
+        if len(self.due) < MAX_PENDING:
+            heapq.heappush(self.due, due)
+
+    def _served(self, until: float) -> None:
+        while self.due and self.due[0] <= until:
+            heapq.heappop(self.due)
+
+    def _schedule_retry(self, why: str) -> None:
+        now = time.monotonic()
+        if self.connected_at and now - self.connected_at >= RECONNECT_MAX:
+            self.backoff = RECONNECT_FIRST  # it had been up a while: a fresh failure
+        self.connected_at = 0.0
+        self.retry_at = now + self.backoff
+        logger.warning("runtick --loop %s; polling, next attempt in %gs", why, self.backoff)
+        self.backoff = min(self.backoff * 2, RECONNECT_MAX)

@@ -1,0 +1,221 @@
+"""Claimed rows on their way to a worker: batches, jobs, and one queue per target.
+
+A stuck endpoint must not hold every worker while rows to healthy ones wait, and a
+burst to one receiver must not open every connection the tick has to it, so rows queue
+per target (webhook host, or email), a free worker takes the target with the fewest
+rows in flight, and no target has more than NOTIFICATIONS_TARGET_CONCURRENCY in flight.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import Counter, deque
+from collections.abc import Callable, Container
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from notifications.channels import ChannelResult, Firing
+from notifications.models import DeliveryAttempt, Notification
+from notifications.services import Outcome
+
+# One worker in this many (at least one) is never given to a single target while the tick
+# may still claim rows for others, so rows behind a stuck endpoint leave workers free.
+RESERVED_WORKER_RATIO = 4
+
+
+@dataclass(eq=False)
+class Batch:
+    """One claim: its token fences the write-back, done when every row has an outcome."""
+
+    token: uuid.UUID
+    now: datetime
+    left: int
+    outcomes: list[Outcome] = field(default_factory=list)
+    attempts: list[DeliveryAttempt] = field(default_factory=list)
+
+    def add(self, outcome: Outcome, attempts: list[DeliveryAttempt]) -> bool:
+        """File one row's outcome; True once the batch is complete."""
+        self.outcomes.append(outcome)
+        self.attempts.extend(attempts)
+        self.left -= 1
+        return not self.left
+
+
+@dataclass(eq=False)
+class Job:
+    """One claimed row on its way through a worker.
+
+    Whoever first takes `settled` (a non-blocking lock) reports the row's outcome: the
+    worker when the send returns, or the tick's monitor when the send has overrun its
+    deadline; the other side then drops what it has.
+    """
+
+    batch: Batch
+    row: Notification
+    target: str
+    firing: Firing | None = None  # set by the worker once validation passed and sending begins
+    started: float = 0.0  # monotonic time the worker began the row (set by the dispatcher)
+    results: dict[str, ChannelResult] = field(default_factory=dict)  # channels finished so far
+    # channel -> where it delivers (`notifications.flow.targets`), for the firing's spans
+    targets: dict[str, str] = field(default_factory=dict)
+    settled: threading.Lock = field(default_factory=threading.Lock)
+
+    def settle(self) -> bool:
+        """Take the one right to report this row's outcome; False if it is taken."""
+        return self.settled.acquire(blocking=False)
+
+
+class Dispatcher:
+    """Claimed rows waiting for a worker, one queue per target; thread-safe.
+
+    A free worker takes the oldest row of the target with the fewest rows in flight.
+    No target ever has more than `target_cap` rows in flight (a burst to one receiver
+    opens at most that many connections to it). While the tick may still claim rows for
+    other targets, no target holds more than `cap` workers either (three quarters of
+    them), so rows behind a stuck endpoint leave workers free and the tick claims
+    further; `set_capped(False)` lifts that second limit when it cannot.
+    """
+
+    def __init__(self, workers: int, target_cap: int | None = None, *, paused: Container[str] = frozenset()) -> None:
+        self.workers = workers
+        self.paused = paused  # targets no row may start to now (the breaker's tripped ones; read, never written)
+        self.cap = max(1, workers - max(1, workers // RESERVED_WORKER_RATIO))
+        self.target_cap = target_cap or workers
+        self._cond = threading.Condition()
+        self._queues: dict[str, deque[Job]] = {}
+        self._running: Counter[str] = Counter()
+        self._held: Counter[str] = Counter()  # rows per target, waiting or running
+        self._started: set[Job] = set()  # rows a worker is delivering
+        self._limit = min(self.cap, self.target_cap)  # rows in flight per target now
+        self._closed = False
+        self.waiting = 0  # rows queued (read without the lock: a hint)
+        self.idle = 0  # workers waiting for a row
+
+    def put(self, jobs: list[Job]) -> None:
+        with self._cond:
+            for job in jobs:
+                self._queues.setdefault(job.target, deque()).append(job)
+                self._held[job.target] += 1
+            self.waiting += len(jobs)
+            self._cond.notify(min(len(jobs), self.idle))
+
+    def take(self, finished: Job | None = None) -> Job | None:
+        """Block until a row may start; None once the dispatcher is closed.
+
+        A worker passes the row it just finished (one lock round trip instead of two).
+        """
+        with self._cond:
+            if finished is not None:
+                # No wake-up for another worker: only this row's target can have become
+                # startable (workers idle only while no target is), and this one picks next.
+                self._finish(finished)
+            while not self._closed:
+                target = self._pick()
+                if target is not None:
+                    jobs = self._queues[target]
+                    job = jobs.popleft()
+                    if not jobs:
+                        del self._queues[target]
+                    self._running[target] += 1
+                    self._started.add(job)
+                    self.waiting -= 1
+                    job.started = time.monotonic()
+                    return job
+                self.idle += 1
+                self._cond.wait()
+                self.idle -= 1
+            return None
+
+    def done(self, job: Job) -> None:
+        """A row finished outside a worker's `take` (the monitor gave up on it)."""
+        with self._cond:
+            self._finish(job)
+            if self.idle and self.waiting:
+                self._cond.notify()  # its target may start its next row
+
+    def _finish(self, job: Job) -> None:
+        self._running[job.target] -= 1
+        self._release(job.target, 1)
+        self._started.discard(job)
+
+    def _release(self, target: str, rows: int) -> None:
+        left = self._held[target] - rows
+        if left > 0:
+            self._held[target] = left
+        else:
+            del self._held[target]  # so that busiest() looks at targets with rows only
+
+    def _pick(self) -> str | None:
+        best, best_running = None, 0
+        limit = self._limit
+        for target in self._queues:
+            running = self._running[target]
+            if running >= limit or target in self.paused:
+                continue
+            if best is None or running < best_running:
+                best, best_running = target, running
+                if running == 0:
+                    break
+        return best
+
+    def overdue(self, before: float) -> list[Job]:
+        """Rows whose delivery started before `before` and is still running."""
+        with self._cond:
+            return [job for job in self._started if job.started < before]
+
+    def starved(self) -> bool:
+        """Workers are free although rows wait: every waiting row's target is at its cap."""
+        with self._cond:
+            return len(self._started) < self.workers and self.waiting > 0 and self._pick() is None
+
+    def busiest(self) -> int:
+        """The most rows one target has, waiting or in flight (what bounds the next claim)."""
+        with self._cond:
+            return max(self._held.values(), default=0)
+
+    def useful_workers(self) -> int:
+        """Workers the rows held can keep busy: up to `target_cap` per target, `workers` in all."""
+        with self._cond:
+            return min(self.workers, sum(min(rows, self.target_cap) for rows in self._held.values()))
+
+    def set_capped(self, capped: bool) -> None:
+        with self._cond:
+            limit = min(self.cap, self.target_cap) if capped else self.target_cap
+            if limit != self._limit:
+                self._limit = limit
+                self._cond.notify_all()
+
+    def withdraw(self, doomed: Callable[[Job], bool]) -> list[Job]:
+        """Take the waiting rows `doomed` picks out (their target's circuit is opening)."""
+        with self._cond:
+            taken: list[Job] = []
+            for target in list(self._queues):
+                queued = self._queues[target]
+                kept = deque(job for job in queued if not doomed(job))
+                if len(kept) == len(queued):
+                    continue
+                taken += [job for job in queued if doomed(job)]
+                self._release(target, len(queued) - len(kept))
+                if kept:
+                    self._queues[target] = kept
+                else:
+                    del self._queues[target]
+            self.waiting -= len(taken)
+            return taken
+
+    def drain(self) -> list[Job]:
+        """Take every waiting row out (the tick is stopping: they are released)."""
+        with self._cond:
+            jobs = [job for jobs in self._queues.values() for job in jobs]
+            for target, queued in self._queues.items():
+                self._release(target, len(queued))
+            self._queues.clear()
+            self.waiting = 0
+            return jobs
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()

@@ -1,0 +1,169 @@
+"""The worker threads of a tick: take a claimed row, send its channels under their
+deadline, hand back its outcome.
+
+Nothing here reaches the database (an import-linter contract of `make check` says so):
+what a row's results come to, and the breaker's view of them, are the tick's own
+callables (`record`, `internal_error`, `watch`), which work on the row in memory.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
+from typing import TYPE_CHECKING
+
+from django.utils import timezone
+
+from notifications.channels import Channel, ChannelResult, ErrorClass, Firing
+
+if TYPE_CHECKING:
+    from notifications.models import DeliveryAttempt
+    from notifications.services import Outcome
+    from notifications.tick.dispatch import Dispatcher, Job
+
+logger = logging.getLogger("notifications.tick")
+
+# Extra wait beyond CHANNEL_TIMEOUT before a channel that ignores its deadline (a
+# backend with no timeout of its own) is reported as timed out and left behind.
+DEADLINE_GRACE = 1.0
+# Threads for a row's further channels, per worker. A worker sends a row's first channel
+# itself and the other (a row has two at most) through this pool, so one thread per
+# worker is busy at a time; the second is for sends the monitor left behind past their
+# deadline, which keep their thread until they return.
+CHANNEL_THREADS_PER_WORKER = 2
+# What a worker (or the monitor) hands back for one row.
+Reported = tuple["Job", "Outcome", "list[DeliveryAttempt]"]
+
+
+class Workers:
+    """The threads that deliver a tick's rows, started as claimed rows need them."""
+
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        results: queue.SimpleQueue[Reported],
+        channels: dict[str, Channel],
+        *,
+        timeout: float,
+        concurrency: int,
+        record: Callable[[Job, list[ChannelResult]], tuple[Outcome, list[DeliveryAttempt]]],
+        internal_error: Callable[[Job, Exception], Outcome],
+        watch: Callable[[Job, Outcome], None],
+    ) -> None:
+        self.dispatcher = dispatcher
+        self.results = results
+        self.channels = channels
+        self.timeout = timeout
+        self.record = record
+        self.internal_error = internal_error
+        self.watch = watch
+        self.pool = ThreadPoolExecutor(
+            CHANNEL_THREADS_PER_WORKER * concurrency, thread_name_prefix="notifications-send"
+        )
+        self.names = itertools.count()
+
+    def start(self) -> None:
+        threading.Thread(
+            target=self.work,
+            name=f"notifications-row-{next(self.names)}",
+            daemon=True,  # a worker stuck past every deadline must not keep the process alive
+        ).start()
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+    def work(self) -> None:
+        """A worker thread: take a row, deliver it, hand back its outcome. No database.
+
+        Returns (ending the thread) when the dispatcher closes, or when the monitor gave
+        up on its row: a replacement has been started by then.
+        """
+        finished = None
+        while (job := self.dispatcher.take(finished)) is not None:
+            finished = None
+            reported = self.attempt(job)
+            if reported is None:
+                return  # the monitor reported this row as timed out
+            self.hand_back(job, *reported)
+            finished = job  # marked done by the next take()
+
+    def hand_back(self, job: Job, outcome: Outcome, attempts: list[DeliveryAttempt]) -> None:
+        """Hand a delivered row's outcome to the tick, telling the breaker first, in this
+        thread: no further send to a target failing again and again starts meanwhile."""
+        self.watch(job, outcome)
+        self.results.put((job, outcome, attempts))
+
+    def attempt(self, job: Job) -> tuple[Outcome, list[DeliveryAttempt]] | None:
+        """Deliver one row: its outcome and delivery records, or None when
+        the monitor settled the row first. Whoever settles a job computes its outcome
+        (which changes the row in memory); the other side drops what it has.
+
+        Rows reach it validated and due to go (`hold_back`)."""
+        mine = False
+        try:
+            job.firing = Firing(
+                job.row, str(job.row.firing_id), timezone.now(), job.row.owed_channels, targets=job.targets
+            )
+            channel_results = self.deliver(job)
+            mine = job.settle()
+            if not mine:
+                return None
+            return self.record(job, channel_results)
+        except Exception as exc:  # noqa: BLE001 - logged by internal_error()
+            if not mine and not job.settle():
+                return None
+            return self.internal_error(job, exc), []
+
+    def deliver(self, job: Job) -> list[ChannelResult]:
+        """The row's channels in parallel: the first in this thread, any others in the pool.
+
+        A send that ignores its own deadline (a hanging DNS lookup, an email backend
+        with no timeout) is not waited for: the tick's monitor reports the row as timed
+        out at CHANNEL_TIMEOUT + DEADLINE_GRACE and starts another worker.
+        """
+        firing = job.firing
+        assert firing is not None
+        first, *others = firing.channels
+        futures = {self.pool.submit(self.channels[name].send, firing): name for name in others}
+        job.results[first] = self.channels[first].send(firing)
+        if futures:
+            remaining = job.started + self.timeout + DEADLINE_GRACE - time.monotonic()
+            done, _ = wait(futures, timeout=max(remaining, 0))
+            for future, name in futures.items():
+                if future in done:
+                    job.results[name] = future.result()
+                else:
+                    future.cancel()
+        return [job.results.get(name) or self.timed_out(name) for name in firing.channels]
+
+    def abandon_overdue(self) -> list[Job]:
+        """Report rows whose sends overran every deadline as timed out; return them."""
+        abandoned = []
+        for job in self.dispatcher.overdue(time.monotonic() - self.timeout - DEADLINE_GRACE):
+            if not job.settle():
+                continue  # its worker is reporting it right now
+            try:
+                outcome, attempts = self.overran(job)
+            except Exception as exc:  # noqa: BLE001 - logged by internal_error()
+                outcome, attempts = self.internal_error(job, exc), []
+            logger.warning("notification %s: a send overran its deadline; left behind", job.row.pk)
+            self.dispatcher.done(job)
+            self.hand_back(job, outcome, attempts)
+            abandoned.append(job)
+        return abandoned
+
+    def overran(self, job: Job) -> tuple[Outcome, list[DeliveryAttempt]]:
+        """A row whose worker is stuck: what finished counts, the rest timed out."""
+        if job.firing is None:  # stuck before sending (validation): nothing went out
+            raise TimeoutError(f"not started within {self.timeout:g}s")
+        return self.record(job, [job.results.get(name) or self.timed_out(name) for name in job.firing.channels])
+
+    def timed_out(self, name: str) -> ChannelResult:
+        return ChannelResult(
+            name, f"{name}: timed out after {self.timeout:g}s", ErrorClass.TRANSIENT, duration=self.timeout
+        )
