@@ -66,6 +66,14 @@ def configure(*, tracer_provider: Any = None, meter_provider: Any = None) -> Non
 
 
 def _tracer() -> Any:
+    """The app's tracer; None without opentelemetry, or while no provider is set (the API's
+    proxy would hand out no-op spans: skipping them spares each delivery their cost)."""
+    if otel_trace is None:
+        return None
+    if "tracer_provider" not in _overrides and isinstance(
+        otel_trace.get_tracer_provider(), otel_trace.ProxyTracerProvider
+    ):
+        return None
     tracer = _instruments.get("tracer")
     if tracer is None and otel_trace is not None:
         with _lock:
