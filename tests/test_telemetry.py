@@ -15,8 +15,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from notifications import telemetry
-from notifications.health.telemetry import instrument
 from notifications.api import run_tick, schedule
+from notifications.health.telemetry import instrument
 from notifications.models import Target
 from tests.servers import Reply
 
