@@ -1,26 +1,38 @@
 # The two commands of the README:
-#   make run    set up .venv, migrate the SQLite database, serve the admin, start the demo
-#               (a login, sample notifications, a local webhook sink) and tick every 10 s;
+#   make run    set up .venv with requirements.txt alone (the product and the demo), migrate
+#               the SQLite database, serve the admin, start the demo (a login, sample
+#               notifications, a local webhook sink) and tick every 10 s;
 #               PORT=8001 make run (or make run PORT=8001) serves on another port; the first
 #               run copies .env.example to .env (DEBUG on, for this checkout)
-#   make test   set up .venv, run the whole suite on SQLite, then on the local PostgreSQL,
-#               then lint, mypy and Django's checks, then Python 3.13 + Django 6.x through tox
+#   make test   add requirements-dev.txt to .venv, run the whole suite on SQLite, then on the
+#               local PostgreSQL, then lint, mypy and Django's checks, then Python 3.13 +
+#               Django 6.x through tox
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
+# pytest-xdist workers per pass: most of the suite waits (on sockets, child processes,
+# deadlines), so more workers than this machine's 2 cores pay off; each has its own database.
+TEST_WORKERS ?= 4
 
-.PHONY: setup run test test-sqlite test-postgres test-matrix lint check bench
+.PHONY: setup setup-run run test test-sqlite test-postgres test-matrix lint check bench
 
+# `make run` installs what the product and the demo need (requirements.txt); `make test`
+# and the other targets add the development toolchain (requirements-dev.txt).
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements-dev.txt
+setup-run: $(VENV)/.installed-run
+
+$(VENV)/.installed-run: requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	touch $@
 
-run: setup .env
+$(VENV)/.installed: $(VENV)/.installed-run requirements-dev.txt bench/requirements.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	touch $@
+
+run: setup-run .env
 	$(PY) manage.py migrate --no-input --skip-checks
 	$(PY) manage.py runserver $(PORT) --noreload --insecure --skip-checks & server=$$!; \
 	trap 'kill $$server 2>/dev/null' EXIT INT TERM; \
@@ -33,15 +45,15 @@ run: setup .env
 test: setup test-sqlite test-postgres check test-matrix
 
 test-sqlite: setup
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS)
 
 test-postgres: setup
-	$(PY) -m pytest --ds=tests.settings_postgres
+	$(PY) -m pytest -n $(TEST_WORKERS) --ds=tests.settings_postgres
 
 # The version matrix (tox.ini): .venv above is Python 3.11 + Django 5.2 on SQLite and
 # PostgreSQL; here the newest Python 3.13/3.12 found + the newest Django 6.x, on SQLite.
 test-matrix: setup
-	$(PY) -m tox run -e django6 --discover "$$(.ci/find-python 3.13 3.12)"
+	$(PY) -m tox run -e django6 --discover "$$(.ci/find-python 3.13 3.12)" -- -n $(TEST_WORKERS)
 
 check: setup
 	$(PY) -m ruff check .

@@ -26,7 +26,7 @@ A bad value is reported here rather than by a crash mid-tick.
 | E018 | TARGET_CONCURRENCY is not a positive integer |
 | E019 | CIRCUIT_BREAKER is not a dict of failures, cooldown and max_cooldown |
 | E020 | RATE_LIMITS is not a dict of target -> "N/s,N/m,N/h,N/d" |
-| E021 | WEBHOOK_SECRET is set but holds no key (webhooks without a secret of their own are held) |
+| E021 | WEBHOOK_SECRET is set but holds no key, or is None (webhooks without a secret of their own are held) |
 | W001 | BACKOFF has fewer steps than MAX_RETRIES - 1 |
 | W002 | the SMTP backend is in use and its timeout (EMAIL_TIMEOUT, or the default mailer's) is unset |
 | W003 | django_crontab is installed but there is no `crontab` binary |
@@ -189,7 +189,8 @@ def _check_lease() -> Messages:
 
 def _check_secrets() -> Messages:
     secret = app_settings.WEBHOOK_SECRET
-    secrets = [secret] if isinstance(secret, str) else secret
+    # None: `os.environ.get("NOTIFICATIONS_WEBHOOK_SECRET")` without its variable; no key, as "" is.
+    secrets = [secret] if isinstance(secret, str) else [] if secret is None else secret
     if not isinstance(secrets, (list, tuple)) or not all(isinstance(s, str) for s in secrets):
         return [
             checks.Error(
@@ -214,8 +215,9 @@ def _check_secrets() -> Messages:
         # in an environment file): nothing can be signed with the site's key.
         return [
             checks.Error(
-                "NOTIFICATIONS_WEBHOOK_SECRET is set but holds no key: webhooks without a webhook_secret "
-                "of their own cannot be signed, and the tick holds them (no retry spent) until a key is set.",
+                "NOTIFICATIONS_WEBHOOK_SECRET holds no key (its environment variable unset or blank?): webhooks "
+                "without a webhook_secret of their own cannot be signed, and are held (no retry spent) until a key "
+                "is set.",
                 hint=f"Set a key, or remove the setting if every webhook row carries its own. {KEY_HINT}",
                 id="notifications.E021",
             )
@@ -315,12 +317,17 @@ def check_email(app_configs: Any = None, **kwargs: Any) -> Messages:
 @checks.register()
 def check_crontab(app_configs: Any = None, **kwargs: Any) -> Messages:
     """`manage.py crontab add` writes through the `crontab` binary; without it nothing ticks."""
-    if not apps.is_installed("django_crontab") or shutil.which("crontab"):
+    executable = getattr(settings, "CRONTAB_EXECUTABLE", None)  # django-crontab's own setting
+    if not apps.is_installed("django_crontab") or shutil.which(executable or "crontab"):
         return []
+    where = (
+        f"CRONTAB_EXECUTABLE ({executable!r}) is not an executable"
+        if executable
+        else "there is no `crontab` binary on PATH"
+    )
     return [
         checks.Warning(
-            "django_crontab is in INSTALLED_APPS but there is no `crontab` binary on PATH, so "
-            "`manage.py crontab add` cannot install the tick.",
+            f"django_crontab is in INSTALLED_APPS but {where}, so `manage.py crontab add` cannot install the tick.",
             hint="Install cron (Debian/Ubuntu: apt install cron), or run `manage.py runtick --loop 60` under "
             "your process supervisor and remove django_crontab from INSTALLED_APPS.",
             id="notifications.W003",

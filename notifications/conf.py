@@ -159,7 +159,10 @@ def quiet_hours() -> str:
 
 
 def parse_secrets(value: Any) -> tuple[str, ...] | None:
-    """The non-blank secrets of NOTIFICATIONS_WEBHOOK_SECRET; None unless a string or a list of strings."""
+    """The non-blank secrets of NOTIFICATIONS_WEBHOOK_SECRET; None unless a string, a list of strings or
+    None (no key, as blank is: `os.environ.get(...)` of a variable that is not set)."""
+    if value is None:
+        return ()
     if isinstance(value, str):
         return (value,) if value else ()
     if not isinstance(value, (list, tuple)) or not all(isinstance(s, str) for s in value):

@@ -45,7 +45,7 @@ def on_postgres() -> bool:
 @pytest.fixture
 def webhook_server():
     """A real HTTP server on loopback; set `.reply` or `.responder` to shape answers."""
-    from tests.servers import WebhookServer
+    from tests.support.servers import WebhookServer
 
     server = WebhookServer()
     yield server
@@ -75,7 +75,7 @@ def make_row(db):
 @pytest.fixture
 def children(transactional_db):
     """Starts `manage.py runtick` child processes against the test database; stops them after."""
-    from tests.processes import Children
+    from tests.support.processes import Children
 
     started = Children()
     yield started
@@ -84,8 +84,8 @@ def children(transactional_db):
 
 @pytest.fixture
 def hostile():
-    """Makes misbehaving local servers (tests/hostile_servers.py); closes them after."""
-    from tests.hostile_servers import HostileServer
+    """Makes misbehaving local servers (tests/support/hostile_servers.py); closes them after."""
+    from tests.support.hostile_servers import HostileServer
 
     servers: list[HostileServer] = []
 

@@ -16,8 +16,8 @@ from django.utils import timezone
 
 from notifications.api import requeue, run_tick
 from notifications.models import DeliveryAttempt, Notification
-from tests.admin_forms import change_form, change_url
-from tests.queue_states import SECRET, make, one_of_each
+from tests.support.admin_forms import change_form, change_url
+from tests.support.queue_states import SECRET, make, one_of_each
 
 CHANGELIST = "/admin/notifications/notification/"
 ATTEMPTS = "/admin/notifications/deliveryattempt/"
@@ -179,7 +179,7 @@ def test_hostile_last_error_is_escaped_everywhere(admin_client, webhook_server):
     Notification.objects.filter(pk=direct.pk).update(last_error="webhook: HTTP 500 <img src=x onerror=alert(1)>")
     # A webhook receiver answering with a hostile body and reason: whatever of it reaches
     # the error text and the delivery history must stay text.
-    from tests.servers import Reply
+    from tests.support.servers import Reply
 
     webhook_server.reply = Reply(status=500, body=payload.encode(), headers={"Content-Type": "text/html"})
     hooked = make("due", channels=["webhook"], email_to="", webhook_url=webhook_server.url())

@@ -13,8 +13,8 @@ from django.utils import timezone
 from notifications import services
 from notifications.api import purge, requeue, run_tick
 from notifications.models import DeliveryAttempt, Notification, State
-from tests.admin_forms import CHANGELIST, list_action, staff, texts
-from tests.queue_states import make, one_of_each
+from tests.support.admin_forms import CHANGELIST, list_action, staff, texts
+from tests.support.queue_states import make, one_of_each
 
 pytestmark = pytest.mark.django_db
 

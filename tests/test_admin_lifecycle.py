@@ -13,8 +13,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from notifications.models import Notification, State
-from tests.admin_forms import CHANGELIST, change_url, list_action, staff, texts
-from tests.queue_states import make, one_of_each
+from tests.support.admin_forms import CHANGELIST, change_url, list_action, staff, texts
+from tests.support.queue_states import make, one_of_each
 
 ACTIONS = ("requeue", "run_now", "pause", "resume", "purge")
 PAUSED_NOTE = " Paused rows send nothing until resumed."

@@ -14,7 +14,7 @@ from django.core import mail
 
 from notifications.api import run_tick, schedule
 from notifications.models import Notification
-from tests.admin_forms import change_form, change_url
+from tests.support.admin_forms import change_form, change_url
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.processes import run_benchmark
+from tests.support.processes import run_benchmark
 
 SCENARIOS = [
     "sink ceiling",

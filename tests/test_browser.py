@@ -20,7 +20,7 @@ from django.db import connection
 from django.utils import timezone
 
 from notifications.models import DeliveryAttempt, Notification, State, TickRun
-from tests.queue_states import SECRET, make
+from tests.support.queue_states import SECRET, make
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")

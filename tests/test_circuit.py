@@ -228,13 +228,12 @@ def test_open_by_hand_holds_until_closed_by_hand(make_row, webhook_server, clock
 
 @pytest.mark.django_db(transaction=True)
 @override_settings(NOTIFICATIONS_CIRCUIT_BREAKER=BREAKER)
-def test_admin_lists_targets_and_acts(client, make_row, webhook_server):
+def test_admin_lists_targets_and_acts(client, admin_user, make_row, webhook_server):
     key = key_of(webhook_server)
     open_by_hand(key)
     hooks(make_row, webhook_server.url(), 3)
     run_tick()
-    admin = User.objects.create_superuser("root", "root@example.com", "pw")
-    client.force_login(admin)
+    client.force_login(admin_user)
     url = reverse("admin:notifications_target_changelist")
     page = client.get(url)
     assert page.status_code == 200

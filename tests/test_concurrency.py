@@ -10,8 +10,8 @@ from django.db import connection
 from django.utils import timezone
 
 from notifications.models import Notification
-from tests.processes import claim_gate
-from tests.servers import Reply
+from tests.support.processes import claim_gate
+from tests.support.servers import Reply
 
 ROWS = 300
 PROCESSES = 4

@@ -21,7 +21,7 @@ from django.utils import timezone
 from notifications.api import run_tick, schedule
 from notifications.models import DeliveryAttempt, Notification
 from notifications.services import CONFIGURATION_HOLD
-from tests.queue_states import SECRET
+from tests.support.queue_states import SECRET
 
 pytestmark = pytest.mark.django_db
 
@@ -40,15 +40,20 @@ def secret_messages() -> list[tuple[str, str]]:
 # --- manage.py check -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("empty", ["", [], [""], ("", "")], ids=["blank", "no keys", "a blank key", "blank keys"])
+@pytest.mark.parametrize(
+    "empty",
+    ["", [], [""], ("", ""), None],
+    ids=["blank", "no keys", "a blank key", "blank keys", "None (os.environ.get of a missing variable)"],
+)
 def test_a_site_secret_set_but_empty_is_an_error(empty):
     with override_settings(NOTIFICATIONS_WEBHOOK_SECRET=empty):
-        found = [m for m in checks.run_checks() if m.id == "notifications.E021"]
+        found = [m for m in checks.run_checks() if m.id in ("notifications.E009", "notifications.E021")]
     (error,) = found
+    assert error.id == "notifications.E021"
     assert error.level == checks.ERROR
     assert error.msg == (
-        "NOTIFICATIONS_WEBHOOK_SECRET is set but holds no key: webhooks without a webhook_secret of their own "
-        "cannot be signed, and the tick holds them (no retry spent) until a key is set."
+        "NOTIFICATIONS_WEBHOOK_SECRET holds no key (its environment variable unset or blank?): webhooks without a "
+        "webhook_secret of their own cannot be signed, and are held (no retry spent) until a key is set."
     )
     assert error.hint.startswith("Set a key, or remove the setting if every webhook row carries its own. Generate one")
 
@@ -108,6 +113,17 @@ def test_the_first_tick_after_the_key_is_set_sends_them(webhook_server):
     (received,) = webhook_server.received
     assert received.headers["webhook-signature"].startswith("v1,")
     assert not Notification.objects.filter(pk=row.pk).exists()
+
+
+@override_settings(NOTIFICATIONS_WEBHOOK_SECRET=None)
+def test_a_none_site_key_holds_them_as_a_blank_one_does(webhook_server):
+    row = schedule(channels=["webhook"], webhook_url=webhook_server.url())
+    outcomes = []
+    run_tick(on_outcome=outcomes.append)
+    (outcome,) = outcomes
+    assert outcome.detail == f"held: {NO_KEY}"
+    assert Notification.objects.get(pk=row.pk).error_count == 0
+    assert webhook_server.received == []
 
 
 @override_settings(NOTIFICATIONS_WEBHOOK_SECRET=["whsec_not*base64"])

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from notifications.api import run_tick
 from notifications.models import Notification
-from tests.servers import Reply
+from tests.support.servers import Reply
 
 ROWS = 5
 # A short lease so the test waits seconds, not minutes. The system check wants

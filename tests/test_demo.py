@@ -14,7 +14,7 @@ from django.conf import settings
 from django.contrib.auth import authenticate
 
 from notifications.models import Notification
-from tests.processes import REPO, child_env
+from tests.support.processes import REPO, child_env
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,6 @@ from datetime import timedelta
 from email.utils import formatdate
 
 import pytest
-from django.contrib.auth.models import User
 from django.test import override_settings
 from django.utils import timezone
 
@@ -20,8 +19,8 @@ from notifications.channels import ErrorClass
 from notifications.channels.webhook import guard
 from notifications.channels.webhook.channel import classify_status, parse_retry_after
 from notifications.models import DeliveryAttempt, Notification
-from tests.mail_doubles import BACKEND, REFUSED_TO
-from tests.servers import Reply
+from tests.support.mail_doubles import BACKEND, REFUSED_TO
+from tests.support.servers import Reply
 
 pytestmark = pytest.mark.django_db
 
@@ -237,11 +236,11 @@ def test_a_permanent_and_a_transient_failure_together_are_retried(webhook_server
     assert row.next_fire_at == now + timedelta(seconds=60)  # BACKOFF[0]: a retry can help the webhook
 
 
-def test_the_admin_shows_and_filters_by_error_class(client, webhook_server, now):
+def test_the_admin_shows_and_filters_by_error_class(client, admin_user, webhook_server, now):
     webhook_server.reply = Reply(status=410)
     gone = schedule(channels=["webhook"], webhook_url=webhook_server.url(), fire_at=now)
     run_tick(now=now)
-    client.force_login(User.objects.create_superuser("admin", "admin@example.com", "pw"))
+    client.force_login(admin_user)
 
     page = client.get("/admin/notifications/deliveryattempt/", {"error_class": "permanent"})
     assert page.status_code == 200

@@ -23,7 +23,7 @@ from notifications import signals
 from notifications.api import requeue, run_now, run_tick, schedule
 from notifications.models import DeliveryAttempt, Notification, TickRun
 from notifications.models.states import State
-from tests.servers import Reply
+from tests.support.servers import Reply
 
 pytestmark = pytest.mark.django_db
 

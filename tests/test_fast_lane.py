@@ -22,7 +22,7 @@ from django.utils import timezone
 from notifications.api import requeue, schedule
 from notifications.models import Notification
 from notifications.services import wake
-from tests.processes import run_benchmark
+from tests.support.processes import run_benchmark
 
 LOOP_INTERVAL = "60"  # far beyond every wait below: a delivery in time was woken, not polled
 PROMPT = 5.0  # seconds: generous for "within a second" on a shared machine

@@ -21,7 +21,7 @@ from notifications import services
 from notifications.api import run_tick
 from notifications.health.queue import humanize, queue_health
 from notifications.models import DeliveryAttempt, Notification, State, TickRun
-from tests.queue_states import make, one_of_each
+from tests.support.queue_states import make, one_of_each
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,7 +14,7 @@ from notifications.api import run_tick, schedule
 from notifications.channels import ErrorClass, Firing
 from notifications.channels.webhook.channel import WebhookChannel
 from notifications.models import DeliveryAttempt, Notification
-from tests.hostile_servers import FIFTY_MB
+from tests.support.hostile_servers import FIFTY_MB
 
 TIMEOUT = 2  # tests/settings.py: NOTIFICATIONS_CHANNEL_TIMEOUT
 SLACK = 3  # generous: the machine is shared; the bound proves "inside the deadline", not speed

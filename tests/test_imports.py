@@ -262,7 +262,7 @@ HEAVY = [
 RECEIVE = """
 import json, sys
 from notifications.receiving import verify
-from tests import vectors
+from tests.support import vectors
 
 headers = {
     "webhook-id": vectors.MSG_ID,

@@ -20,7 +20,7 @@ from django.db import connection
 
 from notifications.models import Notification
 from notifications.models.validation import KEY_TAKEN
-from tests.processes import REPO, child_env, claim_gate
+from tests.support.processes import REPO, child_env, claim_gate
 
 PROCESSES = 4
 KEY = "invoice-7-reminder"
@@ -30,11 +30,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 class Child:
-    """One `python -m tests.schedule_child` process; its stdout lines are collected as they come."""
+    """One `python -m tests.support.schedule_child` process; its stdout lines are collected as they come."""
 
     def __init__(self, arguments: dict) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.schedule_child", json.dumps(arguments)],
+            [sys.executable, "-m", "tests.support.schedule_child", json.dumps(arguments)],
             cwd=REPO,
             env=child_env(),
             stdin=subprocess.PIPE,

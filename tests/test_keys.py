@@ -22,7 +22,7 @@ from django.utils import timezone
 from notifications.api import cancel, run_tick, schedule
 from notifications.models import DeliveryAttempt, Notification, State
 from notifications.models.validation import KEY_TAKEN
-from tests.servers import Received, Reply
+from tests.support.servers import Received, Reply
 
 NOW = datetime(2030, 1, 15, 12, 0, tzinfo=UTC)
 HOUR = timedelta(hours=1)

@@ -18,7 +18,7 @@ import pytest
 from django.db import connection
 
 from notifications.services import wake
-from tests.processes import Runtick
+from tests.support.processes import Runtick
 
 pytestmark = pytest.mark.slow
 

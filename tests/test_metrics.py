@@ -22,8 +22,8 @@ from notifications import metrics
 from notifications.api import run_tick, schedule
 from notifications.models import DeliveryAttempt, Tally, Target
 from notifications.services import prune_history
-from tests.admin_forms import staff
-from tests.servers import Reply
+from tests.support.admin_forms import staff
+from tests.support.servers import Reply
 
 pytestmark = pytest.mark.django_db
 

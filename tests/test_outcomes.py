@@ -20,8 +20,8 @@ from notifications import signals
 from notifications.api import run_tick
 from notifications.channels.email.channel import EmailChannel
 from notifications.models import DeliveryAttempt, Notification
-from tests.mail_doubles import BACKEND, DOWN_TO, OK_TO, REFUSED_TO
-from tests.servers import Received, Reply, WebhookServer
+from tests.support.mail_doubles import BACKEND, DOWN_TO, OK_TO, REFUSED_TO
+from tests.support.servers import Received, Reply, WebhookServer
 
 pytestmark = pytest.mark.django_db
 

@@ -8,8 +8,8 @@ import pytest
 
 from notifications import signals
 from notifications.api import run_tick, schedule
-from tests.admin_forms import CHANGELIST, change_url
-from tests.servers import Reply
+from tests.support.admin_forms import CHANGELIST, change_url
+from tests.support.servers import Reply
 
 pytestmark = pytest.mark.django_db
 

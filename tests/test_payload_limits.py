@@ -26,7 +26,7 @@ from notifications.api import run_tick, schedule
 from notifications.conf import Defaults
 from notifications.models import Notification, validation
 from notifications.models.validation import MAX_BODY_BYTES, MAX_PAYLOAD_DEPTH, field_errors
-from tests.admin_forms import change_form, change_url
+from tests.support.admin_forms import change_form, change_url
 
 pytestmark = pytest.mark.django_db
 

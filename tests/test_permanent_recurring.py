@@ -19,8 +19,8 @@ from notifications import signals
 from notifications.api import requeue, run_tick, schedule
 from notifications.models import DeliveryAttempt, Notification
 from notifications.models.states import State
-from tests.mail_doubles import BACKEND, OK_TO, REFUSED_TO
-from tests.servers import Reply
+from tests.support.mail_doubles import BACKEND, OK_TO, REFUSED_TO
+from tests.support.servers import Reply
 
 pytestmark = pytest.mark.django_db
 

@@ -18,8 +18,8 @@ from django.utils import timezone
 from notifications.api import run_tick
 from notifications.models import DeliveryAttempt, Notification, Suppression
 from notifications.services import suppress
-from tests.mail_doubles import schedule_email
-from tests.mail_servers import APIReply, ProviderAPI, SMTPServer, free_port, mail_settings
+from tests.support.mail_doubles import schedule_email
+from tests.support.mail_servers import APIReply, ProviderAPI, SMTPServer, free_port, mail_settings
 
 pytestmark = pytest.mark.django_db
 

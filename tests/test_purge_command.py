@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from datetime import timedelta
 
 import pytest
@@ -11,9 +12,10 @@ from django.utils import timezone
 
 from notifications.management.arguments import age, age_or_zero
 from notifications.models import DeliveryAttempt, Notification
-from tests.queue_states import make
+from tests.support.queue_states import make
 
 pytestmark = pytest.mark.django_db
+STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d"
 
 
 def dead_since(days: float, **fields) -> Notification:
@@ -43,7 +45,7 @@ def test_purges_only_dead_letters_older_than_the_age(queue, capsys):
     left = set(Notification.objects.values_list("pk", flat=True))
     assert left == {queue[k].pk for k in ("recent", "partial", "scheduled", "recurring_alive")}
     out = capsys.readouterr().out
-    assert out.startswith("purged 2 dead letters older than 30d (dead-lettered before ")
+    assert re.match(rf"{STAMP} purged 2 dead letters older than 30d \(dead-lettered before ", out)
     assert out.rstrip().endswith("kept 1 recurring row still scheduled")
 
 
@@ -80,14 +82,32 @@ def test_older_than_zero_means_every_dead_letter(queue, capsys, zero):
 
     call_command("purgenotifications", "--dead", "--older-than", zero)
 
-    assert capsys.readouterr().out == "purged 4 dead letters of any age; kept 0 recurring rows still scheduled\n"
+    out = capsys.readouterr().out
+    assert re.fullmatch(rf"{STAMP} purged 4 dead letters of any age; kept 0 recurring rows still scheduled\n", out)
     assert set(Notification.objects.values_list("pk", flat=True)) == {queue["partial"].pk, queue["scheduled"].pk}
 
 
 def test_one_dead_letter_is_said_in_the_singular(capsys):
     dead_since(2)
     call_command("purgenotifications", "--dead", "--older-than", "1d")
-    assert capsys.readouterr().out.startswith("purged 1 dead letter older than 1d ")
+    assert re.match(rf"{STAMP} purged 1 dead letter older than 1d ", capsys.readouterr().out)
+
+
+def test_a_big_purge_reports_its_progress(monkeypatch, capsys):
+    from notifications.management.commands import purgenotifications
+    from notifications.services import actions
+
+    for _ in range(7):
+        dead_since(40)
+    monkeypatch.setattr(actions, "PURGE_BATCH", 2)  # read where purge() lives
+    monkeypatch.setattr(purgenotifications, "PROGRESS_INTERVAL", 0)  # a line per batch
+
+    call_command("purgenotifications", "--dead", "--older-than", "30d")
+
+    lines = [re.sub(STAMP, "T", line) for line in capsys.readouterr().out.splitlines()]
+    assert lines[:3] == [f"T purging: {n} of 7 dead letters deleted" for n in (2, 4, 6)]
+    assert lines[3].startswith("T purged 7 dead letters older than 30d") and len(lines) == 4
+    assert not Notification.objects.exists()
 
 
 def test_history_of_purged_rows_stays(queue):

@@ -22,8 +22,8 @@ from notifications import services
 from notifications.api import run_tick, schedule
 from notifications.models import DeliveryAttempt, Notification, TickRun
 from notifications.rules import quiet
-from tests.admin_forms import change_form, change_url
-from tests.servers import Reply
+from tests.support.admin_forms import change_form, change_url
+from tests.support.servers import Reply
 
 pytestmark = pytest.mark.django_db
 

@@ -17,7 +17,7 @@ from notifications import receiving
 from notifications.api import run_tick, schedule
 from notifications.receiving import InvalidWebhook, verify
 from notifications.rules import signing
-from tests.vectors import BODY, MSG_ID, SECRET, SIGNATURE, TIMESTAMP
+from tests.support.vectors import BODY, MSG_ID, SECRET, SIGNATURE, TIMESTAMP
 
 OTHER = "whsec_" + base64.b64encode(b"another key, 32 bytes long......").decode()
 

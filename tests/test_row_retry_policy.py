@@ -17,8 +17,8 @@ from notifications.api import run_tick, schedule
 from notifications.conf import Policy
 from notifications.models import Notification
 from notifications.rules import retry
-from tests.admin_forms import change_url
-from tests.servers import Reply
+from tests.support.admin_forms import change_url
+from tests.support.servers import Reply
 
 pytestmark = pytest.mark.django_db
 

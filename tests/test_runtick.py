@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import re
 import signal
-from datetime import timedelta
+from datetime import datetime, timedelta
 from io import StringIO
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.core import mail
 from django.core.management import CommandError, call_command
+from django.core.management.base import SystemCheckError
 from django.utils import timezone
 
 from notifications.api import run_tick
 from notifications.conf import app_settings
 from notifications.models import DeliveryAttempt, Notification, TickRun
-from tests.processes import claim_gate, parse_summary, run
-from tests.servers import Reply
+from tests.support.processes import claim_gate, parse_summary, run
+from tests.support.servers import Reply
 
+STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d"  # ISO 8601 to the second, with the offset
 OUTCOME_LINE = re.compile(r"^#(\d+) (succeeded|partial|retried|dead_lettered|released)\b")
 
 
@@ -61,7 +64,59 @@ def test_summary_line_counts_each_outcome(one_of_each):
     output = runtick()
 
     assert summary_of(output) == {"claimed": 5, "succeeded": 2, "partial": 1, "retried": 1, "dead_lettered": 1}
-    assert re.search(r"^claimed=5 succeeded=2 partial=1 retried=1 dead_lettered=1\b", output, re.M)
+    assert re.search(rf"^{STAMP} claimed=5 succeeded=2 partial=1 retried=1 dead_lettered=1\b", output, re.M)
+
+
+def test_the_summary_line_starts_with_when_the_tick_finished(db, settings):
+    settings.TIME_ZONE = "Europe/Berlin"  # the site's zone, with its offset
+    before = timezone.now().replace(microsecond=0)
+    (line,) = runtick().splitlines()
+    stamp, rest = line.split(" ", 1)
+
+    written = datetime.fromisoformat(stamp)
+    assert before <= written <= timezone.now()
+    assert written.utcoffset() == ZoneInfo("Europe/Berlin").utcoffset(written.replace(tzinfo=None))
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d", stamp)  # to the second
+    assert rest.startswith("claimed=0 succeeded=0 partial=0 retried=0 dead_lettered=0 ")
+
+
+# --- system checks: errors stop it on one line each, warnings only when --loop starts -----------
+
+
+def test_a_one_shot_tick_keeps_check_warnings_out_of_its_output(db, settings):
+    settings.NOTIFICATIONS_TICK_LIMITT = 5  # a typo: notifications.W005
+    out, err = StringIO(), StringIO()
+    call_command("runtick", skip_checks=False, stdout=out, stderr=err)
+
+    assert err.getvalue() == ""
+    assert summary_of(out.getvalue())["claimed"] == 0
+    checked = StringIO()
+    call_command("check", stderr=checked)
+    assert "notifications.W005" in checked.getvalue()  # `check` still says it
+
+
+def test_check_errors_stop_the_tick_with_one_line_each(make_row, settings):
+    row = make_row()
+    settings.NOTIFICATIONS_MAX_RETRIES = 0
+    settings.NOTIFICATIONS_TICK_LIMIT = "100"
+    with pytest.raises(SystemCheckError) as caught:
+        call_command("runtick", skip_checks=False, stdout=StringIO())
+
+    lines = str(caught.value).splitlines()
+    assert [re.sub(STAMP, "T", line) for line in lines] == [
+        "T runtick did not run: notifications.E001: NOTIFICATIONS_TICK_LIMIT must be a positive integer, not '100'. "
+        "(manage.py check gives the hint)",
+        "T runtick did not run: notifications.E002: NOTIFICATIONS_MAX_RETRIES must be a positive integer, not 0. "
+        "(manage.py check gives the hint)",
+    ]
+    assert Notification.objects.get(pk=row.pk).claim_token is None
+    assert mail.outbox == []
+
+
+def test_silenced_errors_do_not_stop_it(db, settings):
+    settings.NOTIFICATIONS_MAX_RETRIES = 0
+    settings.SILENCED_SYSTEM_CHECKS = ["notifications.E002"]
+    assert summary_of(runtick())["claimed"] == 0
 
 
 def test_verbosity_2_prints_one_line_per_row_outcome(one_of_each):
@@ -183,8 +238,10 @@ def test_misconfiguration_stops_runtick_before_it_claims_anything(make_row):
     short_lease = {"NOTIFICATIONS_LEASE": 3, "NOTIFICATIONS_TICK_BUDGET": 1, "NOTIFICATIONS_CHANNEL_TIMEOUT": 6}
     result = run(settings=short_lease)
 
-    assert result.returncode != 0
-    assert "notifications.E008" in result.stderr
+    assert result.returncode == 1
+    (line,) = result.stderr.splitlines()  # one line for cron's log, no traceback
+    assert re.fullmatch(rf"{STAMP} runtick did not run: notifications\.E008: NOTIFICATIONS_LEASE \(3s\) .*", line)
+    assert result.stdout == ""
     row.refresh_from_db()
     assert row.claim_token is None
     assert mail.outbox == []
@@ -206,6 +263,30 @@ def test_loop_ticks_repeatedly_and_stops_cleanly_on_a_signal(make_row, webhook_s
     assert child.wait(15) == 0
     assert [r.headers["webhook-id"] for r in webhook_server.received] == [f"msg_{row.firing_id}"]
     assert not Notification.objects.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_loop_says_its_warnings_once_and_reports_its_start_and_stop(make_row, children):
+    make_row()
+    child = children.start("--loop", "0.2", settings={"NOTIFICATIONS_TICK_LIMITT": 5})
+    child.wait_for_output(lambda c: len(c.summaries()) >= 4)
+    child.send(signal.SIGTERM)
+    assert child.wait(15) == 0
+
+    warned = [line for line in child.stderr.splitlines() if "notifications.W005" in line]
+    assert len(warned) == 1  # at the start, not at every tick
+    assert re.fullmatch(
+        rf"{STAMP} runtick --loop: notifications\.W005: NOTIFICATIONS_TICK_LIMITT .* Hint: .*", warned[0]
+    )
+    lines = child.stdout.splitlines()
+    assert re.fullmatch(rf"{STAMP} runtick --loop: one tick every 0\.2s.*; SIGTERM or SIGINT stops it", lines[0])
+    ticks = len(child.summaries())
+    assert re.fullmatch(
+        rf"{STAMP} runtick --loop: stopped after {ticks} ticks; in all claimed 1, succeeded 1, partial 0, .*",
+        lines[-1],
+    )
+    assert all(re.match(STAMP, line) for line in lines)
 
 
 @pytest.mark.slow

@@ -21,8 +21,8 @@ from notifications.api import run_tick, schedule
 from notifications.channels.webhook import guard
 from notifications.models import DeliveryAttempt, Notification
 from notifications.rules.secrets import decode_key, secret_errors
-from tests.admin_forms import change_form, change_url
-from tests.servers import Reply
+from tests.support.admin_forms import change_form, change_url
+from tests.support.servers import Reply
 
 pytestmark = pytest.mark.django_db
 
@@ -152,7 +152,7 @@ def assert_no_secret(text: str, *secrets: str) -> None:
 
 
 def test_secrets_never_appear_in_errors_logs_rows_records_exceptions_or_admin(
-    webhook_server, caplog, client, monkeypatch
+    webhook_server, caplog, client, admin_user, monkeypatch
 ):
     caplog.set_level(logging.DEBUG)
     seen: list[str] = []
@@ -212,7 +212,7 @@ def test_secrets_never_appear_in_errors_logs_rows_records_exceptions_or_admin(
         seen.append(f"{row} {row.last_error}")
     seen += [f"{a} {a.error} {a.error_class}" for a in DeliveryAttempt.objects.all()]
 
-    client.force_login(User.objects.create_superuser("admin", "admin@example.com", "pw"))
+    client.force_login(admin_user)
     for url in ("/admin/notifications/notification/", "/admin/notifications/deliveryattempt/"):
         page = client.get(url)
         assert page.status_code == 200

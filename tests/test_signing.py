@@ -18,7 +18,7 @@ from standardwebhooks.webhooks import WebhookVerificationError
 from notifications.api import run_tick
 from notifications.models import Notification
 from notifications.rules import signing
-from tests import vectors
+from tests.support import vectors
 
 ROW_SECRET = "whsec_" + base64.b64encode(b"a row's own key, 32 bytes long!!").decode()
 

@@ -18,7 +18,7 @@ from notifications import telemetry
 from notifications.api import run_tick, schedule
 from notifications.health.telemetry import instrument
 from notifications.models import Target
-from tests.servers import Reply
+from tests.support.servers import Reply
 
 pytestmark = pytest.mark.django_db
 

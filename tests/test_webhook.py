@@ -17,7 +17,7 @@ from notifications.api import run_tick
 from notifications.channels import Firing
 from notifications.channels.webhook.channel import WebhookChannel
 from notifications.models import Notification
-from tests.servers import Reply, WebhookServer
+from tests.support.servers import Reply, WebhookServer
 
 TIMEOUT = 2  # NOTIFICATIONS_CHANNEL_TIMEOUT in tests.settings
 # Generous: the machine is shared and loaded. A deadline that did not hold would take

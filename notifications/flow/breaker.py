@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import F, Q
+from django.db.models import F
 from django.utils import timezone
 
 from notifications import signals
@@ -168,12 +168,7 @@ class Breaker:
     def _claim_probe(self, key: str, now: datetime) -> bool:
         """Take the one probe of `key`'s cooldown: True for the tick whose UPDATE wins."""
         until = now + timedelta(seconds=self.probe_lease)
-        won = Target.objects.filter(
-            Q(state__in=[Target.State.OPEN, Target.State.HALF_OPEN]),
-            key=key,
-            manual=False,
-            retry_at__lte=now,
-        ).update(state=Target.State.HALF_OPEN, retry_at=until, updated_at=now)
+        won = Target.objects.start_probe(key, now=now, until=until)
         target = self.known[key]
         target.retry_at = until
         target.state = Target.State.HALF_OPEN
@@ -235,7 +230,11 @@ class Breaker:
                 else:
                     streak.ended, streak.failures = True, 0
         for key, ok in probed.items():
-            (self._close if ok else self._reopen)(key, now, streaks.pop(key, None))
+            if ok:
+                self._close(key, now)
+                streaks.pop(key, None)
+            else:
+                self._reopen(key, now, streaks.pop(key) if key in streaks else None)
         self._save_streaks(streaks, now)
 
     def _save_streaks(self, streaks: dict[str, Streak], now: datetime) -> None:
@@ -261,21 +260,14 @@ class Breaker:
 
     def _open_if_due(self, key: str, now: datetime) -> None:
         cooldown = self.settings.cooldown
-        opened = Target.objects.filter(key=key, state=Target.State.CLOSED, failures__gte=self.settings.failures).update(
-            state=Target.State.OPEN,
-            opened_at=now,
-            retry_at=now + timedelta(seconds=cooldown),
-            cooldown=cooldown,
-            manual=False,
-            updated_at=now,
-        )
+        opened = Target.objects.trip(key, failures=self.settings.failures, now=now, cooldown=cooldown)
         if opened:
             target = Target.objects.get(key=key)
             self.known[key] = target
             logger.warning("target %s: circuit opened after %d failures", key, target.failures)
             _send(signals.target_opened, target)
 
-    def _close(self, key: str, now: datetime, streak: Streak | None) -> None:
+    def _close(self, key: str, now: datetime) -> None:
         """The probe got through: close, and make the rows held for this target due now."""
         if close(key, now, only_half_open=True):
             logger.info("target %s: probe succeeded, circuit closed", key)
@@ -286,13 +278,7 @@ class Breaker:
         if target is None or target.state != Target.State.HALF_OPEN:
             return
         cooldown = min(max(target.cooldown, self.settings.cooldown) * 2, self.settings.max_cooldown)
-        Target.objects.filter(pk=target.pk, state=Target.State.HALF_OPEN).update(
-            state=Target.State.OPEN,
-            retry_at=now + timedelta(seconds=cooldown),
-            cooldown=cooldown,
-            failures=F("failures") + 1 + (streak.failures if streak else 0),
-            updated_at=now,
-        )
+        Target.objects.reopen(key, now=now, cooldown=cooldown, failures=1 + (streak.failures if streak else 0))
         logger.warning("target %s: probe failed, circuit open for %gs", key, cooldown)
 
 
@@ -317,10 +303,7 @@ def close(key: str, now: datetime | None = None, *, only_half_open: bool = False
     The admin's `close_circuit` (any state but closed) and a successful probe (half_open only).
     """
     now = now or timezone.now()
-    states = [Target.State.HALF_OPEN] if only_half_open else [Target.State.OPEN, Target.State.HALF_OPEN]
-    closed = Target.objects.filter(key=key, state__in=states).update(
-        state=Target.State.CLOSED, failures=0, retry_at=None, cooldown=0, manual=False, updated_at=now
-    )
+    closed = Target.objects.close(key, now=now, only_half_open=only_half_open)
     release_held(key, now)
     if closed:
         _send(signals.target_closed, Target.objects.get(key=key))
@@ -334,9 +317,7 @@ def open_by_hand(key: str, now: datetime | None = None) -> bool:
     if target.state == Target.State.OPEN and target.manual:
         return False
     was_closed = target.state == Target.State.CLOSED
-    Target.objects.filter(pk=target.pk).update(
-        state=Target.State.OPEN, manual=True, opened_at=now, retry_at=None, updated_at=now
-    )
+    Target.objects.hold_open(key, now=now)
     if was_closed:
         target.refresh_from_db()
         _send(signals.target_opened, target)
@@ -346,11 +327,3 @@ def open_by_hand(key: str, now: datetime | None = None) -> bool:
 def release_held(key: str, now: datetime) -> int:
     """Make the rows held for `key` due now (one UPDATE over the held index)."""
     return Notification.objects.filter(held_for=key).update(next_fire_at=now, held_for=None, updated_at=now)
-
-
-def waiting(keys: Iterable[str]) -> dict[str, int]:
-    """Rows held for each of `keys` (the admin's "rows waiting")."""
-    from django.db.models import Count
-
-    counts = Notification.objects.filter(held_for__in=list(keys)).values("held_for").annotate(n=Count("pk"))
-    return {c["held_for"]: c["n"] for c in counts}

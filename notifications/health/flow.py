@@ -96,8 +96,10 @@ def open_circuits() -> list[OpenCircuit]:
     held = Notification.objects.filter(held_for=OuterRef("key")).order_by().values("held_for")
     waiting = Subquery(held.annotate(n=Count("pk")).values("n"))
     targets = Target.objects.exclude(state=Target.State.CLOSED).annotate(waiting=Coalesce(waiting, 0)).order_by("key")
+    fields = ("key", "state", "failures", "retry_at", "manual", "waiting", "last_error")
     return [
-        OpenCircuit(t.key, t.state, t.failures, t.retry_at, t.manual, int(t.waiting), t.last_error) for t in targets
+        OpenCircuit(key, state, failures, retry_at, manual, int(held), last_error)
+        for key, state, failures, retry_at, manual, held, last_error in targets.values_list(*fields)
     ]
 
 

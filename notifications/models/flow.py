@@ -2,8 +2,56 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 from django.db import models
+from django.db.models import F
 from django.utils import timezone
+
+
+class TargetQuerySet(models.QuerySet["Target"]):
+    """A circuit's transitions, each one conditional UPDATE: the number of rows it moved
+    (0 when another tick, or the operator, moved the circuit first)."""
+
+    def trip(self, key: str, *, failures: int, now: datetime, cooldown: float) -> int:
+        """closed -> open, once `failures` deliveries in a row have failed."""
+        return self.filter(key=key, state=Target.State.CLOSED, failures__gte=failures).update(
+            state=Target.State.OPEN,
+            opened_at=now,
+            retry_at=now + timedelta(seconds=cooldown),
+            cooldown=cooldown,
+            manual=False,
+            updated_at=now,
+        )
+
+    def start_probe(self, key: str, *, now: datetime, until: datetime) -> int:
+        """open (cooldown over), or half_open (a probe never reported back) -> half_open until `until`."""
+        return self.filter(
+            key=key, state__in=[Target.State.OPEN, Target.State.HALF_OPEN], manual=False, retry_at__lte=now
+        ).update(state=Target.State.HALF_OPEN, retry_at=until, updated_at=now)
+
+    def reopen(self, key: str, *, now: datetime, cooldown: float, failures: int) -> int:
+        """half_open -> open: the probe failed; `failures` more on the streak."""
+        return self.filter(key=key, state=Target.State.HALF_OPEN).update(
+            state=Target.State.OPEN,
+            retry_at=now + timedelta(seconds=cooldown),
+            cooldown=cooldown,
+            failures=F("failures") + failures,
+            updated_at=now,
+        )
+
+    def close(self, key: str, *, now: datetime, only_half_open: bool = False) -> int:
+        """open or half_open (half_open only: a probe got through) -> closed, the streak cleared."""
+        states = [Target.State.HALF_OPEN] if only_half_open else [Target.State.OPEN, Target.State.HALF_OPEN]
+        return self.filter(key=key, state__in=states).update(
+            state=Target.State.CLOSED, failures=0, retry_at=None, cooldown=0, manual=False, updated_at=now
+        )
+
+    def hold_open(self, key: str, *, now: datetime) -> int:
+        """Any state -> open by hand: no probe until an operator closes it."""
+        return self.filter(key=key).update(
+            state=Target.State.OPEN, manual=True, opened_at=now, retry_at=None, updated_at=now
+        )
 
 
 class Target(models.Model):
@@ -31,6 +79,8 @@ class Target(models.Model):
     manual = models.BooleanField(default=False, help_text="Held open by an operator: no probe.")
     last_error = models.TextField(blank=True, default="")
     updated_at = models.DateTimeField(default=timezone.now)
+
+    objects = TargetQuerySet.as_manager()
 
     class Meta:
         ordering = ["key"]

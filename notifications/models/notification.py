@@ -17,7 +17,7 @@ from notifications.models import states, validation
 from notifications.models.addresses import AddressesField
 from notifications.models.fields import HttpsURLField
 from notifications.models.states import State
-from notifications.rules import quiet
+from notifications.rules import expiry, quiet, schedule
 
 
 def default_timezone() -> str:
@@ -307,3 +307,44 @@ class Notification(models.Model):
 
     def state(self, now: datetime | None = None) -> State:
         return states.state_of(self, now or timezone.now())
+
+    # --- transitions of a row in memory; `notifications.services` saves them -----------------
+
+    def next_occurrence(self, now: datetime) -> datetime | None:
+        """The rule's first occurrence after `now` (None: the schedule is finished)."""
+        return schedule.next_occurrence(self.recurrence_rule, self.timezone, now, anchor=self.recurrence_anchor or now)
+
+    def set_due(self, at: datetime | None) -> None:
+        """A firing is due at `at` (None: parked), from then on: a new firing, or one whose
+        due time was set afresh (quiet hours)."""
+        self.next_fire_at = at
+        self.firing_due_at = None
+
+    def wait_until(self, at: datetime) -> None:
+        """The current firing goes out later, at `at`: it keeps the time it was due."""
+        if self.firing_due_at is None:
+            self.firing_due_at = self.next_fire_at
+        self.next_fire_at = at
+
+    def too_late(self, at: datetime) -> str | None:
+        """Why the current firing must not go out at `at` (`expires_at`, `max_delay` counted
+        from when the firing was due), or None."""
+        due_at = self.firing_due_at or self.next_fire_at
+        return expiry.too_late(at, due_at=due_at, expires_at=self.expires_at, max_delay=self.max_delay)
+
+    def release_claim(self, now: datetime) -> None:
+        self.claim_token = None
+        self.claimed_until = None
+        self.updated_at = now
+
+    def note_error(
+        self, error: str | None, *, failed: list[str] | None = None, expired: datetime | None = None
+    ) -> None:
+        """Set `last_error`, `failed_channels` and `expired_at`, which always move together:
+        `failed` names the channels of a partial failure (`last_error` then reads
+        `partial: ...`), `expired` is when a firing came too late (it reads `expired: ...`).
+        A firing's outcome also ends the `previous_error` a requeue kept."""
+        self.last_error = states.partial_error(failed) if failed else error
+        self.failed_channels = failed or None
+        self.expired_at = expired
+        self.previous_error = None

@@ -6,7 +6,7 @@
 - Transitions of one firing (`record_firing`, `record_invalid`, `record_internal_error`)
   work on a row in memory and say what should happen to it; `save_outcomes` then writes
   a whole batch at once, fenced by the claim token so a tick that lost its claim writes
-  nothing. `last_error` and `failed_channels` are set together, by `_note_error`.
+  nothing. `last_error` and `failed_channels` are set together, by `Notification.note_error`.
 - Operator actions: `purge` and `cancel`, and the `RowAction`s `REQUEUE`, `RUN_NOW`,
   `PAUSE` and `RESUME`, which `act` applies to rows re-read under lock (the admin's
   actions and buttons) and `requeue`, `run_now`, `pause`, `resume` to one row or key

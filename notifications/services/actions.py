@@ -17,7 +17,6 @@ from notifications.models import Notification
 from notifications.models.states import State
 from notifications.services import wake
 from notifications.services.claims import load_defensively
-from notifications.services.firing import _due_at, _note_error
 
 REQUEUE_FIELDS = [
     "pending_channels",
@@ -116,11 +115,11 @@ def _requeue(row: Notification, now: datetime) -> None:
     # a recurring row's id already belongs to its next scheduled firing.
     if row.is_recurring:
         row.firing_id = uuid.uuid4()
-    _due_at(row, now)
+    row.set_due(now)
     row.error_count = 0
     row.dead_lettered_at = None
     previous = row.last_error or row.previous_error
-    _note_error(row, None)
+    row.note_error(None)
     row.previous_error = previous  # the admin shows "previous: ..." until a firing delivers
 
 
@@ -150,14 +149,19 @@ REQUEUE = RowAction("requeue", _requeue_refusal, _requeue, tuple(REQUEUE_FIELDS)
 PURGE_BATCH = 500  # rows per DELETE: keeps each statement's parameter list small
 
 
-def purge(rows: Iterable[Notification]) -> int:
-    """Delete rows in small batches; returns how many went. Their delivery history stays until it expires."""
+def purge(rows: Iterable[Notification], on_batch: Callable[[int, int], None] | None = None) -> int:
+    """Delete rows in small batches; returns how many went. Their delivery history stays until it expires.
+
+    `on_batch(deleted, total)` is called after each batch: the progress of a big purge.
+    """
     pks = _pks(rows)
     deleted = 0
     for start in range(0, len(pks), PURGE_BATCH):
         with transaction.atomic():
             _, per_model = Notification.objects.filter(pk__in=pks[start : start + PURGE_BATCH]).delete()
         deleted += per_model.get(Notification._meta.label, 0)
+        if on_batch is not None:
+            on_batch(deleted, len(pks))
     return deleted
 
 

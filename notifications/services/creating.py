@@ -14,7 +14,6 @@ from django.utils import timezone
 
 from notifications.models import USER_FIELDS, Notification, validation
 from notifications.services import wake
-from notifications.services.firing import _next_occurrence
 
 NO_OCCURRENCE_LEFT = "The rule has no occurrence left after now."
 
@@ -139,7 +138,7 @@ def start(
     """
     row.starts_at = start_at
     if fire_at is None:
-        fire_at = _next_occurrence(row, start_at) if row.is_recurring else start_at
+        fire_at = row.next_occurrence(start_at) if row.is_recurring else start_at
         if fire_at is None:  # COUNT or UNTIL already spent: the row would never fire
             raise ValidationError({"recurrence_rule": [NO_OCCURRENCE_LEFT]})
     row.next_fire_at = fire_at

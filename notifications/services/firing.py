@@ -12,56 +12,11 @@ from typing import Any
 from notifications.channels import ChannelResult, ErrorClass
 from notifications.conf import Policy, TickSettings
 from notifications.models import Notification, validation
-from notifications.models.states import partial_error
-from notifications.rules import expiry, quiet, retry, schedule
+from notifications.rules import expiry, quiet, retry
 from notifications.rules.secrets import site_secret_problem
 from notifications.services.outcomes import Kind, Outcome
 
 logger = logging.getLogger("notifications")
-
-
-def _next_occurrence(row: Notification, now: datetime) -> datetime | None:
-    return schedule.next_occurrence(row.recurrence_rule, row.timezone, now, anchor=row.recurrence_anchor or now)
-
-
-def _wait_until(row: Notification, at: datetime) -> None:
-    """The current firing goes out later, at `at`: it keeps the time it was due."""
-    if row.firing_due_at is None:
-        row.firing_due_at = row.next_fire_at
-    row.next_fire_at = at
-
-
-def _due_at(row: Notification, at: datetime | None) -> None:
-    """A firing is due at `at` (None: parked), from then on: a new firing, or one whose due
-    time was set afresh (quiet hours)."""
-    row.next_fire_at = at
-    row.firing_due_at = None
-
-
-def _too_late(row: Notification, at: datetime) -> str | None:
-    """Why the row's current firing must not go out at `at` (`expires_at`, `max_delay`
-    counted from when the firing was due), or None."""
-    due_at = row.firing_due_at or row.next_fire_at
-    return expiry.too_late(at, due_at=due_at, expires_at=row.expires_at, max_delay=row.max_delay)
-
-
-def _release_claim(row: Notification, now: datetime) -> None:
-    row.claim_token = None
-    row.claimed_until = None
-    row.updated_at = now
-
-
-def _note_error(
-    row: Notification, error: str | None, *, failed: list[str] | None = None, expired: datetime | None = None
-) -> None:
-    """Set `last_error`, `failed_channels` and `expired_at`, which always move together:
-    `failed` names the channels of a partial failure (`last_error` then reads
-    `partial: ...`), `expired` is when a firing came too late (it reads `expired: ...`).
-    A firing's outcome also ends the `previous_error` a requeue kept."""
-    row.last_error = partial_error(failed) if failed else error
-    row.failed_channels = failed or None
-    row.expired_at = expired
-    row.previous_error = None
 
 
 def record_firing(row: Notification, results: list[ChannelResult], now: datetime, policy: Policy) -> Outcome:
@@ -99,8 +54,8 @@ def _advance(
 ) -> Outcome:
     """After a firing that delivered something: next occurrence, or done."""
     if row.is_recurring:
-        next_at = _next_occurrence(row, now)  # may raise: handled as an internal error
-        _due_at(row, next_at)
+        next_at = row.next_occurrence(now)  # may raise: handled as an internal error
+        row.set_due(next_at)
         row.error_count = 0
         row.firing_id = uuid.uuid4()  # the next firing is a new message
         # A firing went out: an earlier dead-lettered firing no longer makes the row a
@@ -110,14 +65,14 @@ def _advance(
     elif kind == Kind.SUCCEEDED:
         return Outcome(row, kind, delete=True, results=results)
     else:
-        _due_at(row, None)  # parked: a partial one-shot is never retried as a whole
+        row.set_due(None)  # parked: a partial one-shot is never retried as a whole
         next_at = None
     if kind == Kind.SUCCEEDED and row.is_recurring and next_at is None:
         return Outcome(row, kind, delete=True, detail="schedule finished", results=results)
-    _note_error(row, None, failed=failed)
+    row.note_error(None, failed=failed)
     row.last_fired_at = now
     row.pending_channels = None
-    _release_claim(row, now)
+    row.release_claim(now)
     return Outcome(row, kind, detail=f"failed: {','.join(failed)}" if failed else "", results=results)
 
 
@@ -135,13 +90,13 @@ def _fail(
     if isinstance(decision, retry.DeadLetter):
         return _dead_letter(row, now, error, policy, results=results)
     retry_at = now + timedelta(seconds=decision.delay)
-    late = _too_late(row, retry_at)
+    late = row.too_late(retry_at)
     if late is not None:  # the retry could not be sent anyway: the firing expires now
         return _expire(row, now, f"the next retry would come {late}; {error}", results=results)
     row.error_count = decision.error_count
-    _wait_until(row, retry_at)
-    _note_error(row, error)
-    _release_claim(row, now)
+    row.wait_until(retry_at)
+    row.note_error(error)
+    row.release_claim(now)
     return Outcome(row, Kind.RETRIED, detail=f"retry in {decision.delay:g}s: {error}", results=results or [])
 
 
@@ -157,14 +112,14 @@ def _dead_letter(
     """Dead-letter the firing; a recurring row's schedule skips forward past now."""
     policy = policy.for_row(row.max_retries, row.backoff)
     row.dead_lettered_at = now
-    _note_error(row, error)
+    row.note_error(error)
     next_at = None
     if skip_forward and row.is_recurring:
         try:
-            next_at = _next_occurrence(row, now)
+            next_at = row.next_occurrence(now)
         except Exception:  # noqa: BLE001 - a schedule that cannot advance parks the row
             next_at = None
-    _due_at(row, next_at)
+    row.set_due(next_at)
     if next_at is not None:
         row.error_count = 0
         row.firing_id = uuid.uuid4()
@@ -172,7 +127,7 @@ def _dead_letter(
     else:
         # pending_channels stays: a requeue resends only what this firing still owed.
         row.error_count = policy.max_retries
-    _release_claim(row, now)
+    row.release_claim(now)
     return Outcome(row, Kind.DEAD_LETTERED, detail=error, results=results or [])
 
 
@@ -212,7 +167,7 @@ def held_back(row: Notification, now: datetime, settings: TickSettings) -> Hold 
     malformed: a configuration error, notifications.E010/E021) is held for
     CONFIGURATION_HOLD instead of spending the row's retries. `settings` is the tick's.
     """
-    late = _too_late(row, now)
+    late = row.too_late(now)
     if late is not None:
         return Hold(Kind.EXPIRED, reason=late)
     end = quiet.end_of_window(quiet.effective(row.quiet_hours, settings.quiet_hours), row.timezone, now)
@@ -231,10 +186,10 @@ def record_held(row: Notification, hold: Hold, now: datetime) -> Outcome:
     """Apply a `Hold` to `row`: nothing was sent, no retry is spent."""
     if hold.kind == Kind.DEFERRED and hold.until is not None:
         if hold.new_due_time:
-            _due_at(row, hold.until)
+            row.set_due(hold.until)
         else:  # held for a setting: the firing waits, still due when it was
-            _wait_until(row, hold.until)
-        _release_claim(row, now)
+            row.wait_until(hold.until)
+        row.release_claim(now)
         detail = hold.reason or f"quiet hours until {hold.until:%Y-%m-%d %H:%M} UTC"
         return Outcome(row, Kind.DEFERRED, detail=detail)
     return _expire(row, now, hold.reason)
@@ -243,9 +198,9 @@ def record_held(row: Notification, hold: Hold, now: datetime) -> Outcome:
 def defer(row: Notification, until: datetime, now: datetime, detail: str, *, held_for: str | None = None) -> Outcome:
     """Not sent now, due again at `until`: no retry spent, no attempt logged. Flow control
     (`notifications.flow`): an open circuit (`held_for` its target) or a rate limit."""
-    _wait_until(row, until)
+    row.wait_until(until)
     row.held_for = held_for
-    _release_claim(row, now)
+    row.release_claim(now)
     return Outcome(row, Kind.DEFERRED, detail=detail)
 
 
@@ -256,23 +211,23 @@ def _expire(row: Notification, now: datetime, reason: str, *, results: list[Chan
     row, or a recurring one with no occurrence left before `expires_at`, is kept as a dead
     letter (`next_fire_at` NULL). No retry is spent: `error_count` is left as it was.
     """
-    _note_error(row, expiry.PREFIX + reason, expired=now)
+    row.note_error(expiry.PREFIX + reason, expired=now)
     next_at = None
     if row.is_recurring:
         try:
-            next_at = _next_occurrence(row, now)
+            next_at = row.next_occurrence(now)
         except Exception:  # noqa: BLE001 - a schedule that cannot advance parks the row
             next_at = None
         if next_at is not None and expiry.past_deadline(next_at, row.expires_at) is not None:
             next_at = None  # every later firing would expire too
-    _due_at(row, next_at)
+    row.set_due(next_at)
     if next_at is not None:
         row.error_count = 0
         row.firing_id = uuid.uuid4()
         row.pending_channels = None
     else:
         row.dead_lettered_at = now
-    _release_claim(row, now)
+    row.release_claim(now)
     return Outcome(row, Kind.EXPIRED, detail=reason, results=results or [])
 
 
@@ -302,5 +257,5 @@ def dead_letter_unloadable(token: uuid.UUID, unloadable: dict[Any, str], now: da
 
 def release(row: Notification, now: datetime) -> Outcome:
     """Hand an unattempted row back: due again at once for the next tick."""
-    _release_claim(row, now)
+    row.release_claim(now)
     return Outcome(row, Kind.RELEASED)

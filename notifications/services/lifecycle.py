@@ -10,7 +10,6 @@ from typing import Any
 from notifications.models import Notification
 from notifications.models.states import State
 from notifications.services.actions import REQUEUE, RowAction, act, purge
-from notifications.services.firing import _due_at, _next_occurrence
 
 BEING_DELIVERED = "being delivered by a tick right now"
 
@@ -43,10 +42,10 @@ def _resume(row: Notification, now: datetime) -> None:
     if row.next_fire_at is None or _in_flight(row, now):
         return  # nothing scheduled (parked, a dead letter), or the firing in flight sets it
     if not row.is_recurring:
-        _due_at(row, max(row.next_fire_at, now))
+        row.set_due(max(row.next_fire_at, now))
         return
     try:
-        next_at = _next_occurrence(row, now)
+        next_at = row.next_occurrence(now)
     except Exception:  # noqa: BLE001 - a rule that cannot be read: the tick dead-letters it, saying why
         next_at = now
     if next_at != row.next_fire_at:  # the firing it waited for is skipped, a retry of it too
@@ -55,7 +54,7 @@ def _resume(row: Notification, now: datetime) -> None:
         row.error_count = 0
         row.firing_id = uuid.uuid4()
         row.pending_channels = None
-    _due_at(row, next_at)  # None: the rule has nothing left, the row is parked
+    row.set_due(next_at)  # None: the rule has nothing left, the row is parked
 
 
 def _run_now_refusal(row: Notification, now: datetime) -> str | None:
@@ -74,7 +73,7 @@ def _run_now_refusal(row: Notification, now: datetime) -> str | None:
 def _run_now(row: Notification, now: datetime) -> None:
     # The current firing goes now; a recurring row's write-back then moves it to its next
     # occurrence after now, so its schedule continues.
-    _due_at(row, now)
+    row.set_due(now)
 
 
 PAUSE = RowAction("pause", _pause_refusal, _pause, ("paused_at",))

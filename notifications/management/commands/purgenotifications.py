@@ -1,8 +1,14 @@
-"""`manage.py purgenotifications --dead --older-than 30d [--dry-run]`: clean up dead letters from cron."""
+"""`manage.py purgenotifications --dead --older-than 30d [--dry-run]`: clean up dead letters from cron.
+
+A purge of many rows says how far it got, at most every `PROGRESS_INTERVAL` seconds; its
+lines, and the closing one, start with the time (ISO 8601) for the cron job's log.
+"""
 
 from __future__ import annotations
 
 import argparse
+import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -13,7 +19,10 @@ from django.utils.translation import ngettext
 from notifications import services
 from notifications.health.queue import humanize
 from notifications.management.arguments import age_or_zero
+from notifications.management.output import stamp
 from notifications.models import Notification
+
+PROGRESS_INTERVAL = 5.0  # seconds between progress lines of a big purge
 
 
 class Command(BaseCommand):
@@ -56,8 +65,21 @@ class Command(BaseCommand):
                 self.stdout.write(f"would purge #{pk}: dead-lettered {dead_at:%Y-%m-%d %H:%M:%S%z}: {error or '-'}")
             self.stdout.write(f"dry run: would purge {dead_letters(len(rows))} {what}; {kept_line(kept)}")
             return
-        purged = services.purge(doomed)
-        self.stdout.write(f"purged {dead_letters(purged)} {what}; {kept_line(kept)}")
+        purged = services.purge(doomed, on_batch=self.progress())
+        self.stdout.write(stamp(f"purged {dead_letters(purged)} {what}; {kept_line(kept)}"))
+
+    def progress(self) -> Callable[[int, int], None]:
+        """A batch callback that writes `purging: N of M dead letters deleted` now and then."""
+        last = time.monotonic()
+
+        def report(deleted: int, total: int) -> None:
+            nonlocal last
+            if deleted >= total or time.monotonic() - last < PROGRESS_INTERVAL:
+                return  # the closing line says the rest
+            last = time.monotonic()
+            self.stdout.write(stamp(f"purging: {deleted} of {total} dead letters deleted"))
+
+        return report
 
 
 def dead_letters(count: int) -> str:

@@ -1,4 +1,9 @@
-"""`manage.py runtick`: one tick (or a loop of them), one summary line each."""
+"""`manage.py runtick`: one tick (or a loop of them), one timestamped summary line each.
+
+System checks: an error stops it with one line per error; warnings are shown once when
+`--loop` starts, never by a one-shot tick (cron would log them every minute; `manage.py
+check` shows them all).
+"""
 
 from __future__ import annotations
 
@@ -10,15 +15,17 @@ import threading
 import time
 from typing import Any
 
+from django.core import checks
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 from django.utils import timezone
 
 from notifications.conf import TickSettings
+from notifications.management.output import run_command_checks, stamp
 from notifications.models import Notification
 from notifications.services import TICK_COUNTS, Outcome, wake
 from notifications.services.claims import load_defensively
-from notifications.tick.engine import run_tick
+from notifications.tick.engine import TickReport, run_tick
 
 logger = logging.getLogger("notifications.tick")
 
@@ -51,6 +58,31 @@ MIN_TICK_GAP = 0.1
 
 class Command(BaseCommand):
     help = "Deliver due notifications: claim, send, write back. Cron runs it every minute."
+    show_check_warnings = False  # set per run: only `--loop` shows them, once
+
+    def execute(self, *args: Any, **options: Any) -> str | None:
+        self.show_check_warnings = options.get("loop") is not None
+        return super().execute(*args, **options)
+
+    def check(
+        self,
+        app_configs: Any = None,
+        tags: Any = None,
+        display_num_errors: bool = False,
+        include_deployment_checks: bool = False,
+        fail_level: int = checks.ERROR,
+        databases: Any = None,
+    ) -> None:
+        """Errors stop the tick, each on one line; warnings only when a `--loop` starts."""
+        run_command_checks(
+            "runtick --loop" if self.show_check_warnings else "runtick",
+            warn=self.stderr.write if self.show_check_warnings else None,
+            fail_level=fail_level,
+            app_configs=app_configs,
+            tags=tags,
+            include_deployment_checks=include_deployment_checks,
+            databases=databases,
+        )
 
     def get_check_kwargs(self, options: dict[str, Any]) -> dict[Any, Any]:
         # Static checks only. Django 6 otherwise queries every database while checking
@@ -84,7 +116,7 @@ class Command(BaseCommand):
         else:
             self.loop(options, stop, options["loop"])
         if received:
-            self.stderr.write(f"received signal {received[0]}: finished the rows in flight, released the rest")
+            self.stderr.write(stamp(f"received signal {received[0]}: finished the rows in flight, released the rest"))
 
     def loop(self, options: dict[str, Any], stop: threading.Event, every: float) -> None:
         """Tick every `every` seconds until stopped.
@@ -94,18 +126,30 @@ class Command(BaseCommand):
         the listening connection is down, the loop ticks at its interval.
         """
         waiter = wake.open_waiter()  # before the first tick: a row announced during it wakes the next
+        woken = "" if isinstance(waiter, wake.Poller) else ", sooner when a row is announced due"
+        self.stdout.write(stamp(f"runtick --loop: one tick every {every:g}s{woken}; SIGTERM or SIGINT stops it"))
+        ticks = 0
+        totals: dict[str, int] = {}
         try:
             while not stop.is_set():
                 started = time.monotonic()
-                self.tick_in_loop(options, stop)
+                report = self.tick_in_loop(options, stop)
+                ticks += 1
+                for name, value in (report.counts() if report else {}).items():
+                    totals[name] = totals.get(name, 0) + value
                 if stop.is_set():
                     break
                 connections.close_all()  # nothing is held across ticks (the waiter's own connection aside)
                 waiter.wait(started + every, stop, not_before=time.monotonic() + MIN_TICK_GAP)
         finally:
             waiter.close()
+            # Not `name=N`: log readers take those lines for a tick's summary.
+            tally = ", ".join(f"{name} {value}" for name, value in totals.items() if name != "released")
+            self.stdout.write(
+                stamp(f"runtick --loop: stopped after {ticks} ticks" + (f"; in all {tally}" if tally else ""))
+            )
 
-    def tick(self, options: dict[str, Any], stop: threading.Event) -> None:
+    def tick(self, options: dict[str, Any], stop: threading.Event) -> TickReport:
         verbose = options["verbosity"] >= 2
         report = run_tick(
             limit=options["limit"],
@@ -113,19 +157,21 @@ class Command(BaseCommand):
             stop=stop,
             on_outcome=self.print_outcome if verbose else None,
         )
-        self.stdout.write(report.summary())
+        self.stdout.write(stamp(report.summary(), report.finished_at))
+        return report
 
-    def tick_in_loop(self, options: dict[str, Any], stop: threading.Event) -> None:
+    def tick_in_loop(self, options: dict[str, Any], stop: threading.Event) -> TickReport | None:
         """One tick of `--loop`: a failing tick (database restarting, locked) does not end the loop.
 
         Cron would simply run the next tick; the loop does the same. Rows the failed
         tick had claimed come back when their lease expires.
         """
         try:
-            self.tick(options, stop)
+            return self.tick(options, stop)
         except Exception as exc:
             logger.exception("tick failed; the loop goes on")
-            self.stderr.write(f"tick failed: {type(exc).__name__}: {str(exc)[:200]}")
+            self.stderr.write(stamp(f"tick failed: {type(exc).__name__}: {str(exc)[:200]}"))
+            return None
 
     def print_outcome(self, outcome: Outcome) -> None:
         line = f"#{outcome.row.pk} {outcome.kind.value}"
@@ -147,7 +193,7 @@ class Command(BaseCommand):
         for pk, error in unloadable.items():
             self.stdout.write(f"#{pk} cannot be loaded ({error}): the tick will dead-letter it")
         zeros = " ".join(f"{name}=0" for name in TICK_COUNTS if name != "released")
-        self.stdout.write(f"dry run: due={total} {zeros}")
+        self.stdout.write(stamp(f"dry run: due={total} {zeros}"))
 
     def install_signal_handlers(self, stop: threading.Event) -> list[int]:
         """SIGTERM/SIGINT: stop claiming, finish or release what is held, then exit.

@@ -1,7 +1,7 @@
 """A `schedule()` child process against the test database, for the key race.
 
-Run as `python -m tests.schedule_child '<json>'` with the environment of
-`tests.processes.child_env()`; the JSON holds `schedule()`'s keyword arguments. The child
+Run as `python -m tests.support.schedule_child '<json>'` with the environment of
+`tests.support.processes.child_env()`; the JSON holds `schedule()`'s keyword arguments. The child
 reports on stdout, one line each: `ready` once Django is set up and connected, then
 `write <SQL verb>` as it sends each statement that writes (so a test holding the
 database's write lock knows the child got that far), and finally `result <json>`: the

@@ -23,7 +23,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SUMMARY = re.compile(r"claimed=(\d+) succeeded=(\d+) partial=(\d+) retried=(\d+) dead_lettered=(\d+)")
 TABLE = "notifications_notification"
 
@@ -262,7 +262,7 @@ def run_benchmark(out: Path, on_postgres: bool, *args: str, timeout: float) -> s
         env["DATABASE_URL"] = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/postgres"
     return subprocess.run(
         [sys.executable, "bench/run.py", "--quick", *args, "--out", str(out)],
-        cwd=Path(__file__).resolve().parent.parent,
+        cwd=REPO,
         env=env,
         capture_output=True,
         text=True,

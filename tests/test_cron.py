@@ -1,0 +1,51 @@
+"""`notifications.cron.runtick`: the CRONJOBS entry, run as django-crontab's `crontab run` calls it."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.core import mail
+
+from notifications import cron
+from notifications.models import Notification
+
+pytestmark = pytest.mark.django_db
+STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d"
+
+
+def test_it_ticks_and_prints_the_timestamped_summary(make_row, capsys):
+    make_row()
+    cron.runtick()
+
+    out, err = capsys.readouterr()
+    assert re.fullmatch(rf"{STAMP} claimed=1 succeeded=1 partial=0 retried=0 dead_lettered=0 .*\n", out)
+    assert err == ""
+    assert len(mail.outbox) == 1
+
+
+def test_it_runs_the_system_checks_but_keeps_warnings_out_of_the_log(db, settings, capsys):
+    settings.NOTIFICATIONS_TICK_LIMITT = 5  # notifications.W005
+    cron.runtick()
+    out, err = capsys.readouterr()
+    assert "claimed=0" in out and err == ""
+
+
+def test_an_error_is_one_line_on_stderr_not_a_traceback(make_row, settings, capsys):
+    # django-crontab logs an exception escaping the job with its traceback; the job raises none.
+    row = make_row()
+    settings.NOTIFICATIONS_WEBHOOK_SECRET = ""
+    cron.runtick()
+
+    out, err = capsys.readouterr()
+    assert out == ""
+    (line,) = err.splitlines()
+    assert re.fullmatch(rf"{STAMP} runtick did not run: notifications\.E021: NOTIFICATIONS_WEBHOOK_SECRET .*", line)
+    assert Notification.objects.get(pk=row.pk).claim_token is None
+
+
+def test_a_bad_argument_is_one_line_too(db, capsys):
+    cron.runtick("--budget", "-1")
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert re.fullmatch(rf"{STAMP} runtick did not run: .*\n", err), err
