@@ -15,6 +15,8 @@ with `runtick --loop 60` woken by LISTEN/NOTIFY (`--fast-lane-rows 200 --fast-la
 (one port each, so 100 targets) answering after 100 ms, runtick with the default settings
 beside plain `HTTPAdapter.send` with as many threads, the memory per in-flight send, then
 the same burst to one receiver that counts its connections (`--burst-rows`, `--burst-receivers`).
+`--scenario actions` (bench/actions.py): requeue, pause, resume, run now and purge of a
+select-all of 100,000 rows, timed, with the host's own saves beside the requeue (`--action-rows`).
 `--scenario instrumentation` (about a minute at `--rows 5000`): what monitoring costs per
 row, runtick without the monitoring totals, as shipped, and with the OpenTelemetry SDK.
 `--scenario charts` (about a minute on SQLite, a few on PostgreSQL): the admin's chart
@@ -43,6 +45,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.actions import scenario_actions  # noqa: E402
 from bench.flow import scenario_flow  # noqa: E402
 from bench.sink import Sink, ceiling  # noqa: E402
 
@@ -902,7 +905,7 @@ def scenario_burst(
 
 
 def scenario_instrumentation(table: Table, sink: Sink, rows: int, repeats: int) -> None:
-    """12. What monitoring costs per row: runtick draining `rows` webhooks without the
+    """13. What monitoring costs per row: runtick draining `rows` webhooks without the
     monitoring totals (`bare`), as shipped (`product`: the totals, OpenTelemetry's API with
     no SDK) and with the OpenTelemetry SDK recording every span and metric (`otel`), in
     rotating order; CPU seconds per row, the steadier figure on a shared machine."""
@@ -925,7 +928,7 @@ def scenario_instrumentation(table: Table, sink: Sink, rows: int, repeats: int) 
     for variant in ("product", "otel"):
         extra = median(cpu[variant]) / base_cpu - 1
         table.add(
-            f"12. instrumentation: {variant} vs bare, {rows:,} webhook rows",
+            f"13. instrumentation: {variant} vs bare, {rows:,} webhook rows",
             f"CPU {median(cpu[variant]):.0f} vs {base_cpu:.0f} µs/row (**{extra:+.1%}**), "
             f"wall {median(wall[variant]):.0f} vs {base_wall:.0f} µs/row "
             f"({median(wall[variant]) / base_wall - 1:+.1%}); median of {repeats}",
@@ -985,7 +988,7 @@ def fill_attempts(n: int, targets: int, failed_share: float, now: datetime) -> N
 
 
 def scenario_charts(table: Table, attempts: int, repeats: int) -> None:
-    """13. The admin's chart queries over a delivery log of `attempts` records (10% failed,
+    """14. The admin's chart queries over a delivery log of `attempts` records (10% failed,
     50 targets) and a day of tick records: each query's time, median of `repeats`."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
@@ -1012,7 +1015,7 @@ def scenario_charts(table: Table, attempts: int, repeats: int) -> None:
                 read()
                 times.append(time.perf_counter() - began)
         table.add(
-            f"13. chart {name}, {DeliveryAttempt.objects.count():,} attempts",
+            f"14. chart {name}, {DeliveryAttempt.objects.count():,} attempts",
             f"**{median(times) * 1000:.1f} ms** in {len(queries)} query "
             f"(median of {repeats}; log filled in {filled:.0f} s)",
             "< 1 s",
@@ -1061,7 +1064,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--burst-memory-rows", type=int, default=3_000, help="rows of the memory comparison (scenario 10; 0: none)"
     )
-    parser.add_argument("--attempts", type=int, default=1_000_000, help="delivery records (scenario 13, charts)")
+    parser.add_argument("--action-rows", type=int, default=100_000, help="rows of the select-all actions (scenario 12)")
+    parser.add_argument("--attempts", type=int, default=1_000_000, help="delivery records (scenario 14, charts)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the benchmark runs")
     parser.add_argument("--out", help="results file (default bench/results/<database>-<time>.md)")
     args = parser.parse_args(argv)
@@ -1070,6 +1074,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.host_seconds = 1
         args.fast_lane_rows = 20
         args.burst_rows, args.burst_receivers, args.burst_memory_rows = 200, 10, 100
+        args.action_rows = 2_000
         args.attempts = 5_000
     return args
 
@@ -1122,9 +1127,11 @@ def main(argv: list[str] | None = None) -> Path:
                 scenario_fast_lane(table, sink, args.fast_lane_rows, args.fast_lane_rate, vendor)
             if "flow" in only:  # scenario 11, bench/flow.py: not in the default set
                 scenario_flow(table, sink, args.quick)
-            if "charts" in only:  # scenario 13: not in the default set
+            if "actions" in only:  # scenario 12, bench/actions.py: not in the default set
+                scenario_actions(table, args.action_rows)
+            if "charts" in only:  # scenario 14: not in the default set
                 scenario_charts(table, args.attempts, max(args.repeats, 5))
-            if "instrumentation" in only:  # scenario 12: not in the default set
+            if "instrumentation" in only:  # scenario 13: not in the default set
                 scenario_instrumentation(table, sink, args.rows, max(args.repeats, 3))
             if "burst" in only:
                 burst_sweep = [int(c) for c in args.burst_sweep.split(",") if c]

@@ -49,7 +49,7 @@ class Defaults:
     # in memory by the tick and the change page, so one oversized row costs every tick.
     MAX_PAYLOAD_BYTES: int = 64 * 1024
     # Seconds a host's clock may differ from the database's before it is reported:
-    # leases and due times are read on each host's own clock (see notifications.health.clock).
+    # due times are read on each host's own clock (leases on the database's; see notifications.health.clock).
     MAX_CLOCK_OFFSET: float = 5
     # "HH:MM-HH:MM" in each row's own time zone: nothing is sent inside (blank: no window).
     # A row's own `quiet_hours` overrides it ("off": none for that row).

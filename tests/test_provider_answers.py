@@ -73,18 +73,22 @@ def test_a_550_and_a_451_keep_each_answer_and_only_the_550_is_suppressed(smtp):
     assert smtp.delivered[0].rcpt_tos == ["full@example.com"]
 
 
-def test_a_451_for_one_recipient_while_another_accepts_is_noted_not_counted_as_sent(smtp):
+def test_a_451_for_one_recipient_while_another_accepts_is_not_counted_as_sent_to_it(smtp):
     smtp.refuse("full@example.com", "451 4.2.2 Mailbox full")
     row = email(email_to=["ada@example.com", "full@example.com"])
 
     report = run_tick(now=NOW)
 
-    assert report.counts()["succeeded"] == 1  # ada has it: a retry would send it twice
+    assert report.counts()["succeeded"] == 0  # the firing still owes full@example.com
     assert smtp.delivered[0].rcpt_tos == ["ada@example.com"]
     record = attempt(row)
-    assert record.outcome == "ok"
-    assert record.error == "email: not sent to some recipients: 451 4.2.2 <full@example.com>: Mailbox full"
+    assert (record.outcome, record.error_class) == ("failed", "transient")
+    assert record.error.startswith("email: SMTP 451 for 1 of 2 recipients")
     assert suppressed() == []
+
+    smtp.rcpt_replies.clear()
+    assert run_tick(now=AFTER_BACKOFF).counts()["succeeded"] == 1
+    assert smtp.delivered[1].rcpt_tos == ["full@example.com"]  # only the one still owed
 
 
 def test_a_refused_connection_names_the_host_and_port():

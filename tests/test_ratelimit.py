@@ -148,3 +148,34 @@ def test_a_tick_waits_for_a_slot_that_came_due_but_was_not_claimed():
     assert not flow.pause_if_waiting(now, budget_left=10)
     flow.slots = [now.timestamp() + 20]  # beyond the budget: the next tick's
     assert not flow.pause_if_waiting(now, budget_left=10)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stamp_left_in_the_future_by_a_fast_clock_is_set_back_by_the_next_take():
+    two = (Limit(2, "s"),)
+    t = 3_000_000.0
+    assert take("fast", two, 2, t + 3600).granted == 2  # a host an hour ahead spends the burst
+    assert take("fast", two, 2, t).granted == 0  # the correct clock: the stamp is set back
+    assert take("fast", two, 2, t + 1).granted == 2  # refilled from then on, not an hour later
+    # A stamp a little ahead (a taker whose claim waited) still never moves back.
+    assert take("slow", two, 2, t + 5).granted == 2
+    assert take("slow", two, 2, t).granted == 0
+    assert take("slow", two, 2, t + 5.5).granted == 1
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(NOTIFICATIONS_RATE_LIMITS={"*": "2/s"})
+def test_a_target_sends_again_at_its_rate_after_a_tick_an_hour_ahead(make_row, webhook_server):
+    now = datetime.now(UTC)
+    for n in range(2):
+        make_row(channels=["webhook"], webhook_url=webhook_server.url(f"/ahead/{n}"), fire_at=now)
+    run_tick(now=now + timedelta(hours=1))  # a host whose clock runs an hour fast
+    assert len(webhook_server.received) == 2
+    for n in range(4):
+        make_row(channels=["webhook"], webhook_url=webhook_server.url(f"/after/{n}"), fire_at=now)
+
+    report = run_tick(budget=5)  # the correct clock
+
+    assert report.counts()["succeeded"] == 4
+    assert len(webhook_server.received) == 6
+    assert not Notification.objects.exists()

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.core import mail
+from django.utils import timezone
 
 from notifications.conf import app_settings
 from notifications.models import Notification
@@ -35,7 +36,9 @@ def test_claim_takes_the_oldest_first_up_to_the_limit(due_rows):
     token, claimed = batch.token, batch.rows
 
     assert [r.pk for r in claimed] == [r.pk for r in due_rows[:2]]
-    assert all(r.claim_token == token and r.claimed_until == NOW + timedelta(seconds=120) for r in claimed)
+    # The lease runs on the database's clock (the real one), not on the tick's `now`.
+    assert all(r.claim_token == token for r in claimed)
+    assert all(abs((r.claimed_until - timezone.now()).total_seconds() - 120) < 10 for r in claimed)
     # The others are untouched.
     assert not Notification.objects.filter(pk__in=[r.pk for r in due_rows[2:]], claim_token__isnull=False).exists()
 
@@ -57,9 +60,11 @@ def test_limit_2_delivers_only_the_two_oldest_in_the_first_batch(due_rows):
 
 def test_rows_with_a_live_claim_are_skipped_and_expired_claims_are_taken(due_rows):
     live, expired = due_rows[0], due_rows[1]
-    Notification.objects.filter(pk=live.pk).update(claim_token=uuid.uuid4(), claimed_until=NOW + timedelta(minutes=5))
+    # Leases are read on the database's clock: the real time, whatever the tick's `now`.
+    wall = timezone.now()
+    Notification.objects.filter(pk=live.pk).update(claim_token=uuid.uuid4(), claimed_until=wall + timedelta(minutes=5))
     Notification.objects.filter(pk=expired.pk).update(
-        claim_token=uuid.uuid4(), claimed_until=NOW - timedelta(seconds=1)
+        claim_token=uuid.uuid4(), claimed_until=wall - timedelta(seconds=1)
     )
 
     claimed = claim(NOW, 2, lease=60).rows

@@ -12,7 +12,7 @@ from django.utils.translation import gettext_lazy as _
 
 from notifications import services
 from notifications.models import USER_FIELDS, Notification
-from notifications.models.validation import CHANNELS, MAX_PAYLOAD_DEPTH, payload_too_deep
+from notifications.models.validation import CHANNELS, MAX_PAYLOAD_DEPTH, payload_too_deep, text_errors
 
 if TYPE_CHECKING:  # django-stubs makes ModelForm generic; at run time it is not
     ModelForm = forms.ModelForm[Notification]
@@ -36,6 +36,10 @@ class PayloadField(forms.JSONField):
             too_deep = payload_too_deep(converted)
         except RecursionError:
             too_deep = True
+        except ValueError as exc:  # not JSONDecodeError: an integer past Python's 4,300 digits
+            raise ValidationError(
+                _("The payload must hold only JSON values: %(reason)s."), code="invalid", params={"reason": exc}
+            ) from None
         if too_deep:
             raise ValidationError(
                 _("The payload is nested deeper than %(depth)d levels."),
@@ -50,9 +54,11 @@ class PayloadField(forms.JSONField):
         try:
             value = super().bound_data(data, initial)
             too_deep = payload_too_deep(value)
-        except RecursionError:
+        except (RecursionError, ValueError):  # too deep, or an integer Python will not read
             too_deep = True
-        if too_deep and isinstance(data, str):
+        # Too deep to encode again, or holding text a page cannot carry (an unpaired
+        # surrogate): shown back as typed.
+        if (too_deep or text_errors(value)) and isinstance(data, str):
             return forms.fields.InvalidJSONInput(data)
         return value
 

@@ -49,9 +49,13 @@ class ChannelResult:
     # Addresses refused for good by this send, with why (an SMTP 5xx for the recipient, a
     # provider's rejection): the tick's write-back adds them to the suppression list.
     refused: tuple[tuple[str, str], ...] = ()
-    # What went wrong for part of a send that still counts as delivered (an SMTP 4xx for
-    # one recipient while the others took the message): kept in the delivery record.
-    note: str | None = None
+    # Recipients the receiver asked to try again later (an SMTP 4xx for the recipient, as
+    # greylisting answers) while it took the message for others: the firing still owes
+    # them, and only them (`Notification.owed_recipients`).
+    deferred: tuple[str, ...] = ()
+    # The receiver answered about this message's recipients (a refusal or a deferral per
+    # recipient): it is up, so the circuit breaker does not count the failure against the target.
+    answered: bool = False
 
     @property
     def ok(self) -> bool:

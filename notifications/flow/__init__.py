@@ -4,4 +4,5 @@
 - `breaker`: a circuit breaker per target, kept in `notifications.models.Target`.
 - `ratelimit`: token buckets per target, shared through the database.
 - `control`: both, applied to a tick's claimed rows.
+- `pruning`: idle Target and RateBucket rows deleted at the end of each tick.
 """

@@ -10,7 +10,9 @@ once; failure re-opens it with the cooldown doubled, up to `max_cooldown`.
 What counts: a channel result that failed transiently (timeout, connection error, 5xx,
 408, 429) extends the target's streak. A permanent failure (another 4xx, 410 Gone, a
 refused recipient) is an answer from a live receiver about one row: like a success it
-ends the streak, so one malformed payload cannot open a host's circuit.
+ends the streak, so one malformed payload cannot open a host's circuit. So is a mail
+server's answer about the recipients of one message, even a temporary one (a 451 to
+RCPT: greylisting): a dozen greylisted reminders must not stop every email.
 
 All of this runs in the tick's own thread (workers touch no database): `Breaker.admit`
 once per claimed batch, `Breaker.observe` right after each write-back.
@@ -213,7 +215,10 @@ class Breaker:
             return
         streaks: dict[str, Streak] = {}
         probed: dict[str, bool] = {}
+        held: set[str] = set()  # targets rows of this write-back were held for
         for outcome in outcomes:
+            if outcome.row.held_for:
+                held.add(outcome.row.held_for)
             probe = self.probes.pop(outcome.row.pk, None)
             for result in outcome.results:
                 key = channel_target(outcome.row, result.channel)
@@ -236,6 +241,22 @@ class Breaker:
             else:
                 self._reopen(key, now, streaks.pop(key) if key in streaks else None)
         self._save_streaks(streaks, now)
+        self._release_unopened(held, now)
+
+    def _release_unopened(self, held: set[str], now: datetime) -> None:
+        """Rows held for a target this tick tripped (`watch`) whose circuit did not open
+        once the results were written back (a success came between the failures): no Target
+        an operator could close holds them, so they are due again now."""
+        tripped = held & set(self.tripped)
+        if not tripped:
+            return
+        open_keys = set(
+            Target.objects.filter(key__in=tripped).exclude(state=Target.State.CLOSED).values_list("key", flat=True)
+        )
+        for key in tripped - open_keys:
+            with self.lock:
+                self.tripped.pop(key, None)
+            release_held(key, now)
 
     def _save_streaks(self, streaks: dict[str, Streak], now: datetime) -> None:
         ended = [k for k, s in streaks.items() if s.ended and not s.failures and self._has_streak(k)]
@@ -283,7 +304,9 @@ class Breaker:
 
 
 def _counts_as_failure(result: ChannelResult) -> bool:
-    return not result.ok and result.error_class != ErrorClass.PERMANENT
+    """A failure that says the target is unwell: transient, and not an answer about the
+    message's own recipients (greylisting's 451 for a recipient comes from a live server)."""
+    return not result.ok and result.error_class != ErrorClass.PERMANENT and not result.answered
 
 
 def _send(signal: Any, target: Target) -> None:

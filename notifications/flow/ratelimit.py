@@ -32,6 +32,12 @@ UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 LIMIT_RE = re.compile(r"^\s*(\d+)\s*/\s*([smhd])\s*$")
 ANY_WEBHOOK = "*"
 SLOT_MARGIN = 0.002  # seconds
+# How far ahead of a taker's clock a bucket's stamp may be and still count (seconds). Within
+# it stamps never move back, so takers a little apart (a claim that waited for a lock, hosts
+# slightly out of step) share one refill. A stamp further ahead was left by a clock running
+# fast (an hour, say): it is set back to the taker's time, so it freezes the bucket for no
+# longer than one take instead of until the correct clocks catch up.
+STAMP_AHEAD = 30.0
 
 
 @dataclass(frozen=True)
@@ -142,6 +148,8 @@ def _sql(template: str) -> str:
 
 # Refilled tokens at %(now)s: capped at the bucket's size, never back in time.
 _REFILLED = "{least}(%(cap)s, {table}.tokens + {greatest}(%(now)s - {table}.stamp, 0) * %(rate)s)"
+# The stamp after a take: the later of the two, unless the stored one is implausibly ahead.
+_STAMP = "CASE WHEN {table}.stamp > %(now)s + %(ahead)s THEN %(now)s ELSE {greatest}({table}.stamp, %(now)s) END"
 _GRANT = "CAST({floor}({least}(%(want)s, " + _REFILLED + ")) AS INTEGER)"
 # Only the table name and function names are formatted in; values are parameters.
 _TAKE = (
@@ -149,7 +157,7 @@ _TAKE = (
     "ON CONFLICT (key) DO UPDATE SET "
     "tokens = " + _REFILLED + " - " + _GRANT + ", "
     "granted = " + _GRANT + ", "
-    "stamp = {greatest}({table}.stamp, %(now)s) "
+    "stamp = " + _STAMP + " "
     "RETURNING granted, tokens"
 )
 _GIVE_BACK = "UPDATE {table} SET tokens = {least}(%(cap)s, tokens + %(n)s) WHERE key = %(key)s"
@@ -166,6 +174,7 @@ def _take_one(key: str, limit: Limit, want: int, now: float) -> tuple[int, float
         "want": want,
         "first": first,
         "first_left": float(limit.count - first),
+        "ahead": STAMP_AHEAD,
     }
     with connection.cursor() as cursor:
         cursor.execute(_sql(_TAKE), params)

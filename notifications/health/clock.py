@@ -1,12 +1,13 @@
 """How far this host's clock is from the database's: one query, reported, never enforced.
 
-Claims, leases and due times are compared with each host's own clock. A host whose
-clock runs 200 s ahead re-claims rows another tick is still sending; one a day ahead
-that dies leaves its claims for a day. The database's clock is the one every host
-shares, so each tick measures its distance from it and keeps it on its `TickRun`
-record; the admin header, `manage.py notifications_status` and the
-`notifications.W101` database check say so when it is past
-`NOTIFICATIONS_MAX_CLOCK_OFFSET`.
+Leases are the database's: a claim ends at the database's `Now()` plus the lease and
+is live until the database's clock passes it (`notifications.claims`), so a host whose
+clock runs 200 s ahead never re-claims rows another tick is still sending. Due times,
+quiet hours and backoffs are still read on each host's own clock, so a skewed host
+sends early or late. The database's clock is the one every host shares, so each tick
+measures its distance from it and keeps it on its `TickRun` record; the admin header,
+`manage.py notifications_status` and the `notifications.W101` database check say so
+when it is past `NOTIFICATIONS_MAX_CLOCK_OFFSET`.
 
 The measurement only reports: a tick never refuses to run because of it, so tests
 that move Python's clock with time-machine keep working (the database's clock is not

@@ -13,12 +13,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, OuterRef, Subquery
+from django.db.models import Count, F, OuterRef, Subquery, Window
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from notifications.flow.ratelimit import parse
 from notifications.models import Notification, RateBucket, Target
+
+# Open circuits and targets at their limit shown at most (the worst first: the most rows
+# waiting, then the longest failure streak); the header and the status say how many in all.
+SHOWN = 10
 
 
 @dataclass(frozen=True)
@@ -56,17 +60,36 @@ class AtLimit:
 
 @dataclass(frozen=True)
 class FlowHealth:
+    """The worst few (SHOWN) open circuits and targets at their limit, and how many in all."""
+
     open_circuits: list[OpenCircuit] = field(default_factory=list)
     at_limit: list[AtLimit] = field(default_factory=list)
+    open_count: int = 0
+    at_limit_count: int = 0
+
+    @property
+    def more_open(self) -> int:
+        return max(self.open_count - len(self.open_circuits), 0)
+
+    @property
+    def more_at_limit(self) -> int:
+        return max(self.at_limit_count - len(self.at_limit), 0)
 
     def lines(self) -> list[str]:
         """Short lines of text for `notifications_status`; none when nothing is held back."""
         lines = [f"circuit open: {circuit.describe()}" for circuit in self.open_circuits]
+        if self.more_open:
+            more = f"{self.more_open:,} more ({self.open_count:,} in all; the Targets list has them)"
+            lines.append(f"circuit open: {more}")
         lines += [f"at limit: {a.target} ({a.limit}), next slot in {a.wait:.2f}s" for a in self.at_limit]
+        if self.more_at_limit:
+            lines.append(f"at limit: {self.more_at_limit:,} more ({self.at_limit_count:,} in all)")
         return lines
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "open_circuits_total": self.open_count,
+            "at_limit_total": self.at_limit_count,
             "open_circuits": [
                 {
                     "target": c.key,
@@ -89,18 +112,26 @@ def flow_health(now: datetime | None = None) -> FlowHealth:
     """Open circuits (one query, rows waiting counted over the held-rows index) and targets
     at their limit (one query over the buckets with less than a token left when last taken)."""
     now = now or timezone.now()
-    return FlowHealth(open_circuits(), at_limit(now))
+    circuits, open_count = open_circuits()
+    limited = at_limit(now)
+    return FlowHealth(circuits, limited[:SHOWN], open_count, len(limited))
 
 
-def open_circuits() -> list[OpenCircuit]:
+def open_circuits(shown: int = SHOWN) -> tuple[list[OpenCircuit], int]:
+    """The worst `shown` targets whose circuit is not closed, and how many there are (one query)."""
     held = Notification.objects.filter(held_for=OuterRef("key")).order_by().values("held_for")
     waiting = Subquery(held.annotate(n=Count("pk")).values("n"))
-    targets = Target.objects.exclude(state=Target.State.CLOSED).annotate(waiting=Coalesce(waiting, 0)).order_by("key")
-    fields = ("key", "state", "failures", "retry_at", "manual", "waiting", "last_error")
-    return [
-        OpenCircuit(key, state, failures, retry_at, manual, int(held), last_error)
-        for key, state, failures, retry_at, manual, held, last_error in targets.values_list(*fields)
+    targets = (
+        Target.objects.exclude(state=Target.State.CLOSED)
+        .annotate(waiting=Coalesce(waiting, 0), total=Window(Count("pk")))
+        .order_by(F("waiting").desc(), F("failures").desc(), "key")[:shown]
+    )
+    fields = ("key", "state", "failures", "retry_at", "manual", "waiting", "last_error", "total")
+    found = [
+        (OpenCircuit(key, state, failures, retry_at, manual, int(held), last_error), int(total))
+        for key, state, failures, retry_at, manual, held, last_error, total in targets.values_list(*fields)
     ]
+    return [circuit for circuit, _ in found], (found[0][1] if found else 0)
 
 
 def at_limit(now: datetime) -> list[AtLimit]:
@@ -117,4 +148,4 @@ def at_limit(now: datetime) -> list[AtLimit]:
         tokens = min(float(limit.count), bucket.tokens + max(stamp - bucket.stamp, 0.0) * limit.rate)
         if tokens < 1:
             found.append(AtLimit(target, str(limit), (1 - tokens) / limit.rate))
-    return found
+    return sorted(found, key=lambda a: (-a.wait, a.target))

@@ -11,6 +11,7 @@ channel share it.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from typing import Any
 
@@ -24,6 +25,39 @@ from django.db import models
 MAX_RECIPIENTS = 50
 
 _SEPARATORS = re.compile(r"[,;\s]+")
+
+# Characters of an address the suppression list can hold: its column, and the most an SMTP
+# path carries (RFC 5321: 256 octets with the angle brackets).
+MAX_STORED_ADDRESS = 254
+
+
+def normalise(address: str) -> str:
+    """One spelling per mailbox, for the suppression list: the local part casefolded, the
+    domain lowercased and IDNA-encoded as Django's mail code sends it (`exämple.com` and
+    `EXÄMPLE.COM` are `xn--exmple-cua.com`), surrounding blanks and a trailing dot dropped.
+
+    A domain that cannot be encoded is kept casefolded. Pure; never raises.
+    """
+    local, at, domain = address.strip().rpartition("@")
+    if not at:
+        return address.strip().casefold()
+    domain = domain.rstrip(".").casefold()
+    with contextlib.suppress(UnicodeError):  # not a name IDNA can encode: kept casefolded
+        domain = domain.encode("idna").decode("ascii")
+    return f"{local.casefold()}@{domain.lower()}"
+
+
+def storable(address: str) -> str | None:
+    """`normalise(address)` when the suppression list can store it; None when it cannot (too
+    long for its column, blank, or holding a NUL or a lone surrogate)."""
+    key = normalise(address)
+    if not key or len(key) > MAX_STORED_ADDRESS or "\x00" in key:
+        return None
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return key
 
 
 def as_list(value: Any) -> list[str]:

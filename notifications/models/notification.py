@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from notifications.conf import positive_int, quiet_hours
 from notifications.models import states, validation
-from notifications.models.addresses import AddressesField
+from notifications.models.addresses import AddressesField, normalise
 from notifications.models.fields import HttpsURLField
 from notifications.models.states import State
 from notifications.rules import expiry, quiet, schedule
@@ -57,10 +57,11 @@ class NotificationQuerySet(models.QuerySet["Notification"]):
     """Row states as filters (`notifications.models.states` defines each). `now` is passed in so
     callers and tests control time."""
 
-    def due(self, now: datetime | None = None) -> NotificationQuerySet:
-        """Rows a tick may claim now: due, retries left, and no live claim."""
+    def due(self, now: datetime | None = None, lease_clock: Any = None) -> NotificationQuerySet:
+        """Rows a tick may claim now: due, retries left, and no live claim (compared with
+        `lease_clock`, e.g. the database's `Now()`; None: with `now`)."""
         # The typed reader: a value `manage.py check` rejects must not reach the query (E002).
-        return self.filter(states.claimable(now or timezone.now(), positive_int("MAX_RETRIES")))
+        return self.filter(states.claimable(now or timezone.now(), positive_int("MAX_RETRIES"), lease_clock))
 
     def in_state(self, state: str, now: datetime | None = None) -> NotificationQuerySet:
         """Rows whose `state` is `state` (the admin's filter values)."""
@@ -185,6 +186,11 @@ class Notification(models.Model):
     # `next_fire_at` is the due time. `max_delay` counts from it.
     firing_due_at = models.DateTimeField(null=True, blank=True, editable=False)
     pending_channels = models.JSONField(null=True, blank=True, editable=False)
+    # The email recipients a firing still owes after a server deferred some of them (an SMTP
+    # 4xx to RCPT, as greylisting answers) and took the message for the others:
+    # `{"firing": "<firing_id>", "addresses": [...]}` (normalised addresses). It counts only
+    # for that firing: a new firing id owes every recipient again. NULL: every recipient.
+    pending_recipients = models.JSONField(null=True, blank=True, editable=False)
     # The channels a partial failure left undelivered (what a requeue sends again); NULL
     # when the last firing was not a partial failure. The PARTIAL state is this column.
     failed_channels = models.JSONField(null=True, blank=True, editable=False)
@@ -257,8 +263,13 @@ class Notification(models.Model):
         # Django's JSONField.validate() encodes the payload recursively: a payload nested
         # thousands deep would raise RecursionError there. Leave it to clean(), which
         # refuses it with a message.
-        if validation.payload_too_deep(self.payload):
+        # A value Django's checks would raise on (an integer of 5,000 digits), or text no
+        # database stores (a NUL): clean() refuses them, naming the field.
+        if validation.payload_unencodable(self.payload):
             exclude = {*(exclude or ()), "payload"}
+        unstorable = validation.storable_errors(self)
+        if unstorable:
+            exclude = {*(exclude or ()), *unstorable}
         super().clean_fields(exclude)
 
     def clean(self) -> None:
@@ -298,6 +309,18 @@ class Notification(models.Model):
         if not self.pending_channels:
             return self.channel_list
         return [c for c in self.channel_list if c in self.pending_channels]
+
+    @property
+    def owed_recipients(self) -> set[str] | None:
+        """The email recipients (normalised, `addresses.normalise`) the current firing still
+        owes, or None for every recipient."""
+        pending = self.pending_recipients
+        if not isinstance(pending, dict) or pending.get("firing") != str(self.firing_id):
+            return None
+        owed = pending.get("addresses")
+        if not isinstance(owed, list) or not owed:
+            return None
+        return {normalise(a) for a in owed if isinstance(a, str)}
 
     @property
     def resend_channels(self) -> list[str]:

@@ -154,6 +154,10 @@ def ready(now: datetime, max_retries: int) -> Q:
     return Q(retries_left, next_fire_at__lte=now, paused_at__isnull=True)
 
 
-def claimable(now: datetime, max_retries: int) -> Q:
-    """Rows a tick may claim at `now`: ready, and no live claim. Served by the due index."""
-    return Q(Q(claimed_until__isnull=True) | Q(claimed_until__lte=now), ready(now, max_retries))
+def claimable(now: datetime, max_retries: int, lease_clock: Any = None) -> Q:
+    """Rows a tick may claim at `now`: ready, and no live claim. Served by the due index.
+
+    `lease_clock` is what claims are compared with (the tick passes the database's clock,
+    `Now()`, which every host shares); None compares them with `now`."""
+    expired = Q(claimed_until__lte=now if lease_clock is None else lease_clock)
+    return Q(Q(claimed_until__isnull=True) | expired, ready(now, max_retries))

@@ -8,13 +8,16 @@ from typing import Any
 from django.db import models
 from django.utils import timezone
 
+from notifications.models.addresses import normalise, storable
+
 LOOKUP_CHUNK = 500  # addresses per query: well within every backend's parameter limit
 
 
 class SuppressionQuerySet(models.QuerySet["Suppression"]):
     def among(self, addresses: Iterable[str]) -> set[str]:
-        """Which of `addresses` (compared lowercased) are suppressed; lowercased."""
-        wanted = sorted({a.strip().lower() for a in addresses if a})
+        """Which of `addresses` are suppressed, as `addresses.normalise` spells them (the
+        suppression list's own spelling: IDNA domain, casefolded)."""
+        wanted = sorted({key for a in addresses if a and (key := storable(a))})
         found: set[str] = set()
         for start in range(0, len(wanted), LOOKUP_CHUNK):
             chunk = wanted[start : start + LOOKUP_CHUNK]
@@ -27,7 +30,9 @@ class Suppression(models.Model):
 
     Added by the tick (an SMTP 5xx for the recipient, a provider's rejection) and by
     django-anymail's tracking webhooks; an operator lifts one by deleting it. Addresses
-    are stored lowercased and compared that way.
+    are stored and compared as `notifications.models.addresses.normalise` spells them:
+    the domain IDNA-encoded, everything casefolded, so `Bounce@Exämple.com` and
+    `bounce@xn--exmple-cua.com` are one entry.
     """
 
     address = models.EmailField(max_length=254, unique=True)
@@ -43,5 +48,5 @@ class Suppression(models.Model):
         return self.address
 
     def save(self, *args: Any, **kwargs: Any) -> None:
-        self.address = self.address.strip().lower()
+        self.address = normalise(self.address)
         super().save(*args, **kwargs)

@@ -53,6 +53,20 @@ def channel_errors(channels: Any) -> list[str]:
     return []
 
 
+# A host name is at most 253 characters (RFC 1034 3.1), as Django's URLValidator says for
+# rows it sees; a longer one (reached by bulk_create) would not fit the flow-control
+# columns its target is stored in (Target, RateBucket) and crash every tick.
+MAX_HOST_CHARS = 253
+
+
+def host_length(host: str) -> int:
+    """Characters of `host` as DNS spells it (IDNA-encoded), or as typed if it cannot be."""
+    try:
+        return len(host.encode("idna"))
+    except UnicodeError:  # a label over 63 characters, or not encodable: count what is there
+        return len(host.encode("utf-8", "replace"))
+
+
 def url_errors(url: str) -> list[str]:
     """A webhook URL is http(s) with a host, a valid port and no credentials.
 
@@ -68,6 +82,8 @@ def url_errors(url: str) -> list[str]:
         return ["Webhook URLs must use http or https."]
     if not parts.hostname:
         return ["The webhook URL has no host."]
+    if host_length(parts.hostname) > MAX_HOST_CHARS:
+        return [f"The webhook URL's host is longer than {MAX_HOST_CHARS} characters."]
     if parts.username is not None or parts.password is not None:
         return ["Put credentials in the payload or the signature, not in the URL."]
     return []
@@ -132,6 +148,18 @@ def _measure(value: Any, stop_above: int) -> tuple[bool, int]:
     return False, size
 
 
+def payload_unencodable(payload: Any) -> bool:
+    """Whether `payload` cannot be encoded as JSON at all (an integer of 4,300+ digits, a set,
+    nesting too deep): Django's own JSONField check would raise on it, not refuse it."""
+    if payload_too_deep(payload):
+        return True
+    try:
+        json.dumps(payload)
+    except (TypeError, ValueError, RecursionError):
+        return True
+    return False
+
+
 def payload_too_deep(payload: Any) -> bool:
     """Whether `payload` nests objects or lists deeper than MAX_PAYLOAD_DEPTH levels."""
     too_deep, _ = _measure(payload, stop_above=sys.maxsize)
@@ -163,18 +191,70 @@ def payload_errors(payload: Any) -> list[str]:
 def body_errors(body: str) -> list[str]:
     """The email body is at most MAX_BODY_BYTES of UTF-8."""
     # Characters never outnumber UTF-8 bytes: a long body is refused without encoding it.
-    if len(body) > MAX_BODY_BYTES or len(body.encode()) > MAX_BODY_BYTES:
+    if len(body) > MAX_BODY_BYTES or len(body.encode("utf-8", "surrogatepass")) > MAX_BODY_BYTES:
         return [f"The body is larger than {MAX_BODY_BYTES:,} bytes."]
     return []
 
 
 Errors = dict[str, list[str]]
 
+# Text fields a row stores as given: a NUL or an unpaired surrogate in any of them is refused
+# on that field (PostgreSQL stores neither, SQLite's driver cannot encode a surrogate).
+TEXT_FIELDS = (
+    "key",
+    "subject",
+    "body",
+    "html_body",
+    "template",
+    "language",
+    "webhook_url",
+    "webhook_secret",
+    "recurrence_rule",
+    "timezone",
+    "quiet_hours",
+)
+ADDRESS_FIELDS = ("email_to", "email_cc", "email_bcc", "reply_to")
+NUL_MESSAGE = "Remove the NUL character (\\u0000): no database stores it."
+SURROGATE_MESSAGE = "Remove the unpaired surrogate (\\ud800-\\udfff): it is not Unicode text."
+
+
+def text_errors(value: Any) -> list[str]:
+    """Why the string `value` (or any string inside a list or object, keys too) cannot be
+    stored: a NUL, or an unpaired surrogate. Iterative: no depth raises RecursionError."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return [NUL_MESSAGE]
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return [SURROGATE_MESSAGE]
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return []
+
+
+def storable_errors(row: Notification) -> Errors:
+    """Text fields, addresses and the payload holding what no database stores (NUL, an
+    unpaired surrogate), by field; the other rules are not asked of such a field."""
+    errors: Errors = {}
+    for name in (*TEXT_FIELDS, *ADDRESS_FIELDS, "payload"):
+        messages = text_errors(getattr(row, name, None))
+        if messages:
+            errors[name] = messages
+    return errors
+
 
 def field_errors(row: Notification) -> Errors:
     """Every problem of `row`, by field name; empty when the row can be delivered."""
     channels = row.channels if isinstance(row.channels, list) else []
-    errors: Errors = {}
+    errors: Errors = storable_errors(row)
+    unstorable = set(errors)
     for part in (
         {"channels": channel_errors(row.channels)},
         _email_errors(row) if "email" in channels else {},
@@ -184,7 +264,7 @@ def field_errors(row: Notification) -> Errors:
         _limit_errors(row),
     ):
         for field, messages in part.items():
-            if messages:
+            if messages and field not in unstorable:
                 errors.setdefault(field, []).extend(messages)
     if "email" not in channels:  # the body is bounded whatever the channels
         body = body_errors(row.body or "")

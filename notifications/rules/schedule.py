@@ -11,13 +11,15 @@ match is then placed on the UTC time line:
 
 from __future__ import annotations
 
+import datetime as _datetime
+import functools
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterError, croniter
-from dateutil.rrule import rrule, rrulestr
+from dateutil.rrule import YEARLY, rrule, rrulestr
 
 # More wall-clock matches than this that all land at or before `after` means the rule
 # cannot advance (it would loop); a real rule needs at most a handful (DST gap/fold).
@@ -96,6 +98,8 @@ def _wall_clock_matches(rule: str, wall_after: datetime, anchor: datetime) -> It
             raise InvalidRule(f"not a valid RRULE: {exc}") from exc
         if not isinstance(parsed, rrule):
             raise InvalidRule("give one RRULE, not a set")
+        if not _some_day_matches(rule):
+            raise InvalidRule("the RRULE never fires: no date matches its BYxxx parts")
         wall = parsed.after(wall_after)
         while wall is not None:
             yield wall
@@ -112,6 +116,42 @@ def _wall_clock_matches(rule: str, wall_after: datetime, anchor: datetime) -> It
             yield matches.get_next(datetime)
         except (CroniterError, ValueError) as exc:  # e.g. "0 0 31 2 *" never matches
             raise InvalidRule(f"cron expression never fires: {exc}") from exc
+
+
+# The Gregorian calendar repeats every 400 years: a date no year of one cycle has never comes.
+_CYCLE_YEARS = 400
+
+
+@functools.lru_cache(maxsize=1024)
+def _some_day_matches(rule: str) -> bool:
+    """Whether any date at all matches the RRULE's date parts (BYMONTH, BYMONTHDAY, BYDAY,
+    BYWEEKNO, BYYEARDAY, BYEASTER): `FREQ=SECONDLY;BYMONTH=2;BYMONTHDAY=30` has none.
+
+    dateutil looks for a next occurrence until year 9999 whatever its UNTIL, so such a rule
+    cost 26 s of CPU per question. Here the same date parts are asked of a yearly rule
+    over the last 400-year cycle before 9999, where dateutil's own end bounds the search
+    (milliseconds). Time parts, BYSETPOS, COUNT, UNTIL and INTERVAL are left out: they only
+    narrow the dates, so no date here means no occurrence ever.
+    """
+    start = datetime(_datetime.MAXYEAR - _CYCLE_YEARS + 1, 1, 1)
+    try:
+        parsed = rrulestr(rule, dtstart=start, ignoretz=True)
+    except (ValueError, TypeError, KeyError, IndexError):
+        return True  # not readable here: the caller's own parse says why
+    if not isinstance(parsed, rrule):
+        return True
+    dates = parsed.replace(
+        freq=YEARLY,
+        dtstart=start,
+        interval=1,
+        count=None,
+        until=None,
+        bysetpos=None,
+        byhour=None,
+        byminute=None,
+        bysecond=None,
+    )
+    return dates.after(start, inc=True) is not None
 
 
 def place(wall: datetime, tz: ZoneInfo) -> datetime:

@@ -22,7 +22,8 @@ The modules, each importing only those above it in this list:
 - `creating`: `schedule_notification` and its keyed insert or replace, `edit`, `start`.
 - `persisting`: a batch's write-back (`save_outcomes`), `suppress`, `insert_statements`,
   `announce`.
-- `housekeeping`: `prune_history`, `record_tick`.
+- `housekeeping`: `prune_history`, `prune` (it and the tick's other housekeeping in one
+  transaction), `record_tick`.
 - `actions`: operator actions on rows in bulk: `ActionResult`, `RowAction`, `act`,
   `requeue` (`REQUEUE`), `purge`.
 - `lifecycle`: `cancel`, `pause`, `resume`, `run_now` and their `RowAction`s, `refusal`,
@@ -50,7 +51,7 @@ from notifications.services.firing import (
     release,
     unsigned_webhook,
 )
-from notifications.services.housekeeping import prune_history, record_tick
+from notifications.services.housekeeping import prune, prune_history, record_tick
 from notifications.services.lifecycle import PAUSE, RESUME, RUN_NOW, cancel, pause, pk_of, refusal, resume, run_now
 from notifications.services.outcomes import TICK_COUNTS, Kind, Outcome
 from notifications.services.persisting import announce, insert_statements, save_outcomes, suppress
@@ -78,6 +79,7 @@ __all__ = [
     "insert_statements",
     "pause",
     "pk_of",
+    "prune",
     "prune_history",
     "purge",
     "record_firing",

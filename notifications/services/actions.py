@@ -3,6 +3,7 @@ under lock, `requeue` (and its `REQUEUE`), and `purge`."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from notifications.models import Notification
 from notifications.models.states import State
 from notifications.services import wake
 from notifications.services.claims import load_defensively
+from notifications.services.persisting import update_rows
 
 REQUEUE_FIELDS = [
     "pending_channels",
@@ -57,15 +59,54 @@ class RowAction:
     wakes: bool = False  # it may make rows due now: tell a waiting `runtick --loop`
 
 
+# Rows per transaction of an operator action (and per DELETE of a purge): each chunk is
+# re-read under lock, changed and saved in a short transaction of its own, so a select-all
+# of 100,000 rows neither holds its locks (or, on SQLite, the database's write lock) for
+# the whole run nor builds one UPDATE whose CASE grows with the selection (quadratic).
+ACTION_BATCH = 500
+# SQLite gives its write lock to no one in particular: a writer waiting in its busy handler
+# polls (at last every 100 ms), and a loop that begins its next transaction at once would
+# take the lock again each time. Between chunks an action leaves the lock free as long as
+# it held it, within these bounds (seconds), so the host site's writes get their turn.
+SQLITE_GAP = (0.02, 0.1)
+
+
 def act(action: RowAction, rows: Iterable[Notification], now: datetime | None = None) -> ActionResult:
     """Apply `action` to `rows`; rows it does not apply to are skipped with a reason.
 
-    Rows are re-read inside the transaction (locked on PostgreSQL) and the changes saved
-    with one bulk UPDATE, so a tick's claim or write-back in between is never overwritten.
+    In chunks of ACTION_BATCH rows, each in a transaction of its own: the chunk is re-read
+    (locked on PostgreSQL) and its changes saved with one bulk UPDATE, so a tick's claim or
+    write-back in between is never overwritten, and the host site's writes and ticks get
+    their turn between chunks.
     """
     now = now or timezone.now()
     result = ActionResult()
-    pks = _pks(rows)
+    pks = sorted(set(_pks(rows)))  # one lock order for every caller: no deadlock between two
+    earliest: datetime | None = None
+    held = 0.0
+    for start in range(0, len(pks), ACTION_BATCH):
+        if start:
+            _let_others_write(held)
+        began = time.monotonic()
+        changed = _act_on_chunk(action, pks[start : start + ACTION_BATCH], now, result)
+        held = time.monotonic() - began
+        if action.wakes:
+            due = min((r.next_fire_at for r in changed if r.next_fire_at), default=None)
+            earliest = due if earliest is None or (due is not None and due < earliest) else earliest
+    if earliest is not None:
+        wake.announce_due(earliest)
+    return result
+
+
+def _let_others_write(held: float) -> None:
+    """Between two chunks on SQLite: leave the write lock free for a while (SQLITE_GAP)."""
+    if connection.vendor == "sqlite" and not connection.in_atomic_block:
+        time.sleep(min(max(held, SQLITE_GAP[0]), SQLITE_GAP[1]))
+
+
+def _act_on_chunk(action: RowAction, pks: list[Any], now: datetime, result: ActionResult) -> list[Notification]:
+    """One chunk of `act`, in one short transaction; returns the rows it changed."""
+    changed: list[Notification] = []
     with transaction.atomic():
         query = Notification.objects.filter(pk__in=pks).order_by("pk")
         if connection.features.has_select_for_update:
@@ -80,16 +121,13 @@ def act(action: RowAction, rows: Iterable[Notification], now: datetime | None = 
                 continue
             action.change(row, now)
             row.updated_at = now
-            result.rows.append(row)
-        if result.rows:
-            result.changed = Notification.objects.filter(pk__in=[r.pk for r in result.rows]).bulk_update(
-                result.rows, list(dict.fromkeys([*action.fields, "updated_at"]))
-            )
-            if action.wakes:
-                wake.announce_due(min((r.next_fire_at for r in result.rows if r.next_fire_at), default=None))
-    for _ in range(len(set(pks)) - len(fresh) - len(unloadable)):
+            changed.append(row)
+        # The chunk is locked (PostgreSQL) or under the write lock (SQLite): every row is there.
+        result.changed += update_rows(Notification, changed, list(dict.fromkeys([*action.fields, "updated_at"])))
+    result.rows.extend(changed)
+    for _ in range(len(pks) - len(fresh) - len(unloadable)):
         result.skip("no longer exists")
-    return result
+    return changed
 
 
 def requeue(rows: Iterable[Notification], now: datetime | None = None) -> ActionResult:
@@ -146,7 +184,7 @@ def _requeue_refusal(row: Notification, now: datetime) -> str | None:
 REQUEUE = RowAction("requeue", _requeue_refusal, _requeue, tuple(REQUEUE_FIELDS), wakes=True)
 
 
-PURGE_BATCH = 500  # rows per DELETE: keeps each statement's parameter list small
+PURGE_BATCH = ACTION_BATCH  # rows per DELETE, each in its own short transaction
 
 
 def purge(rows: Iterable[Notification], on_batch: Callable[[int, int], None] | None = None) -> int:
@@ -154,12 +192,17 @@ def purge(rows: Iterable[Notification], on_batch: Callable[[int, int], None] | N
 
     `on_batch(deleted, total)` is called after each batch: the progress of a big purge.
     """
-    pks = _pks(rows)
+    pks = sorted(set(_pks(rows)))
     deleted = 0
+    held = 0.0
     for start in range(0, len(pks), PURGE_BATCH):
+        if start:
+            _let_others_write(held)
+        began = time.monotonic()
         with transaction.atomic():
             _, per_model = Notification.objects.filter(pk__in=pks[start : start + PURGE_BATCH]).delete()
         deleted += per_model.get(Notification._meta.label, 0)
+        held = time.monotonic() - began
         if on_batch is not None:
             on_batch(deleted, len(pks))
     return deleted

@@ -21,7 +21,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import InterfaceError, OperationalError, connection, transaction
-from django.db.models import QuerySet
+from django.db.models import DateTimeField, ExpressionWrapper, QuerySet, Value
+from django.db.models.functions import Now
 
 from notifications.models import Notification
 
@@ -47,8 +48,12 @@ class Claim:
 
 
 def due_query(now: datetime, limit: int) -> QuerySet[Notification, Any]:
-    """The ids of the next `limit` claimable rows, oldest first (a range scan of the due index)."""
-    return Notification.objects.due(now).order_by("next_fire_at", "id").values("pk")[:limit]
+    """The ids of the next `limit` claimable rows, oldest first (a range scan of the due index).
+
+    Due times are the tick's (`now`: tests and `run_tick(now=...)` pass their own), but
+    leases are the database's: a claim is live until the database's clock passes it, so a
+    host whose clock runs ahead never takes rows another tick is still sending."""
+    return Notification.objects.due(now, lease_clock=Now()).order_by("next_fire_at", "id").values("pk")[:limit]
 
 
 def claim(now: datetime, limit: int, lease: float) -> Claim:
@@ -76,9 +81,12 @@ def mark(token: uuid.UUID, now: datetime, limit: int, lease: float) -> int:
         due = due.select_for_update(skip_locked=True)
         atomic = transaction.atomic()  # Django wants FOR UPDATE inside a transaction
     with atomic:
-        return Notification.objects.filter(pk__in=due).update(
-            claim_token=token, claimed_until=now + timedelta(seconds=lease)
-        )
+        return Notification.objects.filter(pk__in=due).update(claim_token=token, claimed_until=lease_end(lease))
+
+
+def lease_end(lease: float) -> Any:
+    """The end of a claim made now, on the database's clock: `Now() + lease`."""
+    return ExpressionWrapper(Now() + Value(timedelta(seconds=lease)), output_field=DateTimeField())
 
 
 def load_defensively(query: QuerySet[Notification]) -> tuple[list[Notification], dict[Any, str]]:

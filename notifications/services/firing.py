@@ -12,6 +12,7 @@ from typing import Any
 from notifications.channels import ChannelResult, ErrorClass
 from notifications.conf import Policy, TickSettings
 from notifications.models import Notification, validation
+from notifications.models.addresses import normalise
 from notifications.rules import expiry, quiet, retry
 from notifications.rules.secrets import site_secret_problem
 from notifications.services.outcomes import Kind, Outcome
@@ -25,6 +26,7 @@ def record_firing(row: Notification, results: list[ChannelResult], now: datetime
     All ok advances the row, some ok parks it as partial (never retried as a whole),
     none ok retries it after the backoff or dead-letters it once retries run out.
     """
+    _owe_recipients(row, results)
     failed = [r for r in results if not r.ok]
     if not failed:
         return _advance(row, now, Kind.SUCCEEDED, failed=None, results=results)
@@ -37,6 +39,19 @@ def record_firing(row: Notification, results: list[ChannelResult], now: datetime
         return _dead_letter(row, now, error, policy, results=results, skip_forward=False)
     retry_after = max((r.retry_after for r in failed if r.retry_after is not None), default=None)
     return _fail(row, now, error, policy, results=results, retry_after=retry_after)
+
+
+def _owe_recipients(row: Notification, results: list[ChannelResult]) -> None:
+    """Recipients a server deferred while it took the message for others are what this
+    firing (its id) still owes on email; an email send that went to everyone owes none."""
+    email = next((r for r in results if r.channel == "email"), None)
+    if email is None:
+        return
+    if email.deferred:
+        owed = sorted({normalise(a) for a in email.deferred})
+        row.pending_recipients = {"firing": str(row.firing_id), "addresses": owed}
+    elif email.ok:
+        row.pending_recipients = None
 
 
 def record_internal_error(row: Notification, exc: BaseException, now: datetime, policy: Policy) -> Outcome:

@@ -1,10 +1,14 @@
-"""Housekeeping: pruning old delivery and tick records, recording a tick (and its duration's total)."""
+"""Housekeeping: pruning old delivery and tick records and idle flow-control rows, recording a
+tick (and its duration in the monitoring totals)."""
 
 from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable
 from datetime import datetime, timedelta
+
+from django.db import transaction
 
 from notifications.models import DeliveryAttempt, TickRun
 from notifications.services import tallies
@@ -20,6 +24,15 @@ def prune_history(now: datetime, retention_days: float, batch: int = PRUNE_BATCH
     old_runs = TickRun.objects.filter(finished_at__lt=cutoff).order_by("finished_at").values("pk")[:batch]
     TickRun.objects.filter(pk__in=old_runs).delete()
     return deleted
+
+
+def prune(now: datetime, retention_days: float, also: Callable[[datetime], int] | None = None) -> None:
+    """The tick's housekeeping, in one short transaction: old history (`prune_history`) and
+    `also` (the tick passes flow control's `notifications.flow.pruning.prune_idle`)."""
+    with transaction.atomic():
+        prune_history(now, retention_days)
+        if also is not None:
+            also(now)
 
 
 def record_tick(

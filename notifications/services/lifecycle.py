@@ -7,7 +7,9 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from notifications.models import Notification
+from django.core.exceptions import ValidationError
+
+from notifications.models import Notification, validation
 from notifications.models.states import State
 from notifications.services.actions import REQUEUE, RowAction, act, purge
 
@@ -106,6 +108,7 @@ def cancel(key_or_row: str | Notification) -> bool:
     elif isinstance(key_or_row, str):
         if not key_or_row:
             return False  # a blank key names no row
+        _check_key(key_or_row)
         query = Notification.objects.filter(key=key_or_row)
     else:
         raise TypeError(f"cancel() takes a key or a Notification, not {type(key_or_row).__name__}")
@@ -149,12 +152,21 @@ def _act_on_one(action: RowAction, key_or_row: str | Notification, now: datetime
     return Notification.objects.get(pk=pk)  # left as it was; DoesNotExist if it went meanwhile
 
 
+def _check_key(key: str) -> None:
+    """A key no row can hold (a NUL, an unpaired surrogate) is a ValidationError on `key`,
+    not a database error from the lookup."""
+    messages = validation.text_errors(key)
+    if messages:
+        raise ValidationError({"key": messages})
+
+
 def pk_of(key_or_row: str | Notification) -> Any:
     """The id of the row `key_or_row` names; Notification.DoesNotExist for an unknown key."""
     if isinstance(key_or_row, Notification):
         return key_or_row.pk
     if not isinstance(key_or_row, str):
         raise TypeError(f"expected a key or a Notification, not {type(key_or_row).__name__}")
+    _check_key(key_or_row)
     pk = Notification.objects.filter(key=key_or_row).values_list("pk", flat=True).first() if key_or_row else None
     if pk is None:
         raise Notification.DoesNotExist(f"No notification has the key {key_or_row!r}.")

@@ -9,13 +9,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import DateTimeField, Field, Model, UUIDField
 from django.utils import timezone
 
 from notifications import compat
 from notifications.models import DeliveryAttempt, Notification, Suppression
-from notifications.models.addresses import is_address
+from notifications.models.addresses import is_address, storable
 from notifications.services import tallies
 from notifications.services.outcomes import Kind, Outcome
 
@@ -34,6 +34,7 @@ WRITE_BACK_FIELDS = [
     "expired_at",
     "firing_id",
     "pending_channels",
+    "pending_recipients",
     "failed_channels",
     "claim_token",
     "claimed_until",
@@ -94,19 +95,44 @@ def save_outcomes(
             tallies.add_deliveries(counts)
 
 
-def suppress(refusals: Iterable[tuple[str, str]], now: datetime | None = None) -> None:
+def suppress(refusals: Iterable[tuple[str, str]], now: datetime | None = None) -> int:
     """Add (address, reason) pairs to the suppression list; an address already there keeps
-    its entry, and what is not a valid address is left out. The tick's write-back and
-    django-anymail's tracking signal call this."""
+    its entry, and what is not a valid address is left out (a provider's prose read as
+    one). The tick's write-back and django-anymail's tracking signal call this.
+
+    Addresses are stored as `addresses.normalise` spells them. One the list cannot hold
+    (longer than its column, a NUL: `addresses.storable`) is left out and logged, and the
+    INSERT runs in a savepoint of its own: a refusal never undoes the write-back around it.
+    Returns how many entries were new or already there.
+    """
     entries: dict[str, Suppression] = {}
     for address, reason in refusals:
-        key = address.strip().lower()
-        # Only addresses: a provider's prose read as one (or a tracking event's junk) is no
-        # recipient anyone can be protected from.
-        if key and key not in entries and is_address(key):
-            entries[key] = Suppression(address=key, reason=reason[:200], created_at=now or timezone.now())
-    if entries:
-        Suppression.objects.bulk_create(entries.values(), ignore_conflicts=True)
+        if not isinstance(address, str):
+            continue
+        key = storable(address)
+        if key is not None and not is_address(key):
+            logger.warning("not suppressed: not an email address")
+            continue
+        if key is None:
+            logger.warning("not suppressed: an address the suppression list cannot hold (%d characters)", len(address))
+            continue
+        if key not in entries:
+            entries[key] = Suppression(address=key, reason=_clean_text(reason)[:200], created_at=now or timezone.now())
+    if not entries:
+        return 0
+    try:
+        with transaction.atomic():
+            Suppression.objects.bulk_create(entries.values(), ignore_conflicts=True)
+    except DatabaseError as exc:
+        logger.error("could not store %d suppressed addresses: %s", len(entries), type(exc).__name__)
+        return 0
+    return len(entries)
+
+
+def _clean_text(text: object) -> str:
+    """Text any database stores: no NUL, no lone surrogate."""
+    value = str(text).replace("\x00", "")
+    return value.encode("utf-8", "replace").decode("utf-8")
 
 
 def insert_statements(model: type[Model], objs: Sequence[Model]) -> list[tuple[str, list[Any]]]:
@@ -136,6 +162,34 @@ def insert_statements(model: type[Model], objs: Sequence[Model]) -> list[tuple[s
             (sql, [p(getattr(obj, f.attname)) for obj in chunk for f, p in zip(fields, prepare, strict=True)])
         )
     return statements
+
+
+def update_rows(model: type[Model], objs: Sequence[Model], field_names: Sequence[str]) -> int:
+    """Save `field_names` of `objs` (by primary key) with one UPDATE statement run for each
+    row (an executemany); returns how many rows were given.
+
+    bulk_update's result without its cost: bulk_update builds a CASE expression per field
+    with a branch per row, whose compiling (and, on PostgreSQL, evaluation) grows with the
+    square of the rows. Values go through each field's own database preparation, as in
+    `insert_statements`. The caller holds the rows (locked, in its transaction).
+    """
+    if not objs:
+        return 0
+    meta = model._meta
+    by_name = {f.name: f for f in compat.concrete_fields(model)}
+    fields = [by_name[name] for name in field_names]  # KeyError: not a concrete field
+    prepare = [_preparer(f) for f in fields]
+    pk_column = str(meta.pk.column) if meta.pk is not None else "id"
+    # Only quoted model metadata goes into the text; values are parameters.
+    sql = "UPDATE {} SET {} WHERE {} = %s".format(  # noqa: S608
+        compat.quote_name(connection, meta.db_table),
+        ", ".join(f"{compat.quote_name(connection, str(f.column))} = %s" for f in fields),
+        compat.quote_name(connection, pk_column),
+    )
+    params = [[p(getattr(obj, f.attname)) for f, p in zip(fields, prepare, strict=True)] + [obj.pk] for obj in objs]
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, params)
+    return len(objs)
 
 
 def _preparer(field: Field[Any, Any]) -> Callable[[Any], Any]:

@@ -35,6 +35,7 @@ from notifications.channels.email.channel import EmailChannel
 from notifications.channels.webhook.channel import WebhookChannel
 from notifications.conf import TickSettings
 from notifications.flow.control import FlowControl
+from notifications.flow.pruning import prune_idle
 from notifications.flow.targets import channel_target, target_of
 from notifications.health.clock import measure_offset
 from notifications.models import DeliveryAttempt, Notification, validation
@@ -169,7 +170,7 @@ class Tick:
         report = self.report
         report.finished_at = timezone.now()
         telemetry.record_tick((report.finished_at - report.started_at).total_seconds(), report.claimed)
-        services.prune_history(report.finished_at, self.settings.attempt_retention_days)
+        services.prune(report.finished_at, self.settings.attempt_retention_days, also=prune_idle)
         services.record_tick(
             report.started_at, report.finished_at, report.batches, report.counts(), clock_offset=clock_offset
         )
@@ -362,7 +363,7 @@ def attempt_records(firing: Firing, results: list[ChannelResult]) -> list[Delive
             channel=r.channel,
             target=channel_target(firing.notification, r.channel),
             outcome=DeliveryAttempt.Outcome.OK if r.ok else DeliveryAttempt.Outcome.FAILED,
-            error=r.error or r.note or "",
+            error=r.error or "",
             error_class=r.error_class.value if r.error_class and not r.ok else "",
             http_status=r.http_status,
             duration_ms=round(r.duration * 1000),

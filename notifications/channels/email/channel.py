@@ -94,13 +94,14 @@ class EmailChannel(Channel):
         self._local = threading.local()
         self._connections: list[BaseEmailBackend] = []
         self._lock = threading.Lock()
-        # Lowercased suppressed addresses among the rows claimed so far, with those refused
-        # during this tick: read by the workers, grown by `prepare` and by refusals.
+        # Suppressed addresses among the rows claimed so far, with those refused during this
+        # tick, spelled by `addresses.normalise`: read by the workers, grown by `prepare` and
+        # by refusals.
         self._suppressed: set[str] = set()
 
     def prepare(self, rows: Sequence[Notification]) -> None:
         wanted = {
-            address.lower()
+            address
             for row in rows
             if "email" in row.channel_list
             for value in (row.email_to, row.email_cc, row.email_bcc)
@@ -120,9 +121,15 @@ class EmailChannel(Channel):
             conn.open()  # held open: SMTP sends the tick's messages on one session
         return conn
 
-    def _deliverable(self, value: Any) -> list[str]:
+    def _deliverable(self, value: Any, owed: set[str] | None) -> list[str]:
+        """The addresses of `value` not suppressed and, when the firing owes only some
+        recipients (`owed`, normalised), among those."""
         with self._lock:
-            return [a for a in addresses.as_list(value) if a.lower() not in self._suppressed]
+            return [
+                a
+                for a in addresses.as_list(value)
+                if (key := addresses.normalise(a)) not in self._suppressed and (owed is None or key in owed)
+            ]
 
     def deliver(self, firing: Firing) -> ChannelResult:
         row = firing.notification
@@ -132,7 +139,8 @@ class EmailChannel(Channel):
             # The same template fails the same way next time: no retry can help. The
             # message names the rule broken, never the payload.
             return ChannelResult(self.name, f"email: template error: {exc}", ErrorClass.PERMANENT)
-        to, cc, bcc = (self._deliverable(v) for v in (row.email_to, row.email_cc, row.email_bcc))
+        owed = row.owed_recipients
+        to, cc, bcc = (self._deliverable(v, owed) for v in (row.email_to, row.email_cc, row.email_bcc))
         if not (to or cc or bcc):
             return ChannelResult(self.name, ALL_SUPPRESSED, ErrorClass.PERMANENT)
         message = build_message(firing, content, to, cc, bcc)
@@ -145,32 +153,30 @@ class EmailChannel(Channel):
             if result.error_class == ErrorClass.TRANSIENT and not isinstance(exc, smtplib.SMTPResponseException):
                 self._drop_connection()  # a connection that failed is not reused
         else:
-            result = self._sent(message, conn, sent, refused)
+            unsent = providers.unsent_answer(message, conn)
+            if unsent is not None:
+                result = unsent  # an error answer anymail read as recipient statuses: nothing sent
+            else:
+                result = self._sent(sent, refused, len(to) + len(cc) + len(bcc))
+                result.refused = providers.smtp_refusals(refused) + providers.provider_refusals(
+                    message, getattr(conn, "esp_name", None)
+                )
         if result.refused:
             with self._lock:
-                self._suppressed |= {address.lower() for address, _ in result.refused}
+                self._suppressed |= {addresses.normalise(address) for address, _ in result.refused}
         return result
 
-    def _sent(
-        self, message: EmailMessage, conn: BaseEmailBackend, sent: int, refused: dict[str, tuple[int, bytes]]
-    ) -> ChannelResult:
-        """The result of a send that raised nothing: delivered, unless the provider's answer
-        was an error anymail read as per-recipient statuses (nothing sent then). Refusals
-        for some recipients are kept: 5xx ones are suppressed, 4xx ones noted."""
-        unsent = providers.unsent_answer(message, conn)
-        if unsent is not None:
-            return unsent
+    def _sent(self, sent: int, refused: dict[str, tuple[int, bytes]], recipients: int) -> ChannelResult:
+        """A send the backend returned from. Recipients the server deferred (4xx to RCPT)
+        while it took the message for others are still owed: a transient failure that
+        names only them (`deferred`), answered by a live server."""
         if not sent:
             return ChannelResult(self.name, "email: backend sent nothing", ErrorClass.TRANSIENT)
-        result = ChannelResult(self.name)
-        result.refused = providers.smtp_refusals(refused) + providers.provider_refusals(
-            message, getattr(conn, "esp_name", None)
-        )
-        temporary = providers.smtp_temporary(refused)
-        if temporary:
-            # The others have the message: sending it again would duplicate it for them.
-            result.note = providers.clip(f"email: not sent to some recipients: {temporary}")
-        return result
+        deferred = providers.smtp_deferrals(refused)
+        if not deferred:
+            return ChannelResult(self.name)
+        error = providers.deferred_error(refused, deferred, recipients)
+        return ChannelResult(self.name, error, ErrorClass.TRANSIENT, deferred=deferred, answered=True)
 
     def _drop_connection(self) -> None:
         conn = getattr(self._local, "connection", None)

@@ -37,6 +37,8 @@ ERROR_CHARS = 400  # of a whole `email: ...` error: one recipient's answer or se
 REFUSED_STATUSES = frozenset({"rejected", "invalid"})
 # SMTP replies 500-599 to RCPT are final: the address is suppressed.
 PERMANENT_SMTP = range(500, 600)
+# SMTP replies 400-499 to RCPT ask to come back later for that recipient.
+TEMPORARY_SMTP = range(400, 500)
 
 
 def anymail_exceptions() -> ModuleType | None:
@@ -163,7 +165,11 @@ def _recipients_refused(exc: smtplib.SMTPRecipientsRefused) -> ChannelResult:
     codes = sorted({code for code, _ in refusals.values()})
     klass = ErrorClass.PERMANENT if codes and all(code in PERMANENT_SMTP for code in codes) else ErrorClass.TRANSIENT
     answers = "; ".join(smtp_answer(code, text, address) for address, (code, text) in refusals.items())
-    return ChannelResult("email", clip(f"email: {answers or 'recipients refused'}"), klass, refused=refused)
+    # A refusal per recipient is the server's answer about them (greylisting, a full
+    # mailbox), not a sign that it is down: `answered`.
+    return ChannelResult(
+        "email", clip(f"email: {answers or 'recipients refused'}"), klass, refused=refused, answered=bool(codes)
+    )
 
 
 def _anymail_failure(exc: Exception, exceptions: ModuleType) -> ChannelResult:
@@ -291,15 +297,19 @@ def smtp_refusals(refused: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     return tuple(found)
 
 
-def smtp_temporary(refused: dict[str, Any]) -> str | None:
-    """What the server said to the recipients it refused for now (4xx) while it took the
-    message for the others, or None: `451 4.3.0 <b@example.com>: Try again later`."""
-    answers = [
-        smtp_answer(answer[0], answer[1], address)
+def smtp_deferrals(refused: dict[str, Any]) -> tuple[str, ...]:
+    """The recipients an SMTP server deferred (4xx to RCPT: greylisting, a full mailbox)."""
+    return tuple(
+        address
         for address, answer in refused.items()
-        if isinstance(answer, tuple) and len(answer) == 2 and answer[0] not in PERMANENT_SMTP
-    ]
-    return "; ".join(answers) or None
+        if isinstance(answer, tuple) and len(answer) == 2 and answer[0] in TEMPORARY_SMTP
+    )
+
+
+def deferred_error(refused: dict[str, Any], deferred: tuple[str, ...], recipients: int) -> str:
+    """`email: SMTP 451 for 1 of 3 recipients`: the codes of the deferrals, and how many."""
+    codes = " ".join(str(code) for code in sorted({refused[a][0] for a in deferred}))
+    return f"email: SMTP {codes} for {len(deferred)} of {recipients} recipients"
 
 
 def provider_refusals(message: EmailMessage | None, esp: Any = None) -> tuple[tuple[str, str], ...]:

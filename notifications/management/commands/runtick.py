@@ -30,17 +30,22 @@ from notifications.tick.engine import TickReport, run_tick
 logger = logging.getLogger("notifications.tick")
 
 
+# Bounds of the options: a batch no database's LIMIT overflows, a budget no lease overflows.
+MAX_LIMIT = 1_000_000
+MAX_BUDGET = 86_400.0  # seconds: a day
+
+
 def positive_int(value: str) -> int:
     number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
+    if not 1 <= number <= MAX_LIMIT:
+        raise argparse.ArgumentTypeError(f"must be from 1 to {MAX_LIMIT:,}")
     return number
 
 
 def seconds(value: str) -> float:
     number = float(value)
-    if not (number >= 0 and math.isfinite(number)):  # also refuses nan
-        raise argparse.ArgumentTypeError("must be a finite number of seconds, not negative")
+    if not (0 <= number <= MAX_BUDGET):  # also refuses nan and infinity
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds from 0 to {MAX_BUDGET:g}")
     return number
 
 

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('notifications', '0009_firing_due_at'),
+        ('notifications', '0010_pending_recipients'),
     ]
 
     operations = [
