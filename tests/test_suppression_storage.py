@@ -16,8 +16,8 @@ from django.utils import timezone
 from notifications import services
 from notifications.api import run_tick
 from notifications.models import Notification, Suppression
-from tests.mail_doubles import schedule_email
-from tests.mail_servers import SMTPServer
+from tests.support.mail_doubles import schedule_email
+from tests.support.mail_servers import SMTPServer
 
 pytestmark = pytest.mark.django_db
 
