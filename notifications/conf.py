@@ -72,6 +72,9 @@ class Defaults:
     # Seconds a `low` row may wait past its due time before it is claimed as `normal`:
     # low-priority mail is never starved by a steady stream of normal mail.
     LOW_PRIORITY_AGING: float = 3600
+    # Bearer token a Prometheus scraper sends to `notifications.metrics.view` (blank: staff
+    # users only). See docs/operations.md.
+    METRICS_TOKEN: str = ""
 
 
 # A derived lease outlives everything a tick does with its rows: the budget, a last batch

@@ -5,13 +5,13 @@
 - `validation`: the field rules every save runs.
 - `addresses`, `fields`: the model fields of the app's own.
 - `attachments`: a row's attachments, their content kept through Django's storage API.
-- `log`: `DeliveryAttempt` and `TickRun`.
+- `log`: `DeliveryAttempt`, `TickRun` and `Tally` (the monitoring totals).
 - `flow`: `Target` (a circuit breaker) and `RateBucket` (a rate limit's tokens).
 - `suppression`: `Suppression`, addresses email is no longer sent to.
 """
 
 from notifications.models.flow import RateBucket, Target
-from notifications.models.log import DeliveryAttempt, TickRun
+from notifications.models.log import DeliveryAttempt, Tally, TickRun
 from notifications.models.notification import (
     USER_FIELDS,
     Notification,
@@ -33,6 +33,7 @@ __all__ = [
     "RateBucket",
     "State",
     "Suppression",
+    "Tally",
     "Target",
     "TickRun",
     "attachment_files",

@@ -70,6 +70,15 @@ def as_list(value: Any) -> list[str]:
     return []
 
 
+def is_address(value: str) -> bool:
+    """Whether `value` is one syntactically valid email address (Django's validator)."""
+    try:
+        validate_email(value)
+    except ValidationError:
+        return False
+    return True
+
+
 def errors(value: Any, *, single: bool, required: bool = False) -> list[str]:
     """Why `value` is not a valid address field; empty when it is.
 

@@ -198,10 +198,14 @@ class EmailChannel(Channel):
             if result.error_class == ErrorClass.TRANSIENT and not isinstance(exc, smtplib.SMTPResponseException):
                 self._drop_connection(row.mailer or "")  # a connection that failed is not reused
         else:
-            result = self._sent(sent, refused, len(to) + len(cc) + len(bcc))
-            result.refused = providers.smtp_refusals(refused) + providers.provider_refusals(
-                message, getattr(conn, "esp_name", None)
-            )
+            unsent = providers.unsent_answer(message, conn)
+            if unsent is not None:
+                result = unsent  # an error answer anymail read as recipient statuses: nothing sent
+            else:
+                result = self._sent(sent, refused, len(to) + len(cc) + len(bcc))
+                result.refused = providers.smtp_refusals(refused) + providers.provider_refusals(
+                    message, getattr(conn, "esp_name", None)
+                )
         if result.refused:
             with self._lock:
                 self._suppressed |= {addresses.bare(address) for address, _ in result.refused}
