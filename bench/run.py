@@ -18,6 +18,10 @@ beside plain `HTTPAdapter.send` with as many threads, the memory per in-flight s
 the same burst to one receiver that counts its connections (`--burst-rows`, `--burst-receivers`).
 `--scenario actions` (bench/actions.py): requeue, pause, resume, run now and purge of a
 select-all of 100,000 rows, timed, with the host's own saves beside the requeue (`--action-rows`).
+`--scenario instrumentation` (about a minute at `--rows 5000`): what monitoring costs per
+row, runtick without the monitoring totals, as shipped, and with the OpenTelemetry SDK.
+`--scenario charts` (about a minute on SQLite, a few on PostgreSQL): the admin's chart
+queries over a delivery log of `--attempts` records (default 1,000,000).
 """
 
 from __future__ import annotations
@@ -952,6 +956,126 @@ def scenario_burst(
     )
 
 
+def scenario_instrumentation(table: Table, sink: Sink, rows: int, repeats: int) -> None:
+    """13. What monitoring costs per row: runtick draining `rows` webhooks without the
+    monitoring totals (`bare`), as shipped (`product`: the totals, OpenTelemetry's API with
+    no SDK) and with the OpenTelemetry SDK recording every span and metric (`otel`), in
+    rotating order; CPU seconds per row, the steadier figure on a shared machine."""
+    variants = ("bare", "product", "otel")
+    cpu: dict[str, list[float]] = {v: [] for v in variants}
+    wall: dict[str, list[float]] = {v: [] for v in variants}
+    url = sink.url("/instrumented")
+    for i in range(repeats):
+        for variant in variants[i % 3 :] + variants[: i % 3]:
+            sink.reset()
+            make_rows(rows, webhook_url=url)
+            result = job("runtick", {"budget": 3600, "instrumentation": variant})
+            lost = rows - sink.stats()["unique"] + remaining()
+            clear()
+            if lost:
+                raise RuntimeError(f"instrumentation {variant}: {lost} rows lost")
+            cpu[variant].append(result["cpu_seconds"] / rows * 1e6)
+            wall[variant].append(result["seconds"] / rows * 1e6)
+    base_cpu, base_wall = median(cpu["bare"]), median(wall["bare"])
+    for variant in ("product", "otel"):
+        extra = median(cpu[variant]) / base_cpu - 1
+        table.add(
+            f"13. instrumentation: {variant} vs bare, {rows:,} webhook rows",
+            f"CPU {median(cpu[variant]):.0f} vs {base_cpu:.0f} µs/row (**{extra:+.1%}**), "
+            f"wall {median(wall[variant]):.0f} vs {base_wall:.0f} µs/row "
+            f"({median(wall[variant]) / base_wall - 1:+.1%}); median of {repeats}",
+            "<= 5%" if variant == "product" else "",
+            extra <= 0.05 if variant == "product" else None,
+        )
+
+
+def fill_attempts(n: int, targets: int, failed_share: float, now: datetime) -> None:
+    """`n` delivery records over the last 24 hours, spread over `targets` webhook targets,
+    `failed_share` of them failures; and a day of tick records (one a minute)."""
+    import random
+    import uuid
+
+    from django.db import connection, transaction
+
+    from notifications.models import DeliveryAttempt, TickRun
+    from notifications.services import insert_statements
+
+    rng = random.Random(12)
+    keys = [f"hooks{i}.example.com" for i in range(targets)]
+    chunk = 20_000
+    for start in range(0, n, chunk):
+        objs = [
+            DeliveryAttempt(
+                notification_id=start + i + 1,
+                firing_id=uuid.uuid4(),
+                channel="webhook",
+                target=rng.choice(keys),
+                outcome="failed" if rng.random() < failed_share else "ok",
+                error="",
+                error_class="",
+                duration_ms=rng.randint(5, 500),
+                attempted_at=now - timedelta(seconds=rng.uniform(0, 86_400)),
+            )
+            for i in range(min(chunk, n - start))
+        ]
+        with transaction.atomic(), connection.cursor() as cursor:
+            for sql, params in insert_statements(DeliveryAttempt, objs):
+                cursor.execute(sql, params)
+    TickRun.objects.bulk_create(
+        TickRun(
+            started_at=now - timedelta(minutes=m, seconds=2),
+            finished_at=now - timedelta(minutes=m),
+            host="bench",
+            pid=1,
+            claimed=100,
+            succeeded=90,
+            retried=9,
+            dead_lettered=1,
+        )
+        for m in range(1440)
+    )
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
+
+
+def scenario_charts(table: Table, attempts: int, repeats: int) -> None:
+    """14. The admin's chart queries over a delivery log of `attempts` records (10% failed,
+    50 targets) and a day of tick records: each query's time, median of `repeats`."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django.utils import timezone
+
+    from notifications import charts
+    from notifications.models import DeliveryAttempt
+
+    now = timezone.now()
+    started = time.monotonic()
+    fill_attempts(attempts, 50, 0.1, now)
+    filled = time.monotonic() - started
+    keys = [f"hooks{i}.example.com" for i in range(50)]
+    reads = {
+        "activity (Notifications list: per hour and per minute)": lambda: charts.activity(now),
+        "failures by target (Targets list, 50 targets on the page)": lambda: charts.failures_by_target(keys, now),
+        "recent ticks (Tick runs list)": lambda: charts.recent_ticks(),
+    }
+    for name, read in reads.items():
+        times = []
+        for _ in range(repeats):
+            with CaptureQueriesContext(connection) as queries:
+                began = time.perf_counter()
+                read()
+                times.append(time.perf_counter() - began)
+        table.add(
+            f"14. chart {name}, {DeliveryAttempt.objects.count():,} attempts",
+            f"**{median(times) * 1000:.1f} ms** in {len(queries)} query "
+            f"(median of {repeats}; log filled in {filled:.0f} s)",
+            "< 1 s",
+            median(times) < 1,
+        )
+    DeliveryAttempt.objects.all().delete()
+
+
 # --- main --------------------------------------------------------------------------------------
 
 SCENARIOS = [
@@ -993,6 +1117,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--burst-memory-rows", type=int, default=3_000, help="rows of the memory comparison (scenario 10; 0: none)"
     )
     parser.add_argument("--action-rows", type=int, default=100_000, help="rows of the select-all actions (scenario 12)")
+    parser.add_argument("--attempts", type=int, default=1_000_000, help="delivery records (scenario 14, charts)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the benchmark runs")
     parser.add_argument("--out", help="results file (default bench/results/<database>-<time>.md)")
     args = parser.parse_args(argv)
@@ -1002,6 +1127,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.fast_lane_rows = 20
         args.burst_rows, args.burst_receivers, args.burst_memory_rows = 200, 10, 100
         args.action_rows = 2_000
+        args.attempts = 5_000
     return args
 
 
@@ -1055,6 +1181,10 @@ def main(argv: list[str] | None = None) -> Path:
                 scenario_flow(table, sink, args.quick)
             if "actions" in only:  # scenario 12, bench/actions.py: not in the default set
                 scenario_actions(table, args.action_rows)
+            if "charts" in only:  # scenario 14: not in the default set
+                scenario_charts(table, args.attempts, max(args.repeats, 5))
+            if "instrumentation" in only:  # scenario 13: not in the default set
+                scenario_instrumentation(table, sink, args.rows, max(args.repeats, 3))
             if "burst" in only:
                 burst_sweep = [int(c) for c in args.burst_sweep.split(",") if c]
                 scenario_burst(

@@ -32,10 +32,40 @@ def _rss_kb(field: str = "VmRSS") -> int:
     return 0
 
 
+def instrumentation(variant: str) -> None:
+    """Set up the instrumentation variant of a runtick job (the instrumentation scenario):
+    `bare` without the monitoring totals' writes, `product` as shipped (totals, OpenTelemetry
+    API without an SDK), `otel` with the OpenTelemetry SDK recording every span and metric
+    (spans batched to an exporter that drops them, metrics read in memory)."""
+    if variant == "bare":
+        from notifications.services import tallies
+
+        tallies.add_deliveries = lambda counts: None  # type: ignore[assignment]
+        tallies.add_tick = lambda seconds: None  # type: ignore[assignment]
+    elif variant == "otel":
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+        from notifications import telemetry
+
+        class Drop(SpanExporter):
+            def export(self, spans):  # type: ignore[no-untyped-def]
+                return SpanExportResult.SUCCESS
+
+        tracer_provider = TracerProvider()
+        tracer_provider.add_span_processor(BatchSpanProcessor(Drop()))
+        telemetry.configure(
+            tracer_provider=tracer_provider, meter_provider=MeterProvider(metric_readers=[InMemoryMetricReader()])
+        )
+
+
 def runtick(args: dict) -> dict:
-    """`manage.py runtick`, as cron runs it."""
+    """`manage.py runtick`, as cron runs it (`instrumentation`: see `instrumentation()`)."""
     from django.core.management import call_command
 
+    instrumentation(args.pop("instrumentation", "product"))
     out = io.StringIO()
     before = _rss_kb()
     start = time.time()

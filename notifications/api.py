@@ -13,13 +13,16 @@ from datetime import datetime
 from typing import Any
 
 from notifications.models import Notification
+from notifications.models.attachments import Attachment, calendar_event
 from notifications.services import ActionResult, cancel, pause, purge, requeue, resume, run_now, schedule_notification
 from notifications.tick.engine import TickReport, run_tick
 
 __all__ = [
     "ActionResult",
+    "Attachment",
     "Notification",
     "TickReport",
+    "calendar_event",
     "cancel",
     "pause",
     "purge",
@@ -38,7 +41,9 @@ def schedule(
 
     Keyword arguments are the model's fields (`channels`, `email_to`, `subject`,
     `body`, `webhook_url`, `webhook_secret`, `payload`, `recurrence_rule`, `timezone`,
-    `expires_at`, `max_delay`, `quiet_hours`, `max_retries`, `backoff`) plus `fire_at`,
+    `expires_at`, `max_delay`, `quiet_hours`, `max_retries`, `backoff`, and for email
+    `from_email`, `headers`, `attachments` (`Attachment`s, `(filename, content, mimetype)`
+    or MIME parts), `mailer` and `priority`) plus `fire_at`,
     the first due time. Without `fire_at`, a one-shot row is due now and a recurring row
     is due at its rule's next occurrence. Raises ValidationError naming each bad field.
 

@@ -27,7 +27,11 @@ A bad value is reported here rather than by a crash mid-tick.
 | E019 | CIRCUIT_BREAKER is not a dict of failures, cooldown and max_cooldown |
 | E020 | RATE_LIMITS is not a dict of target -> "N/s,N/m,N/h,N/d" |
 | E021 | WEBHOOK_SECRET is set but holds no key, or is None (webhooks without a secret of their own are held) |
-| E022 | the queue's MariaDB/MySQL server has no SKIP LOCKED (MariaDB < 10.6, MySQL < 8.0.11) (database check) |
+| E022 | the tick would send email through the queue itself, or through an alias that names no mailer |
+| E023 | MAX_ATTACHMENT_BYTES is not a positive integer |
+| E024 | ATTACHMENT_STORAGE names no storage in STORAGES |
+| E025 | LOW_PRIORITY_AGING is not a positive number |
+| E026 | the queue's MariaDB/MySQL server has no SKIP LOCKED (MariaDB < 10.6, MySQL < 8.0.11) (database check) |
 | W001 | BACKOFF has fewer steps than MAX_RETRIES - 1 |
 | W002 | the SMTP backend is in use and its timeout (EMAIL_TIMEOUT, or the default mailer's) is unset |
 | W003 | django_crontab is installed but there is no `crontab` binary |
@@ -104,6 +108,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> Messages:
     errors += _number("MAX_PAYLOAD_BYTES", app_settings.MAX_PAYLOAD_BYTES, integer=True, id="notifications.E016")
     errors += _check_quiet_hours()
     errors += _check_flow_control()
+    errors += _number("MAX_ATTACHMENT_BYTES", app_settings.MAX_ATTACHMENT_BYTES, integer=True, id="notifications.E023")
+    errors += _check_attachment_storage()
+    errors += _number("LOW_PRIORITY_AGING", app_settings.LOW_PRIORITY_AGING, integer=False, id="notifications.E025")
     errors += _check_unknown_settings()
     return errors
 
@@ -277,6 +284,51 @@ def _check_unknown_settings() -> Messages:
             )
         )
     return messages
+
+
+def _check_attachment_storage() -> Messages:
+    from django.core.files.storage import InvalidStorageError, storages
+
+    alias = app_settings.ATTACHMENT_STORAGE
+    try:
+        storages.backends[alias]  # the configuration only; nothing is opened
+        if not isinstance(alias, str):
+            raise InvalidStorageError(alias)
+    except (InvalidStorageError, KeyError, TypeError):
+        return [
+            checks.Error(
+                f"NOTIFICATIONS_ATTACHMENT_STORAGE names {alias!r}, which is not in STORAGES.",
+                hint=f"Use one of {', '.join(map(repr, storages.backends))}, or remove the setting for 'default'.",
+                id="notifications.E024",
+            )
+        ]
+    return []
+
+
+@checks.register()
+def check_mailer(app_configs: Any = None, **kwargs: Any) -> Messages:
+    """E022: email must not be sent through the queue itself (each send would queue another row)."""
+    from notifications.mailers import aliases_setting, choose
+
+    choice = choose()
+    if choice.problem is None:
+        return []
+    on_mailers = aliases_setting() == "MAILERS"
+    hint = (
+        'Name the real mailer: NOTIFICATIONS_MAILER = "smtp" with MAILERS["smtp"] = {"BACKEND": '
+        '"django.core.mail.backends.smtp.EmailBackend", "OPTIONS": {...}}.'
+        if on_mailers
+        else 'Name the real backend: NOTIFICATIONS_EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend" '
+        "(or a provider's, e.g. django-anymail's)."
+    )
+    return [
+        checks.Error(
+            f"The tick cannot send email as configured: {choice.problem}. Rows with email are held "
+            "(nothing sent, no retry spent) until this is fixed.",
+            hint=hint,
+            id="notifications.E022",
+        )
+    ]
 
 
 @checks.register()
@@ -521,7 +573,7 @@ def mysql_option_messages(alias: str, options: dict[str, Any]) -> Messages:
 
 @checks.register(checks.Tags.database)
 def check_mysql_server(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> Messages:
-    """E022, W009: the MariaDB/MySQL server itself. Runs with `check --database` (and `migrate`)."""
+    """E026, W009: the MariaDB/MySQL server itself. Runs with `check --database` (and `migrate`)."""
     from django.db import DatabaseError
 
     alias = _mysql_alias()
@@ -560,7 +612,7 @@ def mysql_server_messages(alias: str, server: str, version: tuple[int, ...], eng
                 f"The queue's database ({alias!r}) is {server} {shown}, which has no SELECT ... FOR UPDATE "
                 f"SKIP LOCKED: every tick fails at its claim.",
                 hint=f"Upgrade to {server} {needed} or later (MariaDB 10.6+, MySQL 8.0.11+), or use PostgreSQL.",
-                id="notifications.E022",
+                id="notifications.E026",
             )
         )
     if engines:

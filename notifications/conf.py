@@ -59,6 +59,22 @@ class Defaults:
     CIRCUIT_BREAKER: dict[str, float] = {"failures": 10, "cooldown": 60, "max_cooldown": 3600}
     # Per target ("email", a webhook host, "*" for every other webhook host): "N/s,N/d" ...
     RATE_LIMITS: dict[str, str] = {}
+    # Where the tick sends email (see notifications.mailers): a dotted backend path (None: the
+    # site's EMAIL_BACKEND, or Django's SMTP backend while that is the queue's own), or on
+    # Django 6.1+ a MAILERS alias; NOTIFICATIONS_MAILERS gives aliases (a row's `mailer`)
+    # to sites before MAILERS, in its shape: {"alias": {"BACKEND": ..., "OPTIONS": {...}}}.
+    EMAIL_BACKEND: str | None = None
+    MAILER: str = ""
+    MAILERS: dict[str, dict[str, Any]] = {}
+    # Attachments: bytes of one row's attachments together, and the STORAGES alias they are kept in.
+    MAX_ATTACHMENT_BYTES: int = 10 * 1024 * 1024
+    ATTACHMENT_STORAGE: str = "default"
+    # Seconds a `low` row may wait past its due time before it is claimed as `normal`:
+    # low-priority mail is never starved by a steady stream of normal mail.
+    LOW_PRIORITY_AGING: float = 3600
+    # Bearer token a Prometheus scraper sends to `notifications.metrics.view` (blank: staff
+    # users only). See docs/operations.md.
+    METRICS_TOKEN: str = ""
 
 
 # A derived lease outlives everything a tick does with its rows: the budget, a last batch
@@ -147,6 +163,40 @@ def parse_backoff(value: Any) -> tuple[float, ...] | None:
     if not all(not isinstance(s, bool) and isinstance(s, (int, float)) and s >= 0 for s in value):
         return None
     return tuple(float(s) for s in value)
+
+
+def max_attachment_bytes() -> int:
+    """NOTIFICATIONS_MAX_ATTACHMENT_BYTES if it is a positive integer, else its default (E023 says why)."""
+    return positive_int("MAX_ATTACHMENT_BYTES")
+
+
+def attachment_storage() -> str:
+    """NOTIFICATIONS_ATTACHMENT_STORAGE: the STORAGES alias attachments are kept in (E024 checks it)."""
+    value = app_settings.ATTACHMENT_STORAGE
+    return value if isinstance(value, str) and value else Defaults.ATTACHMENT_STORAGE
+
+
+def low_priority_aging() -> float:
+    """NOTIFICATIONS_LOW_PRIORITY_AGING in seconds if it is a positive number, else its default (E025)."""
+    return positive_number("LOW_PRIORITY_AGING")
+
+
+def email_backend() -> str | None:
+    """NOTIFICATIONS_EMAIL_BACKEND: a dotted path, or None when unset or blank."""
+    value = app_settings.EMAIL_BACKEND
+    return value if isinstance(value, str) and value else None
+
+
+def mailer() -> str:
+    """NOTIFICATIONS_MAILER: the alias the tick sends through when a row names none; blank: none."""
+    value = app_settings.MAILER
+    return value if isinstance(value, str) else ""
+
+
+def app_mailers() -> dict[str, Any]:
+    """NOTIFICATIONS_MAILERS (aliases for sites before Django 6.1's MAILERS); {} unless a dict."""
+    value = app_settings.MAILERS
+    return dict(value) if isinstance(value, dict) else {}
 
 
 def quiet_hours() -> str:

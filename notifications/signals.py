@@ -1,9 +1,11 @@
 """Signals a host site can connect to, sent after a firing's outcome is written back.
 
 Each is sent with `sender=Notification`, `notification` (the row as written; a deleted
-one-shot keeps its field values but no longer exists) and `results` (a list of
-`notifications.channels.ChannelResult`, one per channel attempted). Receivers that
-raise are logged and do not stop the tick.
+one-shot keeps its field values but no longer exists), `results` (a list of
+`notifications.channels.ChannelResult`, one per channel attempted) and `errors` (channel
+-> its error, for the channels that failed: what a partial failure's `partial: webhook`
+does not say, e.g. `{"webhook": "webhook: HTTP 503"}`). Receivers that raise are logged
+and do not stop the tick.
 
 `notification_expired` is sent when a firing came too late to be sent (`expires_at`,
 `max_delay`), once per such firing; its `results` are those of the attempt that made a

@@ -1,8 +1,9 @@
+import importlib.util
 from pathlib import Path
 
 from django.contrib import admin
 from django.http import FileResponse, HttpRequest
-from django.urls import path
+from django.urls import include, path
 from django.views.decorators.cache import cache_control
 from django.views.generic import RedirectView
 
@@ -20,3 +21,8 @@ urlpatterns = [
     path("favicon.ico", favicon),
     path("admin/", admin.site.urls),
 ]
+
+# The queue's Prometheus metrics, when prometheus_client is installed: staff users, or a
+# scraper sending NOTIFICATIONS_METRICS_TOKEN as a bearer token (docs/operations.md).
+if importlib.util.find_spec("prometheus_client") is not None:
+    urlpatterns.append(path("metrics/notifications/", include("notifications.metrics")))

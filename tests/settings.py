@@ -72,6 +72,9 @@ DATABASES = {
     }
 }
 
+# Attachments' content (notifications.models.attachments) goes to the default storage: a folder per run.
+MEDIA_ROOT = Path(tempfile.gettempdir()) / f"notifications-tests-media-{os.getpid()}"
+
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 DEFAULT_FROM_EMAIL = "queue@example.com"
 

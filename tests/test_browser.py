@@ -257,3 +257,133 @@ def test_operator_requeues_and_purges_dead_letters(browser, live_server, django_
 
     for name in ("notifications", "delivery-attempts", "tick-runs", "change-page", "dead-letter-page"):
         assert (ARTIFACTS / f"admin-{name}-{vendor}.png").stat().st_size > 10_000
+
+
+def set_width(driver, width: int, height: int = HEIGHT) -> None:
+    """The window at `width` CSS pixels (a phone: 390)."""
+    driver.set_window_size(width, height)
+    inner = driver.execute_script("return window.innerWidth")
+    if inner != width:  # the window's frame: make the page itself `width` wide
+        driver.set_window_size(width + (width - inner), height)
+
+
+def page_screenshot(driver, path: Path, width: int) -> None:
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    set_width(driver, width, max(HEIGHT, min(int(height) + 40, 6000)))
+    driver.save_screenshot(str(path))
+    set_width(driver, width)
+
+
+def within_cell(driver, element) -> bool:
+    """Not cut by the table cell that holds it."""
+    return driver.execute_script(
+        """
+        const el = arguments[0], cell = el.closest('td, th'), box = el.getBoundingClientRect();
+        const edge = cell.getBoundingClientRect();
+        return box.left >= edge.left - 0.5 && box.right <= edge.right + 0.5;
+        """,
+        element,
+    )
+
+
+def box_width(driver, element) -> float:
+    return float(driver.execute_script("return arguments[0].getBoundingClientRect().width", element))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_console_at_a_phones_width_and_a_laptops_with_its_charts(browser, live_server, django_user_model):
+    """At 1366 px the header reads whole and the charts show; at 390 px a row's state and
+    a target's key and last error are on screen, not squeezed to nothing."""
+    from selenium.webdriver.common.by import By
+
+    from notifications.models import Target
+
+    django_user_model.objects.create_superuser("operator", "operator@example.com", "correct horse")
+    now = timezone.now()
+    dead = make("dead", email_to="dead@example.com")
+    paused = make("paused", email_to="paused@example.com")
+    overdue = make("retrying", email_to="late@example.com")
+    Notification.objects.filter(pk=overdue.pk).update(next_fire_at=now - timedelta(minutes=6))
+    Target.objects.create(
+        key="hooks.example.com", state=Target.State.OPEN, failures=12, last_error="webhook: HTTP 503", opened_at=now
+    )
+    DeliveryAttempt.objects.bulk_create(
+        DeliveryAttempt(
+            notification_id=dead.pk, firing_id=dead.firing_id, channel="webhook", target="hooks.example.com",
+            outcome="failed", error="webhook: HTTP 503", attempted_at=now - timedelta(minutes=m),
+        )
+        for m in (1, 2, 70, 200)
+    )  # fmt: skip
+    for m, claimed in ((1, 4), (2, 0), (3, 0), (65, 9)):
+        TickRun.objects.create(
+            started_at=now - timedelta(minutes=m, seconds=2), finished_at=now - timedelta(minutes=m), host="cron-1",
+            pid=7, claimed=claimed, succeeded=claimed, retried=1 if claimed else 0,
+        )  # fmt: skip
+    ARTIFACTS.mkdir(exist_ok=True)
+    vendor = connection.vendor
+
+    browser.get(f"{live_server.url}/admin/")
+    wait_for(browser, "#id_username").send_keys("operator")
+    browser.find_element(By.ID, "id_password").send_keys("correct horse")
+    click_and_wait(browser, browser.find_element(By.CSS_SELECTOR, 'input[type="submit"]'))
+
+    # 1366 px: the list's header whole, times worded as the header counts, the charts drawn.
+    browser.get(f"{live_server.url}/admin/notifications/notification/")
+    wait_for(browser, "#result_list")
+    assert_fits(browser, "the notifications list")
+    header = browser.find_element(By.CSS_SELECTOR, "#result_list thead th.column-firing")
+    assert fully_visible(browser, header.find_element(By.CSS_SELECTOR, "a, span, div"))
+    firing = {
+        row.pk: browser.find_element(
+            By.CSS_SELECTOR, f'#result_list tr:has(input[value="{row.pk}"]) .field-firing'
+        ).text
+        for row in (paused, overdue)
+    }
+    assert firing[paused.pk].startswith("paused ")
+    assert firing[overdue.pk].startswith("due ") and "ago" in firing[overdue.pk]
+    assert browser.find_element(By.CSS_SELECTOR, '.nq-count[data-state="due_now"]').text == "1"  # the late retry
+    captions = [c.text for c in browser.find_elements(By.CSS_SELECTOR, ".nq-chart figcaption")]
+    assert "Delivered: 13 in all, at most 9 per bar" in captions  # per hour
+    assert "Delivered: 4 in all, at most 4 per bar" in captions  # per minute
+    assert all(box_width(browser, svg) > 200 for svg in browser.find_elements(By.CSS_SELECTOR, ".nq-svg"))
+    page_screenshot(browser, ARTIFACTS / f"console-notifications-1366-{vendor}.png", WIDTH)
+
+    browser.get(f"{live_server.url}/admin/notifications/target/")
+    wait_for(browser, "#result_list")
+    assert_fits(browser, "the targets list")
+    spark = browser.find_element(By.CSS_SELECTOR, ".field-failures_24h")
+    assert spark.text == "4"  # the total beside the bars
+    assert spark.find_element(By.CSS_SELECTOR, "svg").get_attribute("aria-label") == "4 failures in 24 h"
+    page_screenshot(browser, ARTIFACTS / f"console-targets-1366-{vendor}.png", WIDTH)
+
+    browser.get(f"{live_server.url}/admin/notifications/tickrun/?activity=busy")
+    wait_for(browser, "#result_list")
+    assert_fits(browser, "the tick runs")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr")) == 2  # "nothing due" hidden
+    assert any("Rows claimed: 13 in all" in c.text for c in browser.find_elements(By.CSS_SELECTOR, "figcaption"))
+    page_screenshot(browser, ARTIFACTS / f"console-tick-runs-1366-{vendor}.png", WIDTH)
+
+    # 390 px, a phone: the state and the target are there to read, without hovering.
+    set_width(browser, 390)
+    browser.get(f"{live_server.url}/admin/notifications/notification/")
+    wait_for(browser, "#result_list")
+    for row in (dead, paused, overdue):
+        badge = browser.find_element(By.CSS_SELECTOR, f'#result_list tr:has(input[value="{row.pk}"]) .nq-state')
+        assert box_width(browser, badge) >= 40 and within_cell(browser, badge), badge.text
+    sends_to = browser.find_element(By.CSS_SELECTOR, f'#result_list tr:has(input[value="{dead.pk}"]) .field-sends_to')
+    assert box_width(browser, sends_to) >= 80
+    recipient = sends_to.find_element(By.CSS_SELECTOR, ".nq-clip")
+    assert recipient.text == "dead@example.com" and fully_visible(browser, recipient)  # wrapped, not cut
+    page_screenshot(browser, ARTIFACTS / f"console-notifications-390-{vendor}.png", 390)
+
+    browser.get(f"{live_server.url}/admin/notifications/target/")
+    wait_for(browser, "#result_list")
+    key = browser.find_element(By.CSS_SELECTOR, "#result_list .field-key")
+    error = browser.find_element(By.CSS_SELECTOR, "#result_list .field-last_error_short")
+    assert box_width(browser, key) >= 100 and box_width(browser, error) >= 60 and fully_visible(browser, error)
+    assert key.text == "hooks.example.com" and fully_visible(browser, key)
+    assert box_width(browser, browser.find_element(By.CSS_SELECTOR, "#result_list .field-state")) >= 60
+    page_screenshot(browser, ARTIFACTS / f"console-targets-390-{vendor}.png", 390)
+
+    for name in ("notifications-1366", "targets-1366", "tick-runs-1366", "notifications-390", "targets-390"):
+        assert (ARTIFACTS / f"console-{name}-{vendor}.png").stat().st_size > 5_000

@@ -16,6 +16,7 @@ from django.test.utils import override_settings
 from django.utils import timezone
 
 from notifications.api import run_tick, schedule
+from notifications.content import email as email_content
 from notifications.models import Notification
 from notifications.models.addresses import MAX_RECIPIENTS, AddressesFormField
 
@@ -208,32 +209,78 @@ def test_template_and_language_are_validated_at_schedule_time(site_templates, fi
 
 
 @pytest.mark.django_db
-def test_a_template_file_is_held_to_the_notification_rules(site_templates):
-    (site_templates / "body.txt").write_text("{% load static %}{% static 'x.css' %}")
+def test_template_files_render_with_the_sites_own_engine(site_templates):
+    """Site files are code: extends, include, load of any library, every tag; the language is active."""
+    root = site_templates.parent.parent
+    (root / "emails").mkdir()
+    (root / "emails" / "base.html").write_text(
+        '{% load i18n %}{% get_current_language as LANG %}<html lang="{{ LANG }}">'
+        "{% block content %}{% endblock %}{% include 'emails/footer.html' %}</html>"
+    )
+    (root / "emails" / "footer.html").write_text("{% load static %}<img src=\"{% static 'logo.png' %}\">")
+    (site_templates / "body.html").write_text(
+        '{% extends "emails/base.html" %}{% block content %}<p>{{ name }}{% lorem 2 w %}</p>{% endblock %}'
+    )
+    (site_templates / "body.txt").write_text("{% load i18n %}{% get_current_language as LANG %}{{ LANG }}: {{ name }}")
+    email(template="reminders/invoice", payload=PAYLOAD, language="de")
 
-    (message,) = refused(template="reminders/invoice")["template"]
-    assert message.startswith("reminders/invoice/body.txt: Template error: The tag {% load %}")
+    run_tick(now=NOW)
+
+    (message,) = mail.outbox
+    assert message.body == "de: <Ada>"  # text: nothing escaped
+    assert message.alternatives[0][0] == (
+        '<html lang="de"><p>&lt;Ada&gt;lorem ipsum</p><img src="/static/logo.png"></html>'
+    )
 
 
 @pytest.mark.django_db
-def test_a_limit_reached_at_send_time_is_a_permanent_failure(site_templates):
-    (site_templates / "body.txt").write_text(
-        "{% for a in l %}{% for b in l %}{% for c in l %}.{% endfor %}{% endfor %}{% endfor %}"
-    )
-    row = email(template="reminders/invoice", payload={"l": list(range(30))})
+def test_a_template_file_that_does_not_compile_is_refused_on_save(site_templates):
+    (site_templates / "body.txt").write_text("{% load no_such_library %}")
+
+    (message,) = refused(template="reminders/invoice")["template"]
+    assert message.startswith("Reminders/invoice/body.txt: ")
+    assert "'no_such_library' is not a registered tag library" in message
+
+
+@pytest.mark.django_db
+def test_a_file_a_template_extends_is_named_when_missing(site_templates):
+    (site_templates / "body.txt").write_text('{% extends "emails/gone.txt" %}')
+    row = email(template="reminders/invoice", payload=PAYLOAD)  # extends is resolved when rendered
 
     run_tick(now=NOW)
 
     row.refresh_from_db()
-    assert row.last_error == "email: template error: loops ran past the limit of 10,000 iterations"
+    assert row.last_error == "email: template error: no template emails/gone.txt among the site's templates"
     assert row.dead_lettered_at is not None
-    assert mail.outbox == []
+
+
+@pytest.mark.django_db
+def test_an_exception_in_a_site_template_is_a_permanent_failure_naming_its_type_only(site_templates):
+    (site_templates / "body.txt").write_text("{% url 'no-such-view' a %}")  # NoReverseMatch quotes its arguments
+    row = email(template="reminders/invoice", payload={"a": "secret-ish"})
+
+    run_tick(now=NOW)
+
+    row.refresh_from_db()
+    assert row.last_error == "email: template error: NoReverseMatch while rendering reminders/invoice/body.txt"
+
+
+@pytest.mark.django_db
+def test_row_templates_keep_the_restricted_engine_and_know_the_language():
+    refused_include = refused(body='{% include "emails/base.html" %}')["body"][0]
+    assert refused_include.startswith("Template error: The tag {% include %}")
+    email(body="{% get_current_language as LANG %}{{ LANG }} {% translate 'Yes' %}", language="de")
+
+    run_tick(now=NOW)
+
+    assert mail.outbox[0].body == "de Ja"
 
 
 @pytest.mark.django_db
 def test_a_template_gone_by_send_time_dead_letters_the_row_with_the_reason(site_templates):
     row = email(template="reminders/invoice", payload=PAYLOAD)
     (site_templates / "body.txt").unlink()
+    email_content._SIBLINGS.clear()  # a tick in a new process: Django's cached loader starts empty
 
     report = run_tick(now=NOW)
 

@@ -228,7 +228,9 @@ def test_every_recipient_rejected_is_a_permanent_failure(postmark):
     run_tick(now=NOW)
 
     row.refresh_from_db()
-    assert row.last_error == "email: all recipients rejected by the provider"
+    assert row.last_error.startswith(
+        "email: all recipients rejected by the provider: gone@example.com (rejected): Message OK, but will not"
+    )
     assert row.dead_lettered_at is not None
     assert list(Suppression.objects.values_list("address", flat=True)) == ["gone@example.com"]
 

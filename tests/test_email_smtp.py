@@ -117,7 +117,7 @@ def test_a_550_for_the_only_recipient_is_a_permanent_failure_and_suppresses_it(s
 
     row.refresh_from_db()
     assert report.counts()["dead_lettered"] == 1
-    assert row.last_error == "email: SMTPRecipientsRefused"
+    assert row.last_error == "email: 550 5.1.1 <Gone@Example.com>: No such user here"
     assert DeliveryAttempt.objects.get(notification_id=row.pk).error_class == "permanent"
     assert list(Suppression.objects.values_list("address", flat=True)) == ["gone@example.com"]  # lowercased
 
@@ -129,7 +129,7 @@ def test_a_450_on_rcpt_is_transient_and_suppresses_nothing(smtp):
     run_tick(now=NOW)
 
     row.refresh_from_db()
-    assert (row.error_count, row.last_error) == (1, "email: SMTPRecipientsRefused 450")
+    assert (row.error_count, row.last_error) == (1, "email: 450 4.2.1 <busy@example.com>: Mailbox busy")
     assert not Suppression.objects.exists()
 
 
@@ -166,7 +166,7 @@ def test_a_451_on_data_is_retried_with_the_same_message_id(smtp):
     run_tick(now=NOW)
 
     row.refresh_from_db()
-    assert (row.error_count, row.last_error) == (1, "email: SMTPDataError 451")
+    assert (row.error_count, row.last_error) == (1, "email: 451 4.3.0 Try again later")
     assert DeliveryAttempt.objects.get(notification_id=row.pk).error_class == "transient"
 
     report = run_tick(now=AFTER_BACKOFF)

@@ -83,7 +83,7 @@ def test_retry_after_parsing(value, seconds):
         ("webhook", 400, "webhook: HTTP 400"),
         ("webhook", 422, "webhook: HTTP 422"),
         ("webhook", 302, "webhook: HTTP 302 (redirects are not followed)"),
-        ("email", REFUSED_TO, "email: SMTPRecipientsRefused"),
+        ("email", REFUSED_TO, "email: 550 5.1.1 <refused@example.com>: no such user"),
     ],
 )
 @override_settings(EMAIL_BACKEND=BACKEND)

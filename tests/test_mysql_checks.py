@@ -1,4 +1,4 @@
-"""The MariaDB/MySQL checks: a server too old for SKIP LOCKED (E022), and settings that
+"""The MariaDB/MySQL checks: a server too old for SKIP LOCKED (E026), and settings that
 cost correctness or speed there (W007 isolation level, W008 `utf8`, W009 MyISAM).
 
 The messages are asserted exactly, from the functions that build them; the live server
@@ -29,7 +29,7 @@ def test_a_server_without_skip_locked_is_an_error(server, version):
     needed = "10.6" if server == "MariaDB" else "8.0.11"
     assert messages(mysql_server_messages("default", server, version, {})) == [
         (
-            "notifications.E022",
+            "notifications.E026",
             f"The queue's database ('default') is {server} {shown}, which has no SELECT ... FOR UPDATE SKIP "
             "LOCKED: every tick fails at its claim.",
             f"Upgrade to {server} {needed} or later (MariaDB 10.6+, MySQL 8.0.11+), or use PostgreSQL.",

@@ -229,7 +229,7 @@ def test_full_failure_names_every_channel_error(row_of, kind):
     run_tick(now=NOW)
 
     row = reload(row)
-    assert row.last_error == "email: SMTPServerDisconnected; webhook: HTTP 503"
+    assert row.last_error == "email: connection closed; webhook: HTTP 503"
     assert row.error_count == 1
     assert row.next_fire_at == NOW + timedelta(seconds=60)
 

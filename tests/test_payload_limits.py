@@ -101,8 +101,10 @@ def test_a_10_mb_payload_is_refused_quickly_naming_the_limit():
     huge = {f"k{i}": "x" * 1000 for i in range(10_000)}  # ~10 MB
     started = time.monotonic()
     messages = payload_messages(huge)
-    assert time.monotonic() - started < 1
     assert messages == [TOO_LARGE]
+    # A guard against work that grows with the payload's shape (a walk per key), not a
+    # timing: it takes well under 1 s, and a loaded CI machine must not make it flake.
+    assert time.monotonic() - started < 10
 
 
 def test_many_small_values_count_too():

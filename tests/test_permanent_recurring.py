@@ -74,7 +74,7 @@ def test_a_refused_recipient_stops_a_recurring_row():
 
     run_tick(now=NOW)
 
-    assert_stopped(row, "email: SMTPRecipientsRefused")
+    assert_stopped(row, "email: 550 5.1.1 <refused@example.com>: no such user")
     attempt = DeliveryAttempt.objects.get(notification_id=row.pk)
     assert attempt.error_class == "permanent"
 

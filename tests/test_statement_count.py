@@ -33,8 +33,8 @@ ROWS = 100
 # without BEGIN/COMMIT, and its bulk_update splits 100 rows into two UPDATEs (999
 # parameters per statement); PostgreSQL's claim (FOR UPDATE SKIP LOCKED) needs its
 # transaction, and one UPDATE holds the whole batch. The delivery log is one multi-row
-# INSERT per 111 records on SQLite (999 parameters), one in all on PostgreSQL.
-# MariaDB/MySQL claim as PostgreSQL does, in two statements (no LIMIT inside IN: the
+# INSERT per 99 records on SQLite (999 parameters), one in all on PostgreSQL.
+# MariaDB/MySQL claim in two statements where PostgreSQL needs one (no LIMIT inside IN: the
 # SELECT ... FOR UPDATE SKIP LOCKED of the ids, then the UPDATE naming them) and prune
 # (history, idle targets and buckets) by reading the ids first, so nothing to prune costs
 # one SELECT per table and no DELETE.
@@ -43,10 +43,12 @@ ROWS = 100
 # made once (INSERT, with BEGIN/COMMIT), one UPDATE of the streak and one UPDATE that
 # opens the circuit at the threshold (the threshold is set out of reach here: a tripped
 # target's waiting rows would be held, not retried; opening adds a re-read for its signal).
+# Monitoring adds two: the write-back's upsert of the delivery totals and the tick
+# duration's (notifications.services.tallies).
 PINNED = {
-    "sqlite": {"succeeded": 17, "recurring": 18, "retried": 22, "partial": 24},
-    "postgresql": {"succeeded": 21, "recurring": 21, "retried": 25, "partial": 26},
-    "mysql": {"succeeded": 22, "recurring": 22, "retried": 26, "partial": 27},
+    "sqlite": {"succeeded": 20, "recurring": 21, "retried": 25, "partial": 27},
+    "postgresql": {"succeeded": 23, "recurring": 23, "retried": 27, "partial": 28},
+    "mysql": {"succeeded": 24, "recurring": 24, "retried": 28, "partial": 29},
 }
 
 
@@ -96,7 +98,7 @@ def test_statements_per_row_are_pinned(kind, failing_url):
         # Django 6 reads SQLite's real limit (32766): one UPDATE holds the batch, one INSERT
         # the 200 delivery records of a partial failure, and the flow-control statements of a
         # failing target fit in fewer chunks.
-        expected -= {"succeeded": 0, "recurring": 1, "retried": 3, "partial": 4}[kind]
+        expected -= {"succeeded": 1, "recurring": 2, "retried": 4, "partial": 5}[kind]
     assert len(statements) == expected, "\n".join(s[:120] for s in statements)
 
 
@@ -114,5 +116,6 @@ def test_ten_times_the_rows_cost_at_most_three_more_statements(failing_url):
         Notification.objects.all().delete()
 
     # 100 rows add the empty claim that finds the table drained (PostgreSQL: with its
-    # BEGIN and COMMIT; SQLite: plus a second bulk UPDATE statement): nothing per row.
-    assert counts[100] - counts[10] <= 3, counts
+    # BEGIN and COMMIT; SQLite: plus a second bulk UPDATE statement and two more INSERTs
+    # of the delivery log, 99 records each): nothing per row.
+    assert counts[100] - counts[10] <= 4, counts

@@ -9,6 +9,7 @@ within a fraction of that: dead-lettered as a template error, nothing sent.
 from __future__ import annotations
 
 import time
+import tracemalloc
 
 import pytest
 from django.core import mail
@@ -23,11 +24,17 @@ MANY = "{{ x }}" * 9000  # 63,000 characters
 VALUE = "a" * 60_000
 
 
-def test_many_variables_of_a_big_value_stop_at_the_output_limit_within_the_render_limit():
-    started = time.monotonic()
-    with pytest.raises(TemplateRenderError, match=f"longer than {MAX_OUTPUT_CHARS:,} characters"):
-        render(MANY, {"x": VALUE}, autoescape=True)
-    assert time.monotonic() - started < MAX_RENDER_SECONDS
+def test_many_variables_of_a_big_value_stop_at_the_output_limit_before_joining_them():
+    """Measured in memory, not seconds (a loaded machine cannot make it flake): joining the
+    whole output first would allocate 540 MB; counting as nodes render stops near the limit."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(TemplateRenderError, match=f"longer than {MAX_OUTPUT_CHARS:,} characters"):
+            render(MANY, {"x": VALUE}, autoescape=True)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 2**20, f"peak {peak / 2**20:.0f} MiB"
 
 
 def test_the_tick_dead_letters_such_a_row_quickly_and_sends_nothing():
@@ -38,7 +45,7 @@ def test_the_tick_dead_letters_such_a_row_quickly_and_sends_nothing():
     seconds = time.monotonic() - started
 
     assert report.counts()["dead_lettered"] == 1
-    assert seconds < 3 * MAX_RENDER_SECONDS
+    assert seconds < 10 * MAX_RENDER_SECONDS  # a guard against the 6.6 s of old, not a timing
     row = Notification.objects.get(pk=row.pk)
     assert row.last_error == f"email: template error: the result is longer than {MAX_OUTPUT_CHARS:,} characters"
     assert mail.outbox == []

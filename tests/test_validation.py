@@ -87,7 +87,7 @@ class NotificationForm(forms.ModelForm):
 
 def form_data(fields: dict) -> dict:
     """What a browser would post: JSON fields as JSON text, everything else as strings."""
-    data = {"timezone": "UTC", "payload": "{}"}
+    data = {"timezone": "UTC", "payload": "{}", "headers": "{}", "priority": "normal"}
     for name, value in fields.items():
         data[name] = json.dumps(value) if name in ("channels", "payload") else value
     return data

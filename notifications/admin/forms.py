@@ -70,6 +70,14 @@ class OptionalJSONField(forms.JSONField):
         return "" if value is None else super().prepare_value(value)
 
 
+class HeadersField(forms.JSONField):
+    """Extra headers as a JSON object; an empty box is none (`{}`)."""
+
+    def to_python(self, value: Any) -> Any:
+        converted = super().to_python(value)
+        return {} if converted is None else converted
+
+
 class NotificationForm(ModelForm):
     """Edits a row; `Notification.clean()` (the rules of `schedule()`) validates the result.
 
@@ -104,7 +112,7 @@ class NotificationForm(ModelForm):
     class Meta:
         model = Notification
         fields = [*USER_FIELDS, "next_fire_at"]
-        field_classes = {"payload": PayloadField, "backoff": OptionalJSONField}
+        field_classes = {"payload": PayloadField, "backoff": OptionalJSONField, "headers": HeadersField}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -124,10 +132,17 @@ class NotificationForm(ModelForm):
                 "whsec_ + base64 of at least 24 bytes."
             )
             self.fields.pop("clear_webhook_secret")
+        # A form that leaves the priority out (a host's own, or an API client's) means normal.
+        priority = self.fields.get("priority")
+        if priority is not None:
+            priority.required = False
         if not self.instance.pk:
             self.fields["next_fire_at"].help_text = _(
                 "Blank: now for a one-shot row, the rule's next occurrence for a recurring one."
             )
+
+    def clean_priority(self) -> str:
+        return str(self.cleaned_data.get("priority") or "normal")
 
     def clean_webhook_secret(self) -> str:
         new = self.cleaned_data.get(SECRET_FIELD) or ""

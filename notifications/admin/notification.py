@@ -8,6 +8,7 @@ only the row itself, and the health header is two aggregate queries.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, cast
 
 from django.contrib import admin, messages
@@ -29,7 +30,8 @@ from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
 from notifications import services
-from notifications.admin import display
+from notifications.admin import charts, display, partial_causes
+from notifications.admin.attachments import AttachmentsAdminMixin
 from notifications.admin.base import ModelAdmin, TabularInline
 from notifications.admin.display import moment
 from notifications.admin.filters import FILTER_STATES, ChannelFilter, RecurrenceFilter, StateFilter
@@ -64,6 +66,8 @@ UPCOMING_SHOWN = 5
 # the body, which can be large, are never loaded for a list, nor is a secret.
 LIST_COLUMNS = (
     "id",
+    "priority",
+    "mailer",
     "channels",
     "email_to",
     "webhook_url",
@@ -129,6 +133,8 @@ class NotificationChangeList(ChangeList):
 
     def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet[Any]:
         rows: QuerySet[Any] = super().get_queryset(request, exclude_parameters).only(*LIST_COLUMNS)
+        # A partial failure's cause, from the delivery log, in the page's one query.
+        rows = rows.annotate(**{partial_causes.ANNOTATION: partial_causes.latest_failure()})
         if signing_problem() is None:
             return rows
         own_secret = Case(When(webhook_secret="", then=Value(False)), default=Value(True))
@@ -136,15 +142,17 @@ class NotificationChangeList(ChangeList):
 
 
 @admin.register(Notification)
-class NotificationAdmin(ModelAdmin):
+class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
     form = NotificationForm
     change_list_template = "notifications/admin/notification_change_list.html"
     # Fits 1366 px with the sidebar open (the stylesheet fixes the widths): where a row
     # sends, its schedule, its state with the reason beside it, and when it fires next and
     # fired last (a line each, like a row's two channels).
+    # The priority rides in the schedule column, a second line when it is not `normal`: a
+    # column of its own would not leave the state's reason room at 1366 px.
     list_display = ["id", "sends_to", "schedule", "status", "firing"]
     list_display_links = ["id"]
-    list_filter = [StateFilter, ChannelFilter, RecurrenceFilter]
+    list_filter = [StateFilter, ChannelFilter, RecurrenceFilter, "priority"]
     search_fields = ["key", "email_to", "webhook_url", "last_error"]
     date_hierarchy = "next_fire_at"
     list_per_page = 100
@@ -168,6 +176,8 @@ class NotificationAdmin(ModelAdmin):
         "created",
         "updated",
         "secret_status",
+        "attachment_list",
+        "queued_message",
     ]
     fieldsets = [
         (
@@ -191,6 +201,7 @@ class NotificationAdmin(ModelAdmin):
             _("Email"),
             {
                 "fields": [
+                    "from_email",
                     "email_to",
                     "email_cc",
                     "email_bcc",
@@ -200,14 +211,35 @@ class NotificationAdmin(ModelAdmin):
                     "html_body",
                     "template",
                     "language",
+                    "headers",
+                    "attachment_list",
+                    "queued_message",
+                    "mailer",
                 ]
             },
         ),
         (_("Webhook"), {"fields": ["webhook_url", "secret_status", "webhook_secret", "clear_webhook_secret"]}),
-        (_("Delivery"), {"fields": ["channels", "payload", "firing_id", "claim", "history", "created", "updated"]}),
+        (
+            _("Delivery"),
+            {"fields": ["channels", "priority", "payload", "firing_id", "claim", "history", "created", "updated"]},
+        ),
     ]
     add_fieldsets = [
-        (None, {"fields": ["channels", "email_to", "subject", "body", "webhook_url", "webhook_secret", "payload"]}),
+        (
+            None,
+            {
+                "fields": [
+                    "channels",
+                    "priority",
+                    "email_to",
+                    "subject",
+                    "body",
+                    "webhook_url",
+                    "webhook_secret",
+                    "payload",
+                ]
+            },
+        ),
         (_("Schedule"), {"fields": ["recurrence_rule", "timezone", "next_fire_at"]}),
     ]
 
@@ -227,9 +259,12 @@ class NotificationAdmin(ModelAdmin):
 
     @admin.display(description=_("schedule"))
     def schedule(self, obj: Notification) -> SafeString | str:
-        if not obj.recurrence_rule:
-            return gettext("one-shot")
-        return display.clip(f"{obj.recurrence_rule} ({obj.timezone})")
+        """The rule (or one-shot), and below it the priority when it is not `normal`."""
+        when = display.clip(f"{obj.recurrence_rule} ({obj.timezone})") if obj.recurrence_rule else gettext("one-shot")
+        if obj.priority == "normal":
+            return when
+        label = gettext("priority: %(priority)s") % {"priority": obj.get_priority_display().lower()}
+        return format_html('{}<span class="nq-clip nq-priority">{}</span>', when, label)
 
     @admin.display(description=_("state"))
     def status(self, obj: Notification) -> SafeString:
@@ -249,10 +284,19 @@ class NotificationAdmin(ModelAdmin):
 
     @admin.display(description=_("next / last firing"), ordering="next_fire_at")
     def firing(self, obj: Notification) -> SafeString | None:
-        """`next in 4 min` over `last 12 s ago`; a line is left out when there is no such time."""
+        """`next in 4 min` over `last 12 s ago`, worded as the header counts: a paused row says
+        `paused 3 h ago` (it does not fire), a due time passed says `due 6 min ago` (an overdue
+        retry is due too); a line is left out when there is no such time."""
+        upcoming: tuple[str, datetime | None]
+        if obj.paused_at is not None:
+            upcoming = (gettext("paused"), obj.paused_at)
+        elif obj.next_fire_at is not None and obj.next_fire_at <= timezone.now():
+            upcoming = (gettext("due"), obj.next_fire_at)
+        else:
+            upcoming = (gettext("next"), obj.next_fire_at)
         lines = [
             (label, moment(value))
-            for label, value in ((gettext("next"), obj.next_fire_at), (gettext("last"), obj.last_fired_at))
+            for label, value in (upcoming, (gettext("last"), obj.last_fired_at))
             if value is not None
         ]
         if not lines:
@@ -332,6 +376,21 @@ class NotificationAdmin(ModelAdmin):
             rows = format_html_join("", "<tr><td>{}</td><td>{}</td></tr>", pairs)
             head = format_html("<th>{}</th><th>UTC</th>", obj.timezone)
         return format_html('<table class="nq-upcoming"><thead><tr>{}</tr></thead><tbody>{}</tbody></table>', head, rows)
+
+    @admin.display(description=_("queued message"))
+    def queued_message(self, obj: Notification) -> str:
+        """What a message queued by QueuedEmailBackend carries besides its columns."""
+        extras = obj.message if isinstance(obj.message, dict) else None
+        if extras is None:
+            return gettext("no (subject and body are templates)")
+        kinds = [str(a.get("mimetype")) for a in extras.get("alternatives") or [] if isinstance(a, dict)]
+        anymail = sorted(extras.get("anymail") or {})
+        parts = [gettext("yes: sent as it is")]
+        if kinds:
+            parts.append(gettext("alternatives: %(kinds)s") % {"kinds": ", ".join(kinds)})
+        if anymail:
+            parts.append(gettext("django-anymail: %(names)s") % {"names": ", ".join(anymail)})
+        return "; ".join(parts)
 
     @admin.display(description=_("webhook secret"))
     def secret_status(self, obj: Notification) -> str:
@@ -438,7 +497,7 @@ class NotificationAdmin(ModelAdmin):
             self.admin_site.admin_view(self.row_action_view),  # login, staff, CSRF
             name=f"{self.opts.app_label}_{self.opts.model_name}_act",
         )
-        return [act, *super().get_urls()]
+        return [act, *self.attachment_urls(), *super().get_urls()]
 
     def row_action_view(self, request: HttpRequest, object_id: str, action: str) -> HttpResponseBase:
         """A button of the change page: the list action `action` on this one row, POST only.
@@ -507,7 +566,12 @@ class NotificationAdmin(ModelAdmin):
             {"state": s, "label": s.label, "count": health.counts.get(s.value, 0), "url": f"{base}?state={s.value}"}
             for s in FILTER_STATES
         ]
-        context = {"health": health, "health_states": tiles, **(extra_context or {})}
+        activity = charts.activity(health.now)  # one query, over the tick records
+        pictures = [
+            charts.panel(gettext("Firings per hour, last 24 hours"), activity["hours"]),
+            charts.panel(gettext("Firings per minute, last hour"), activity["minutes"]),
+        ]
+        context = {"health": health, "health_states": tiles, "activity_charts": pictures, **(extra_context or {})}
         return super().changelist_view(request, extra_context=context)
 
     def get_actions(self, request: HttpRequest, action_location: Any = None) -> dict[str, Any]:

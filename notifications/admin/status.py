@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext, ngettext
 
-from notifications import services
-from notifications.admin import display
+from notifications import mailers, services
+from notifications.admin import display, partial_causes
 from notifications.admin.display import moment
 from notifications.conf import app_settings, parse_secrets
 from notifications.models import (
@@ -44,13 +44,17 @@ def signing_problem() -> str | None:
 
 def held(row: Notification) -> str | None:
     """Why the tick holds `row` for a setting (its webhook needs the site's signing secret,
-    which has no usable key), or None. A list's rows carry `signs_itself` instead of the
-    secret (`NotificationChangeList`)."""
-    problem = signing_problem()
-    if problem is None or row.next_fire_at is None or row.paused_at is not None:
+    which has no usable key; its email would go through the queue itself), or None. A
+    list's rows carry `signs_itself` instead of the secret (`NotificationChangeList`)."""
+    if row.next_fire_at is None or row.paused_at is not None:
         return None
+    problem = signing_problem()
     own = getattr(row, "signs_itself", None)
-    return problem if services.unsigned_webhook(row, problem, own_secret=own) else None
+    if problem is not None and services.unsigned_webhook(row, problem, own_secret=own):
+        return problem
+    if "email" in row.owed_channels:
+        return mailers.problem(row.mailer or "")  # email that would go through the queue itself (E022)
+    return None
 
 
 def reason(row: Notification) -> str | None:
@@ -63,7 +67,7 @@ def reason(row: Notification) -> str | None:
     if row.held_for:
         return gettext("held: circuit open for %(target)s") % {"target": row.held_for}
     if row.last_error:
-        return row.last_error
+        return partial_causes.describe(row) or row.last_error
     if row.previous_error:
         return gettext("previous: %(error)s") % {"error": row.previous_error}
     return None
@@ -112,13 +116,22 @@ def row_status(row: Notification, now: datetime) -> SafeString:
             upcoming,
         )
     if state == State.PARTIAL:
+        causes = partial_causes.causes_of(row)
+        failed = format_html_join(
+            ", ",
+            "{}{}",
+            (
+                (channel, format_html(" (<code>{}</code>)", causes[channel]) if channel in causes else "")
+                for channel in row.resend_channels
+            ),
+        )
         return format_html(
             gettext(
                 "<strong>Partial failure</strong> {}: {} did not go out. Last error: {}. "
                 "A requeue sends only those again."
             ),
             moment(row.last_fired_at, now),
-            ", ".join(row.resend_channels) or gettext("no channel it still has"),
+            failed or gettext("no channel it still has"),
             error,
         )
     return format_html("{}{}", _healthy_status(row, state, error, now), _held_or_previous(row))

@@ -5,10 +5,12 @@ from __future__ import annotations
 import abc
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING
+
+from notifications import telemetry
 
 if TYPE_CHECKING:
     from notifications.models import Notification
@@ -29,6 +31,9 @@ class Firing:
     firing_id: str  # webhook-id and Message-ID of every attempt of this firing
     fired_at: datetime  # when this attempt started
     channels: list[str]  # the channels this attempt delivers
+    # channel -> where it delivers (`notifications.flow.targets`), set by the tick: what
+    # the delivery's span names as its destination
+    targets: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -65,13 +70,15 @@ class Channel(abc.ABC):
     def send(self, firing: Firing) -> ChannelResult:
         """Deliver `firing`; any exception becomes an `internal:` error, never a raise."""
         started = time.monotonic()
-        try:
-            result = self.deliver(firing)
-        except Exception as exc:  # noqa: BLE001 - the contract: report, never raise
-            result = ChannelResult(
-                self.name, error=f"{self.name}: internal: {type(exc).__name__}", error_class=ErrorClass.TRANSIENT
-            )
-        result.duration = time.monotonic() - started
+        with telemetry.delivery(self.name, firing) as span:  # a no-op without opentelemetry
+            try:
+                result = self.deliver(firing)
+            except Exception as exc:  # noqa: BLE001 - the contract: report, never raise
+                result = ChannelResult(
+                    self.name, error=f"{self.name}: internal: {type(exc).__name__}", error_class=ErrorClass.TRANSIENT
+                )
+            result.duration = time.monotonic() - started
+            span.finish(result)
         return result
 
     @abc.abstractmethod

@@ -1,8 +1,9 @@
 """Notification templates: a restricted Django template engine with bounded work.
 
-A row's `subject`, `body` and `html_body` (and the files a row's `template` names) are
-Django templates rendered with its `payload`. They are written by host code and by staff
-in the admin, so they get less than a site template:
+A row's `subject`, `body` and `html_body` are Django templates rendered with its `payload`.
+They are written by host code and by staff in the admin, so they get less than a site
+template (the files a row's `template` names are the site's own code and render with the
+site's engine: `notifications.content.email`):
 
 - An allow-list of tags and filters (`ALLOWED_TAGS`, `I18N_TAGS`, `ALLOWED_FILTERS`).
   Nothing that reaches the site (`url`, `include`, `extends`, `load` of anything but
@@ -73,7 +74,14 @@ ALLOWED_TAGS: tuple[str, ...] = (
 
 # Translation tags, built in (no `{% load i18n %}` needed, though it is accepted): the row's
 # `language` is active while its templates render.
-I18N_TAGS: tuple[str, ...] = ("blocktrans", "blocktranslate", "trans", "translate")
+I18N_TAGS: tuple[str, ...] = (
+    "blocktrans",
+    "blocktranslate",
+    "trans",
+    "translate",
+    "get_current_language",
+    "get_current_language_bidi",
+)
 
 # Filters a notification template may use. Left out on purpose: `dictsort` and
 # `dictsortreversed` (they call methods of values), `date`, `time`, `timesince`,

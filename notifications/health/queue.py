@@ -41,6 +41,9 @@ class QueueHealth:
     in_flight: int  # rows a tick holds a live claim on
     oldest_due_at: datetime | None  # earliest next_fire_at a tick would claim now
     last_tick: TickRun | None
+    # rows a tick would send now: the `due` state and the retries whose time has come (and a
+    # recurring partial failure or dead letter at its next occurrence)
+    due_now: int = 0
     stale_after: timedelta = STALE_AFTER
     # host -> seconds its clock was ahead of the database's (negative: behind), as
     # measured by its latest recent tick; hosts whose tick could not measure are left out
@@ -133,6 +136,7 @@ class QueueHealth:
             "now": self.now.isoformat(),
             "counts": dict(self.counts),
             "in_flight": self.in_flight,
+            "due_now": self.due_now,
             "oldest_due_at": self.oldest_due_at.isoformat() if self.oldest_due_at else None,
             "oldest_due_age_seconds": _seconds(self.oldest_due_age),
             "last_tick": None
@@ -173,6 +177,7 @@ def queue_health(
         **{f"state_{state.value}": Count("pk", filter=cond.q(now)) for state, cond in states.STATES.items()},
         in_flight=Count("pk", filter=Q(claimed_until__gt=now)),
         oldest_due_at=Min("next_fire_at", filter=states.ready(now, positive_int("MAX_RETRIES"))),
+        due_now=Count("pk", filter=states.ready(now, positive_int("MAX_RETRIES"))),
         **extra,
     )
     counts = {state.value: facts[f"state_{state.value}"] for state in states.STATES}
@@ -183,6 +188,7 @@ def queue_health(
         counts=counts,
         in_flight=facts["in_flight"],
         oldest_due_at=facts["oldest_due_at"],
+        due_now=facts["due_now"],
         last_tick=last_tick,
         stale_after=stale_after,
         clock_offsets=latest_clock_offsets(ticks),

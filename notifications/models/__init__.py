@@ -4,17 +4,20 @@
 - `states`: where a row stands, each state defined once for the database and in memory.
 - `validation`: the field rules every save runs.
 - `addresses`, `fields`: the model fields of the app's own.
-- `log`: `DeliveryAttempt` and `TickRun`.
+- `attachments`: a row's attachments, their content kept through Django's storage API.
+- `log`: `DeliveryAttempt`, `TickRun` and `Tally` (the monitoring totals).
 - `flow`: `Target` (a circuit breaker) and `RateBucket` (a rate limit's tokens).
 - `suppression`: `Suppression`, addresses email is no longer sent to.
 """
 
 from notifications.models.flow import RateBucket, Target
-from notifications.models.log import DeliveryAttempt, TickRun
+from notifications.models.log import DeliveryAttempt, Tally, TickRun
 from notifications.models.notification import (
     USER_FIELDS,
     Notification,
     NotificationQuerySet,
+    Priority,
+    attachment_files,
     default_channels,
     default_timezone,
 )
@@ -26,11 +29,14 @@ __all__ = [
     "DeliveryAttempt",
     "Notification",
     "NotificationQuerySet",
+    "Priority",
     "RateBucket",
     "State",
     "Suppression",
+    "Tally",
     "Target",
     "TickRun",
+    "attachment_files",
     "default_channels",
     "default_timezone",
 ]

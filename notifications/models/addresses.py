@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from email.utils import parseaddr
 from typing import Any
 
 from django import forms
@@ -69,11 +70,21 @@ def as_list(value: Any) -> list[str]:
     return []
 
 
+def is_address(value: str) -> bool:
+    """Whether `value` is one syntactically valid email address (Django's validator)."""
+    try:
+        validate_email(value)
+    except ValidationError:
+        return False
+    return True
+
+
 def errors(value: Any, *, single: bool, required: bool = False) -> list[str]:
     """Why `value` is not a valid address field; empty when it is.
 
     `single` fields (`email_to`) take one address as a string or a list; the others take
-    a list only, as Django's EmailMessage does.
+    a list only, as Django's EmailMessage does. An address may carry a display name
+    (`Ada Lovelace <ada@example.com>`), as Django's EmailMessage takes it.
     """
     if value is None or value == "" or value == []:
         return ["The email channel needs a recipient."] if required else []
@@ -84,16 +95,40 @@ def errors(value: Any, *, single: bool, required: bool = False) -> list[str]:
     addresses = [value] if isinstance(value, str) else value
     bad = []
     for address in addresses:
-        try:
-            validate_email(address)
-        except ValidationError:
+        if not is_valid(address):
             bad.append(address)
     if bad:
         shown = ", ".join(repr(a[:80]) for a in bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
         return [f"Enter a valid email address: {shown}." if len(bad) == 1 else f"Enter valid email addresses: {shown}."]
-    if len(addresses) != len({a.lower() for a in addresses}):
+    if len(addresses) != len({bare(a) for a in addresses}):
         return ["Each address may appear only once."]
     return []
+
+
+def is_valid(address: str) -> bool:
+    """An address, bare or with a display name (`Ada <ada@example.com>`), on one line."""
+    if any(c in address for c in "\r\n\x00"):
+        return False
+    spec = address
+    if address.rstrip().endswith(">"):
+        spec = parseaddr(address)[1]
+        if not spec or "<" not in address:
+            return False
+    try:
+        validate_email(spec)
+    except ValidationError:
+        return False
+    return True
+
+
+def bare(address: str) -> str:
+    """The mailbox of `address` without its display name, normalised (`normalise`):
+    `Ada <Ada@Example.com>` is `ada@example.com`."""
+    if address.rstrip().endswith(">"):
+        spec = parseaddr(address)[1]
+        if spec:
+            return normalise(spec)
+    return normalise(address)
 
 
 def too_many(*values: Any) -> list[str]:

@@ -1,13 +1,16 @@
-"""The delivery log: one `DeliveryAttempt` per channel of a firing, one `TickRun` per tick."""
+"""The delivery log: one `DeliveryAttempt` per channel of a firing, one `TickRun` per tick, and
+the running totals for monitoring (`Tally`)."""
 
 from __future__ import annotations
 
 from django.db import models
+from django.db.models import Q
 
+from notifications.databases import SettledOnMySQL
 from notifications.models.notification import Notification
 
 
-class DeliveryAttempt(models.Model):
+class DeliveryAttempt(SettledOnMySQL, models.Model):
     """One channel's attempt at one firing. Append-only; outlives its notification."""
 
     class Outcome(models.TextChoices):
@@ -22,6 +25,9 @@ class DeliveryAttempt(models.Model):
     )
     firing_id = models.UUIDField()
     channel = models.CharField(max_length=16)
+    # Where the channel delivered (`notifications.flow.targets`: a webhook's host, or
+    # `email`): what the Targets list's failure sparklines and the metrics count by.
+    target = models.CharField(max_length=300, blank=True, default="", db_default="")
     outcome = models.CharField(max_length=8, choices=Outcome.choices)
     error = models.TextField(blank=True)
     error_class = models.CharField(max_length=16, blank=True)
@@ -31,7 +37,12 @@ class DeliveryAttempt(models.Model):
 
     class Meta:
         ordering = ["-attempted_at", "-id"]
-        indexes = [models.Index(fields=["notification", "-attempted_at"], name="attempt_row_idx")]
+        indexes = [
+            models.Index(fields=["notification", "-attempted_at"], name="attempt_row_idx"),
+            # Failures by target over a span (the Targets list's sparklines): failures only,
+            # so the index stays a fraction of the log.
+            models.Index(fields=["target", "attempted_at"], name="attempt_failed_idx", condition=Q(outcome="failed")),
+        ]
 
     def __str__(self) -> str:
         return f"{self.channel} {self.outcome} at {self.attempted_at:%Y-%m-%d %H:%M:%S}"
@@ -66,3 +77,34 @@ class TickRun(models.Model):
 
     def __str__(self) -> str:
         return f"tick on {self.host} at {self.finished_at:%Y-%m-%d %H:%M:%S}"
+
+
+class Tally(models.Model):
+    """Running totals for monitoring (`notifications.metrics`, `notifications.telemetry`),
+    kept by the tick.
+
+    Ticks are short-lived processes, so counters live in the database: each write-back adds
+    its deliveries (`kind` "delivery": by channel, target and outcome) and each tick its
+    duration (`kind` "tick": `outcome` is the upper bound of a histogram bucket, `total` the
+    seconds), in the same transaction as what they count. Never pruned (the delivery log is,
+    and a counter must not go down); one row per combination, so it stays small.
+    """
+
+    class Kind(models.TextChoices):
+        DELIVERY = "delivery", "Delivery"
+        TICK = "tick", "Tick duration"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    channel = models.CharField(max_length=16, blank=True, default="")
+    target = models.CharField(max_length=300, blank=True, default="")
+    outcome = models.CharField(max_length=16, blank=True, default="")
+    count = models.BigIntegerField(default=0)
+    total = models.FloatField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "channel", "target", "outcome"], name="tally_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.channel} {self.target} {self.outcome}: {self.count}"

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from notifications.conf import positive_int, quiet_hours
 from notifications.databases import SettledOnMySQL
-from notifications.models import states, validation
+from notifications.models import attachments, states, validation
 from notifications.models.addresses import AddressesField, normalise
 from notifications.models.fields import HttpsURLField
 from notifications.models.indexes import DueIndex
@@ -43,6 +43,10 @@ USER_FIELDS = (
     "html_body",
     "template",
     "language",
+    "from_email",
+    "headers",
+    "mailer",
+    "priority",
     "webhook_url",
     "webhook_secret",
     "payload",
@@ -56,9 +60,38 @@ USER_FIELDS = (
 )
 
 
+class Priority(models.TextChoices):
+    """Among due rows, higher priority is claimed first, then the oldest due time.
+
+    A `low` row due for longer than NOTIFICATIONS_LOW_PRIORITY_AGING (an hour by default)
+    is claimed as `normal`, so a steady stream of normal mail never starves it
+    (`notifications.services.claims`).
+    """
+
+    NOW = "now", "Now"
+    HIGH = "high", "High"
+    NORMAL = "normal", "Normal"
+    LOW = "low", "Low"
+
+
+# The claim's order: "now" first.
+PRIORITY_RANK = {Priority.NOW: 0, Priority.HIGH: 1, Priority.NORMAL: 2, Priority.LOW: 3}
+
+
 class NotificationQuerySet(models.QuerySet["Notification"]):
     """Row states as filters (`notifications.models.states` defines each). `now` is passed in so
     callers and tests control time."""
+
+    def delete(self, *, with_attachments: bool = True) -> tuple[int, dict[str, int]]:
+        """Delete the rows, and their attachments' files once the transaction commits.
+
+        `with_attachments=False` skips the look-up of their files: for a caller that knows
+        none of the rows has attachments (the tick's write-back reads them in memory).
+        """
+        files = attachment_files(self) if with_attachments else []
+        result = super().delete()
+        attachments.delete_files(files)
+        return result
 
     def due(self, now: datetime | None = None, lease_clock: Any = None) -> NotificationQuerySet:
         """Rows a tick may claim now: due, retries left, and no live claim (compared with
@@ -88,6 +121,15 @@ class NotificationQuerySet(models.QuerySet["Notification"]):
         return self.filter(states.HEALTHY.q(timezone.now()))
 
 
+def attachment_files(rows: models.QuerySet[Any]) -> list[dict[str, Any]]:
+    """The stored attachments of `rows` (one SELECT, of the rows that have some)."""
+    return [
+        item
+        for value in rows.exclude(attachments=[]).order_by().values_list("attachments", flat=True)
+        for item in attachments.stored(value)
+    ]
+
+
 class Notification(SettledOnMySQL, models.Model):
     """A reminder: when it is due, where it goes, and how its last firing went."""
 
@@ -99,7 +141,7 @@ class Notification(SettledOnMySQL, models.Model):
     email_cc = AddressesField("cc", blank=True, default=list, db_default=Value([], JSONField()))
     email_bcc = AddressesField("bcc", blank=True, default=list, db_default=Value([], JSONField()))
     reply_to = AddressesField("reply-to", blank=True, default=list, db_default=Value([], JSONField()))
-    subject = models.CharField(max_length=255, blank=True)
+    subject = models.CharField(max_length=998, blank=True)  # RFC 5322's line limit
     body = models.TextField(blank=True)
     html_body = models.TextField(
         "HTML body",
@@ -123,6 +165,41 @@ class Notification(SettledOnMySQL, models.Model):
         db_default="",
         help_text="A code from the site's LANGUAGES, active while the message is rendered.",
     )
+    from_email = models.CharField(
+        "From",
+        max_length=320,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="The sender, e.g. Billing <billing@example.com>; blank: the site's DEFAULT_FROM_EMAIL.",
+    )
+    headers = models.JSONField(
+        blank=True,
+        default=dict,
+        db_default=Value({}, JSONField()),
+        help_text='Extra email headers, e.g. {"X-Campaign": "spring"}; Message-ID is the queue\'s own.',
+    )
+    # Stored through Django's storage API (notifications.models.attachments): this lists them.
+    attachments = models.JSONField(blank=True, default=list, db_default=Value([], JSONField()), editable=False)
+    mailer = models.CharField(
+        max_length=100,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="The mail backend alias this row is sent through (MAILERS, or NOTIFICATIONS_MAILERS); "
+        "blank: the site's.",
+    )
+    priority = models.CharField(
+        max_length=6,
+        choices=Priority.choices,
+        default=Priority.NORMAL,
+        db_default=Priority.NORMAL,
+        help_text="Among due rows, higher priority is claimed first.",
+    )
+    # A message queued by notifications.mail.QueuedEmailBackend: its subject and body are
+    # sent as they are (not templates), with what has no column (alternatives, MIME shape,
+    # anymail's attributes). NULL for every other row.
+    message = models.JSONField(null=True, blank=True, editable=False)
     webhook_url = HttpsURLField("webhook URL", max_length=2000, blank=True)
     webhook_secret = models.CharField(
         max_length=200,
@@ -223,6 +300,12 @@ class Notification(SettledOnMySQL, models.Model):
                 name="notification_due_idx",
                 condition=Q(next_fire_at__isnull=False, paused_at__isnull=True),
             ),
+            # The claim takes the due rows of one priority at a time (notifications.services.claims).
+            models.Index(
+                fields=["priority", "next_fire_at"],
+                name="notification_priority_idx",
+                condition=Q(next_fire_at__isnull=False, paused_at__isnull=True),
+            ),
             # Claimed rows are read back and written by token; only rows in flight
             # carry one, so this index stays tiny.
             models.Index(fields=["claim_token"], name="notification_claim_idx", condition=Q(claim_token__isnull=False)),
@@ -247,6 +330,13 @@ class Notification(SettledOnMySQL, models.Model):
         if update_fields is None or "next_fire_at" in update_fields:
             self.leave_quiet_hours(timezone.now())
         super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        """Delete the row, and its attachments' files once the transaction commits."""
+        files = attachments.stored(self.attachments)
+        result = super().delete(*args, **kwargs)
+        attachments.delete_files(files)
+        return result
 
     def leave_quiet_hours(self, now: datetime) -> bool:
         """Move a due time inside the row's quiet hours (its own, or the site's) to the

@@ -20,7 +20,8 @@ from django.utils import timezone
 from notifications.conf import Defaults, app_settings, is_backoff, is_positive, parse_networks
 from notifications.content import email as email_content
 from notifications.content.templating import template_errors
-from notifications.models import addresses
+from notifications.models import addresses, attachments
+from notifications.rules import headers as header_rules
 from notifications.rules import network, quiet, schedule
 from notifications.rules.secrets import secret_errors
 
@@ -39,6 +40,10 @@ MAX_BODY_BYTES = 64 * 1024
 # A row's `key` is unique among rows that have one (at most 200 characters: its column).
 # The database decides (the constraint `notification_key_unique`); schedule(key=...,
 # on_conflict="error") reports a taken key with this message on `key`.
+# UTF-8 bytes of a queued message's text (its body and every alternative together): sent as
+# it is, never parsed as a template, so it may be far longer than a template body.
+MAX_MESSAGE_BYTES = 2 * 1024 * 1024
+PRIORITIES = ("now", "high", "normal", "low")
 KEY_TAKEN = 'Another notification has this key (schedule() with on_conflict="replace" or "keep" reuses it).'
 
 
@@ -274,6 +279,7 @@ def field_errors(row: Notification) -> Errors:
         {"payload": payload_errors(row.payload)},
         _schedule_errors(row),
         _limit_errors(row),
+        _delivery_errors(row, email="email" in channels),
     ):
         for field, messages in part.items():
             if messages and field not in unstorable:
@@ -288,16 +294,25 @@ def field_errors(row: Notification) -> Errors:
 def _email_errors(row: Notification) -> Errors:
     """Recipients, language, and the message: subject, body and html_body (templates rendered
     with the payload at send time), or `template`, a prefix of the site's template files."""
+    has_copies = bool(addresses.as_list(row.email_cc) or addresses.as_list(row.email_bcc))
     errors: Errors = {
-        "email_to": addresses.errors(row.email_to, single=True, required=True),
+        "email_to": addresses.errors(row.email_to, single=True, required=not has_copies),
         "email_cc": addresses.errors(row.email_cc, single=False),
         "email_bcc": addresses.errors(row.email_bcc, single=False),
         "reply_to": addresses.errors(row.reply_to, single=False),
     }
     if not any(errors.values()):
         errors["email_to"] = addresses.too_many(row.email_to, row.email_cc, row.email_bcc)
+    if row.from_email and not addresses.is_valid(row.from_email):
+        errors["from_email"] = [
+            f"Enter a valid address, e.g. Billing <billing@example.com>, not {row.from_email[:80]!r}."
+        ]
+    errors["headers"] = header_rules.errors(row.headers)
     if row.language:
         errors["language"] = email_content.language_errors(row.language)
+    if row.message is not None:
+        errors["body"] = message_errors(row)
+        return errors
     if row.template:
         errors["template"] = email_content.template_field_errors(row.template)
         for name in ("subject", "body", "html_body"):
@@ -308,6 +323,37 @@ def _email_errors(row: Notification) -> Errors:
     errors["subject"] = template_errors(row.subject or "")
     errors["body"] = body_errors(row.body or "") or template_errors(row.body or "")
     errors["html_body"] = body_errors(row.html_body or "") or template_errors(row.html_body or "")
+    return errors
+
+
+def message_errors(row: Notification) -> list[str]:
+    """A message queued by QueuedEmailBackend: its extras are an object, its text bounded."""
+    extras = row.message
+    alternatives = extras.get("alternatives", []) if isinstance(extras, dict) else None
+    if not isinstance(alternatives, list) or not all(
+        isinstance(a, dict) and isinstance(a.get("mimetype"), str) for a in alternatives
+    ):
+        return ["This row's queued message is malformed (its alternatives are not a list of parts)."]
+    size = len((row.body or "").encode())
+    for alternative in alternatives:
+        content = alternative.get("content")
+        size += len(content.encode()) if isinstance(content, str) else len(str(content))
+    if size > MAX_MESSAGE_BYTES:
+        return [f"The message's text is larger than {MAX_MESSAGE_BYTES:,} bytes."]
+    return []
+
+
+def _delivery_errors(row: Notification, *, email: bool) -> Errors:
+    """Attachments (email only, within the size limit) and the priority."""
+    errors: Errors = {}
+    if row.attachments:
+        errors["attachments"] = (
+            attachments.describe_errors(row.attachments) if email else ["Attachments go with the email channel."]
+        )
+    elif row.attachments is None or not isinstance(row.attachments, list):
+        errors["attachments"] = ["Give a list of attachments."]
+    if row.priority not in PRIORITIES:
+        errors["priority"] = [f"Give one of {', '.join(map(repr, PRIORITIES))}."]
     return errors
 
 
@@ -361,11 +407,18 @@ def policy_errors(row: Notification) -> dict[str, list[str]]:
     open and sent after it closed fails as `webhook: blocked address` (a delivery
     outcome, so an email channel of the same row still goes out).
     """
+    errors: dict[str, list[str]] = {}
     if row.webhook_url and not url_errors(row.webhook_url):
         messages = address_errors(row.webhook_url)
         if messages:
-            return {"webhook_url": messages}
-    return {}
+            errors["webhook_url"] = messages
+    if row.mailer:
+        from notifications.mailers import problem
+
+        trouble = problem(row.mailer)
+        if trouble is not None:
+            errors["mailer"] = [f"{trouble[:1].upper()}{trouble[1:]}."]
+    return errors
 
 
 def validate(row: Notification) -> None:

@@ -5,6 +5,15 @@ the same row: PostgreSQL, MariaDB and MySQL skip rows another tick is claiming (
 SKIP LOCKED) and SQLite runs the single UPDATE under its database write lock. A claim lives for the
 lease; a tick that dies leaves rows that become claimable again when it expires.
 
+Due rows are claimed by priority (`now`, `high`, `normal`, `low`), then oldest due time
+first. A `low` row due for longer than NOTIFICATIONS_LOW_PRIORITY_AGING (an hour by
+default) is claimed as a `normal` one (by its due time among them), so a steady stream of
+normal rows delays low ones by at most that long and never starves them. The selection
+is one statement: a branch per priority, each the oldest `limit` rows of its class read
+off an index in order (`notification_priority_idx`; `normal` reads the due index), joined
+by UNION ALL and cut to `limit` by (class, due time). A batch costs one index probe per
+class, never a sort of the whole backlog.
+
 The claim only marks rows, and they are loaded afterwards: a row written by raw SQL
 with a value the ORM cannot convert (a JSON integer of 5,000 digits, JSON nested 5,000
 deep, `-infinity`, a malformed UUID, an impossible date) must cost only itself, never
@@ -21,10 +30,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import InterfaceError, OperationalError, connection, transaction
-from django.db.models import DateTimeField, ExpressionWrapper, QuerySet, Value
+from django.db.models import Case, DateTimeField, ExpressionWrapper, IntegerField, Q, QuerySet, Value, When
+from django.db.models.expressions import RawSQL
 
-from notifications.databases import DatabaseNow, sliced_ids
-from notifications.models import Notification
+from notifications.conf import low_priority_aging
+from notifications.databases import DatabaseNow
+from notifications.models import Notification, Priority
 
 logger = logging.getLogger("notifications.tick")
 
@@ -47,27 +58,71 @@ class Claim:
         return len(self.rows) + len(self.unloadable)
 
 
-def due_query(now: datetime, limit: int) -> QuerySet[Notification, Any]:
-    """The ids of the next `limit` claimable rows, oldest first (a range scan of the due index).
+def classes(now: datetime) -> list[Q]:
+    """The priority classes in claim order. A row of a priority the app does not know (raw
+    SQL) is claimed as `normal` and dead-lettered as invalid, never left behind."""
+    aged = now - timedelta(seconds=low_priority_aging())
+    return [
+        Q(priority=Priority.NOW),
+        Q(priority=Priority.HIGH),
+        ~Q(priority__in=[Priority.NOW, Priority.HIGH, Priority.LOW]) | Q(priority=Priority.LOW, next_fire_at__lte=aged),
+        Q(priority=Priority.LOW, next_fire_at__gt=aged),
+    ]
 
-    Due times are the tick's (`now`: tests and `run_tick(now=...)` pass their own), but
-    leases are the database's: a claim is live until the database's clock passes it, so a
-    host whose clock runs ahead never takes rows another tick is still sending."""
-    return Notification.objects.due(now, lease_clock=DatabaseNow()).order_by("next_fire_at", "id").values("pk")[:limit]
+
+def selection(now: datetime, limit: int, *, lock: bool = False) -> tuple[str, list[Any]]:
+    """SQL (and parameters) of the ids of the next `limit` claimable rows in claim order.
+
+    `lock`: each branch takes its rows FOR UPDATE SKIP LOCKED (PostgreSQL, in a transaction).
+    """
+    branches: list[str] = []
+    params: list[Any] = []
+    for rank, condition in enumerate(classes(now)):
+        due = Notification.objects.due(now, lease_clock=DatabaseNow()).filter(condition).order_by("next_fire_at", "id")
+        query = due.values("id", "next_fire_at")[:limit]
+        if lock:
+            query = query.select_for_update(skip_locked=True)
+        sql, branch_params = query.query.sql_with_params()
+        # Only the app's own compiled SQL and integers go into the text; values are parameters.
+        branches.append(f"SELECT {rank} AS claim_rank, b{rank}.* FROM ({sql}) b{rank}")  # noqa: S608
+        params.extend(branch_params)
+    union = " UNION ALL ".join(branches)
+    sql = f"SELECT u.id FROM ({union}) u ORDER BY u.claim_rank, u.next_fire_at, u.id LIMIT {int(limit)}"  # noqa: S608
+    return sql, params
+
+
+def due_query(now: datetime, limit: int) -> QuerySet[Notification, Any]:
+    """The ids of the next `limit` claimable rows in claim order (see `selection`)."""
+    if not connection.features.allow_sliced_subqueries_with_in:  # MariaDB/MySQL: see `mark`
+        return Notification.objects.filter(pk__in=selected_ids(now, limit, lock=False)).values("pk")
+    return Notification.objects.filter(pk__in=RawSQL(*selection(now, limit))).values("pk")  # noqa: S611 - see selection
+
+
+def selected_ids(now: datetime, limit: int, *, lock: bool) -> list[Any]:
+    """The ids `selection` picks, read by a statement of their own (MariaDB/MySQL)."""
+    with connection.cursor() as cursor:
+        cursor.execute(*selection(now, limit, lock=lock))
+        return [row[0] for row in cursor.fetchall()]
+
+
+def claim_order(now: datetime) -> list[Any]:
+    """`order_by` arguments that sort rows as the claim takes them: class, due time, id."""
+    whens = [When(condition, then=Value(rank)) for rank, condition in enumerate(classes(now))]
+    return [Case(*whens, default=Value(2), output_field=IntegerField()), "next_fire_at", "id"]
 
 
 def claim(now: datetime, limit: int, lease: float) -> Claim:
-    """Claim up to `limit` due rows, oldest first, for `lease` seconds, and load them."""
+    """Claim up to `limit` due rows, in claim order, for `lease` seconds, and load them."""
     token = uuid.uuid4()
     if not mark(token, now, limit, lease):
         return Claim(token)
-    claimed = Notification.objects.filter(claim_token=token).order_by("next_fire_at", "id")
+    claimed = Notification.objects.filter(claim_token=token).order_by(*claim_order(now))
     rows, unloadable = load_defensively(claimed)
     return Claim(token, rows, unloadable)
 
 
 def mark(token: uuid.UUID, now: datetime, limit: int, lease: float) -> int:
-    """Set `token` on up to `limit` due rows, oldest first; return how many.
+    """Set `token` on up to `limit` due rows, in claim order; return how many.
 
     One conditional UPDATE. PostgreSQL skips rows another tick is claiming (FOR UPDATE
     SKIP LOCKED). SQLite runs it under its database write lock, which the host site's
@@ -75,20 +130,25 @@ def mark(token: uuid.UUID, now: datetime, limit: int, lease: float) -> int:
     RETURNING would hold it until every returned row had been fetched (one step, and
     one wait for Python's GIL, per row).
 
-    MariaDB and MySQL take no LIMIT in an IN subquery: there the SELECT ... FOR UPDATE
-    SKIP LOCKED runs first and the UPDATE names its ids, in one transaction, so the rows
-    stay locked from the moment they are picked until their claim is written.
+    MariaDB and MySQL take no LIMIT in an IN subquery: there the selection (its branches
+    FOR UPDATE SKIP LOCKED) runs first and the UPDATE names its ids, in one transaction,
+    so the rows stay locked from the moment they are picked until their claim is written;
+    the UPDATE asks again that they be claimable, so a row is never claimed twice even
+    where a server took no lock inside the selection's derived tables.
     """
-    due = due_query(now, limit)
-    atomic: Any = contextlib.nullcontext()  # one statement is atomic by itself (SQLite: no BEGIN/COMMIT)
-    if connection.features.has_select_for_update_skip_locked:
-        due = due.select_for_update(skip_locked=True)
-        atomic = transaction.atomic()  # Django wants FOR UPDATE inside a transaction
+    lock = bool(connection.features.has_select_for_update_skip_locked)
+    # One statement is atomic by itself (SQLite: no BEGIN/COMMIT); Django wants FOR UPDATE
+    # inside a transaction.
+    atomic: Any = transaction.atomic() if lock else contextlib.nullcontext()
     with atomic:
-        picked = sliced_ids(due, connection)
-        if isinstance(picked, list) and not picked:  # MariaDB/MySQL read the ids first: none, nothing to update
-            return 0
-        return Notification.objects.filter(pk__in=picked).update(claim_token=token, claimed_until=lease_end(lease))
+        if not connection.features.allow_sliced_subqueries_with_in:  # MariaDB/MySQL
+            ids = selected_ids(now, limit, lock=lock)
+            if not ids:
+                return 0
+            claimable = Notification.objects.due(now, lease_clock=DatabaseNow()).filter(pk__in=ids)
+            return claimable.update(claim_token=token, claimed_until=lease_end(lease))
+        due = RawSQL(*selection(now, limit, lock=lock))  # noqa: S611 - the ORM's own SQL, values as parameters
+        return Notification.objects.filter(pk__in=due).update(claim_token=token, claimed_until=lease_end(lease))
 
 
 def lease_end(lease: float) -> Any:

@@ -12,7 +12,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Model
 from django.utils import timezone
 
-from notifications.models import USER_FIELDS, Notification, validation
+from notifications.models import USER_FIELDS, Notification, attachment_files, attachments, validation
 from notifications.services import wake
 
 NO_OCCURRENCE_LEFT = "The rule has no occurrence left after now."
@@ -37,21 +37,37 @@ def schedule_notification(
     unknown = set(fields) - _SCHEDULE_FIELDS
     if unknown:
         raise TypeError(f"schedule() got unexpected keyword argument(s): {', '.join(sorted(unknown))}")
+    given = fields.pop("attachments", None) or []
+    if isinstance(given, str | bytes) or not isinstance(given, list | tuple):
+        raise ValidationError({"attachments": ["Give a list of attachments."]})
     row = Notification(key=key, **fields)
     if fire_at is not None and timezone.is_naive(fire_at):
         raise ValueError("fire_at must be an aware datetime (USE_TZ is on)")
     # The key's uniqueness is the database's to decide (`_save_keyed`): a check here would race.
     row.full_clean(exclude=["next_fire_at"], validate_constraints=False)
+    if given and "email" not in row.channel_list:
+        raise ValidationError({"attachments": ["Attachments go with the email channel."]})
     start(row, fire_at or timezone.now(), fire_at=fire_at)
-    if row.key:
-        return _save_keyed(row, on_conflict)
-    row.save()
+    # Content goes to storage only once the rest of the row is known to be good.
+    row.attachments = attachments.store(given) if given else []
+    new_files = [item for item in row.attachments if not any(item is kept for kept in given)]
+    try:
+        if row.key:
+            saved = _save_keyed(row, on_conflict)
+            kept = {item["file"] for item in attachments.stored(saved.attachments)}
+            attachments.delete_files([f for f in new_files if f["file"] not in kept], at_once=True)  # "keep"
+            return saved
+        row.save()
+    except BaseException:
+        attachments.delete_files(new_files, at_once=True)
+        raise
     wake.announce_due(row.next_fire_at)
     return row
 
 
-# `key` and `on_conflict` are schedule()'s arguments of their own.
-_SCHEDULE_FIELDS = set(USER_FIELDS)
+# `key` and `on_conflict` are schedule()'s arguments of their own; `attachments` are stored
+# by it (`notifications.models.attachments`), and `message` is QueuedEmailBackend's.
+_SCHEDULE_FIELDS = {*USER_FIELDS, "attachments", "message"}
 
 # What schedule(key=...) does when a row holds the key already: raise ValidationError on
 # `key`, replace that row's fields (same pk, a fresh start), or return it unchanged.
@@ -118,9 +134,12 @@ def _replace_keyed(row: Notification) -> Notification | None:
         values.pop(name)
     values.update(updated_at=timezone.now(), claim_token=None, claimed_until=None)
     with transaction.atomic():
+        old_files = attachment_files(Notification.objects.filter(key=row.key))
         if not Notification.objects.filter(key=row.key).update(**values):
             return None
         replaced = Notification.objects.get(key=row.key)
+        kept = {item["file"] for item in attachments.stored(replaced.attachments)}
+        attachments.delete_files([item for item in old_files if item["file"] not in kept])  # on commit
     wake.announce_due(replaced.next_fire_at)
     return replaced
 

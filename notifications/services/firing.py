@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from notifications import mailers
 from notifications.channels import ChannelResult, ErrorClass
 from notifications.conf import Policy, TickSettings
 from notifications.models import Notification, validation
@@ -179,7 +180,8 @@ def held_back(row: Notification, now: datetime, settings: TickSettings) -> Hold 
     long it waited since: retries, an open circuit, a rate limit) expires the firing;
     inside quiet hours defers it to the window's end, unless that end is past `expires_at`
     too. A webhook the site cannot sign (NOTIFICATIONS_WEBHOOK_SECRET empty or
-    malformed: a configuration error, notifications.E010/E021) is held for
+    malformed: a configuration error, notifications.E010/E021), and email that would go
+    through the queue itself or an alias that names no mailer (E022), are held for
     CONFIGURATION_HOLD instead of spending the row's retries. `settings` is the tick's.
     """
     late = row.too_late(now)
@@ -190,6 +192,10 @@ def held_back(row: Notification, now: datetime, settings: TickSettings) -> Hold 
         problem = site_secret_problem(settings.webhook_secrets)
         if unsigned_webhook(row, problem):
             return Hold(Kind.DEFERRED, reason=f"held: {problem}", until=now + CONFIGURATION_HOLD)
+        if "email" in row.owed_channels:
+            trouble = mailers.problem(row.mailer or "")  # the queue itself, or an alias gone (E022)
+            if trouble is not None:
+                return Hold(Kind.DEFERRED, reason=f"held: {trouble}", until=now + CONFIGURATION_HOLD)
         return None
     past = expiry.past_deadline(end, row.expires_at)
     if past is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -15,7 +15,8 @@ from django.utils import timezone
 
 from notifications import compat
 from notifications.models import DeliveryAttempt, Notification, Suppression
-from notifications.models.addresses import storable
+from notifications.models.addresses import is_address, storable
+from notifications.services import tallies
 from notifications.services.outcomes import Kind, Outcome
 
 logger = logging.getLogger("notifications")
@@ -48,9 +49,14 @@ WRITE_BACK_FIELDS = [
 DEFER_FIELDS = ["next_fire_at", "firing_due_at", "claim_token", "claimed_until", "held_for", "updated_at"]
 
 
-def save_outcomes(batches: Iterable[tuple[uuid.UUID, Iterable[Outcome]]], attempts: Sequence[DeliveryAttempt]) -> None:
+def save_outcomes(
+    batches: Iterable[tuple[uuid.UUID, Iterable[Outcome]]],
+    attempts: Sequence[DeliveryAttempt],
+    counts: Mapping[tallies.Key, int] | None = None,
+) -> None:
     """Write batches back in one short transaction: one DELETE, one bulk UPDATE, one
-    UPDATE for released rows and the INSERT of the delivery log.
+    UPDATE for released rows, the INSERT of the delivery log and the upsert of the
+    monitoring totals (`counts`, from `notifications.tick.tallies`).
 
     Fenced by the batches' claim tokens: rows whose claim expired and passed to another
     tick are left alone. On SQLite the transaction holds the database's write lock,
@@ -71,7 +77,9 @@ def save_outcomes(batches: Iterable[tuple[uuid.UUID, Iterable[Outcome]]], attemp
     claimed = Notification.objects.filter(claim_token__in=tokens)
     with transaction.atomic():
         if doomed:
-            claimed.filter(pk__in=doomed).delete()
+            # Attachments' files go with their rows; only rows with some cost a look-up.
+            with_files = any(o.row.attachments for o in outcomes if o.delete)
+            claimed.filter(pk__in=doomed).delete(with_attachments=with_files)
         if kept:
             claimed.bulk_update(kept, WRITE_BACK_FIELDS)
         if deferred:
@@ -84,11 +92,15 @@ def save_outcomes(batches: Iterable[tuple[uuid.UUID, Iterable[Outcome]]], attemp
                     cursor.execute(sql, params)
         if refused:  # addresses refused for good, whatever became of the claim
             suppress(refused)
+        # Last: the totals' rows are shared by every tick, so their locks are held briefly.
+        if counts:
+            tallies.add_deliveries(counts)
 
 
 def suppress(refusals: Iterable[tuple[str, str]], now: datetime | None = None) -> int:
     """Add (address, reason) pairs to the suppression list; an address already there keeps
-    its entry. The tick's write-back and django-anymail's tracking signal call this.
+    its entry, and what is not a valid address is left out (a provider's prose read as
+    one). The tick's write-back and django-anymail's tracking signal call this.
 
     Addresses are stored as `addresses.normalise` spells them. One the list cannot hold
     (longer than its column, a NUL: `addresses.storable`) is left out and logged, and the
@@ -100,6 +112,9 @@ def suppress(refusals: Iterable[tuple[str, str]], now: datetime | None = None) -
         if not isinstance(address, str):
             continue
         key = storable(address)
+        if key is not None and not is_address(key):
+            logger.warning("not suppressed: not an email address")
+            continue
         if key is None:
             logger.warning("not suppressed: an address the suppression list cannot hold (%d characters)", len(address))
             continue
@@ -220,6 +235,8 @@ def announce(outcomes: Iterable[Outcome]) -> None:
         signal = by_kind.get(outcome.kind)
         if signal is None or not signal.has_listeners(Notification):
             continue
-        for receiver, response in signal.send_robust(Notification, notification=outcome.row, results=outcome.results):
+        errors = {r.channel: r.error for r in outcome.results if r.error}
+        sent = signal.send_robust(Notification, notification=outcome.row, results=outcome.results, errors=errors)
+        for receiver, response in sent:
             if isinstance(response, Exception):
                 logger.error("signal receiver %r failed: %r", receiver, response)

@@ -58,6 +58,8 @@ class Job:
     firing: Firing | None = None  # set by the worker once validation passed and sending begins
     started: float = 0.0  # monotonic time the worker began the row (set by the dispatcher)
     results: dict[str, ChannelResult] = field(default_factory=dict)  # channels finished so far
+    # channel -> where it delivers (`notifications.flow.targets`), for the firing's spans
+    targets: dict[str, str] = field(default_factory=dict)
     settled: threading.Lock = field(default_factory=threading.Lock)
 
     def settle(self) -> bool:

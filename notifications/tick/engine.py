@@ -29,18 +29,19 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from notifications import services
+from notifications import services, telemetry
 from notifications.channels import Channel, ChannelResult, Firing
 from notifications.channels.email.channel import EmailChannel
 from notifications.channels.webhook.channel import WebhookChannel
 from notifications.conf import TickSettings
 from notifications.flow.control import FlowControl
 from notifications.flow.pruning import prune_idle
-from notifications.flow.targets import target_of
+from notifications.flow.targets import channel_target, target_of
 from notifications.health.clock import measure_offset
 from notifications.models import DeliveryAttempt, Notification, validation
 from notifications.services import TICK_COUNTS, Kind, Outcome
 from notifications.services.claims import claim
+from notifications.tick import tallies
 from notifications.tick.dispatch import Batch, Dispatcher, Job
 from notifications.tick.workers import Reported, Workers
 
@@ -168,6 +169,7 @@ class Tick:
                 channel.close()
         report = self.report
         report.finished_at = timezone.now()
+        telemetry.record_tick((report.finished_at - report.started_at).total_seconds(), report.claimed)
         services.prune(report.finished_at, self.settings.attempt_retention_days, also=prune_idle)
         services.record_tick(
             report.started_at, report.finished_at, report.batches, report.counts(), clock_offset=clock_offset
@@ -229,7 +231,7 @@ class Tick:
             send, deferred = self.flow.admit(ready, batch_now)  # open circuits, rate limits
             for outcome in held + deferred:
                 self.results.put((Job(batch, outcome.row, ""), outcome, []))
-            self.dispatcher.put([Job(batch, row, target_of(row)) for row in send])
+            self.dispatcher.put([Job(batch, row, target_of(row), targets=channel_targets(row)) for row in send])
             # Threads as the rows need them, up to CONCURRENCY: a tick of a few rows starts a few.
             for _ in range(self.dispatcher.useful_workers() - self.live_workers):
                 self.start_worker()
@@ -318,7 +320,11 @@ class Tick:
         if not self.finished or (not force and time.monotonic() < self.next_write):
             return
         batches, self.finished = self.finished, []
-        services.save_outcomes([(b.token, b.outcomes) for b in batches], [a for b in batches for a in b.attempts])
+        counts = tallies.delivery_counts(o for b in batches for o in b.outcomes)
+        services.save_outcomes(
+            [(b.token, b.outcomes) for b in batches], [a for b in batches for a in b.attempts], counts
+        )
+        telemetry.count_deliveries(counts)
         self.flow.observe((o for b in batches for o in b.outcomes), self.fixed_now or timezone.now())
         self.next_write = time.monotonic() + WRITE_INTERVAL
         for batch in batches:
@@ -344,12 +350,18 @@ class Tick:
         self.flow.watch(outcome, self.fixed_now or job.batch.now)
 
 
+def channel_targets(row: Notification) -> dict[str, str]:
+    """channel -> its target, for the channels the row's firing owes."""
+    return {channel: channel_target(row, channel) for channel in row.owed_channels}
+
+
 def attempt_records(firing: Firing, results: list[ChannelResult]) -> list[DeliveryAttempt]:
     return [
         DeliveryAttempt(
             notification_id=firing.notification.pk,
             firing_id=firing.notification.firing_id,  # the UUID itself: no parsing of its text
             channel=r.channel,
+            target=channel_target(firing.notification, r.channel),
             outcome=DeliveryAttempt.Outcome.OK if r.ok else DeliveryAttempt.Outcome.FAILED,
             error=r.error or "",
             error_class=r.error_class.value if r.error_class and not r.ok else "",

@@ -106,7 +106,9 @@ class Workers:
         Rows reach it validated and due to go (`hold_back`)."""
         mine = False
         try:
-            job.firing = Firing(job.row, str(job.row.firing_id), timezone.now(), job.row.owed_channels)
+            job.firing = Firing(
+                job.row, str(job.row.firing_id), timezone.now(), job.row.owed_channels, targets=job.targets
+            )
             channel_results = self.deliver(job)
             mine = job.settle()
             if not mine:

@@ -47,6 +47,29 @@ def mail_settings(backend: str, **options: Any) -> override_settings:
     return override_settings(EMAIL_BACKEND=backend, **legacy)
 
 
+QUEUE_BACKEND = "notifications.mail.QueuedEmailBackend"
+
+
+def queue_in_front_of(backend: str, **options: Any) -> override_settings:
+    """The site's mail queued (QueuedEmailBackend as its default mailer), and the tick sending
+    through `backend` with `options`: the README's two lines, on either side of Django 6.1."""
+    if hasattr(mail, "mailers"):
+        return override_settings(
+            MAILERS={"default": {"BACKEND": QUEUE_BACKEND}, "real": {"BACKEND": backend, "OPTIONS": options}},
+            NOTIFICATIONS_MAILER="real",
+        )
+    legacy = {f"EMAIL_{name.upper()}": value for name, value in options.items()}
+    return override_settings(EMAIL_BACKEND=QUEUE_BACKEND, NOTIFICATIONS_EMAIL_BACKEND=backend, **legacy)
+
+
+def real_connection(backend: str, **options: Any) -> Any:
+    """A connection of `backend` made the site's way, to send a reference message directly."""
+    if hasattr(mail, "mailers"):
+        with override_settings(MAILERS={"default": {"BACKEND": backend, "OPTIONS": options}}):
+            return mail.mailers.default
+    return mail.get_connection(backend, **options)
+
+
 # --- SMTP -----------------------------------------------------------------------------------
 
 

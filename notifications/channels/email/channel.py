@@ -1,8 +1,12 @@
-"""Email through `django.core.mail` and the site's default mailer (SMTP, console, anymail...).
+"""Email through `django.core.mail` and the site's mailers (SMTP, console, anymail...).
 
-One backend connection per worker thread, opened once per tick: on Django 6.1+ a
-connection of the `MAILERS` API (`mail.mailers.default`), before it `get_connection()`.
-Messages go to `connection.send_messages()`, never through a deprecated argument.
+One backend connection per worker thread and mailer, opened once per tick: the mailer
+`notifications.mailers` chooses for the row (its own `mailer` alias, NOTIFICATIONS_MAILER,
+NOTIFICATIONS_EMAIL_BACKEND, or the site's default; on Django 6.1+ through the `MAILERS`
+API). Messages go to `connection.send_messages()`, never through a deprecated argument.
+A row's From (`from_email`, else DEFAULT_FROM_EMAIL), extra headers and attachments (read
+from storage by the worker) go with it; a message queued by `QueuedEmailBackend` is rebuilt
+with its alternatives, MIME shape and django-anymail's attributes.
 
 What the channel adds to a plain send:
 
@@ -27,19 +31,22 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.core import mail
 from django.core.mail import EmailMessage, EmailMultiAlternatives
 from django.core.mail.backends.base import BaseEmailBackend
 from django.core.mail.utils import DNS_NAME
 
+from notifications import compat
 from notifications.channels.base import Channel, ChannelResult, ErrorClass, Firing
 from notifications.channels.email import providers
 from notifications.channels.email.mailers import (
     site_mailers as site_mailers,  # the checks' and the test double's answer too
 )
 from notifications.content.email import Content, render_content
+from notifications.content.queued import ANYMAIL_ATTRIBUTES, SHAPE_ATTRIBUTES, restore
 from notifications.content.templating import TemplateRenderError
-from notifications.models import Suppression, addresses
+from notifications.mailers import open_connection
+from notifications.models import Suppression, addresses, attachments
+from notifications.rules import headers as header_rules
 
 if TYPE_CHECKING:
     from notifications.models import Notification
@@ -47,19 +54,12 @@ if TYPE_CHECKING:
 ALL_SUPPRESSED = "email: all recipients suppressed"
 
 
-def open_mailer() -> BaseEmailBackend:
-    """A new connection of the site's default mailer.
-
-    Django 6.1+: `mail.mailers.default` (from MAILERS; from the EMAIL_* settings while a
-    site has not moved to MAILERS yet, which Django itself warns about). Before 6.1:
-    `get_connection()`, the only way there is.
-    """
-    handler = getattr(mail, "mailers", None)
-    if handler is not None:
-        connection: BaseEmailBackend = handler.default
-        return connection
-    connection = mail.get_connection(fail_silently=False)
-    return connection
+def open_mailer(alias: str = "") -> BaseEmailBackend:
+    """A new connection of the backend a row whose `mailer` is `alias` goes through
+    (`notifications.mailers`: the row's alias, NOTIFICATIONS_MAILER, NOTIFICATIONS_EMAIL_BACKEND,
+    or the site's default mailer). On Django 6.1+ aliases come from `mail.mailers`; no
+    deprecated call is made."""
+    return open_connection(alias)
 
 
 def message_id(firing: Firing) -> str:
@@ -67,22 +67,59 @@ def message_id(firing: Firing) -> str:
     return f"<notification-{firing.notification.pk}.{firing.firing_id}@{DNS_NAME}>"
 
 
+class AttachmentMissing(Exception):
+    """An attachment's file could not be read from storage (the message says which, never its content)."""
+
+
 def build_message(firing: Firing, content: Content, to: list[str], cc: list[str], bcc: list[str]) -> EmailMessage:
-    """The message of one firing: the text body, and the HTML one as its text/html alternative."""
+    """The message of one firing: the text body, its alternatives (the HTML body, or those
+    of a queued message), the row's From and headers, its attachments, and for a queued
+    message its MIME shape and django-anymail's attributes.
+
+    Raises AttachmentMissing when an attachment cannot be read from storage.
+    """
     row = firing.notification
+    extras = row.message if isinstance(row.message, dict) else {}
     message = EmailMultiAlternatives(
         subject=content.subject,
         body=content.body,
-        from_email=settings.DEFAULT_FROM_EMAIL,
+        from_email=row.from_email or settings.DEFAULT_FROM_EMAIL,
         to=to,
         cc=cc,
         bcc=bcc,
         reply_to=addresses.as_list(row.reply_to),
-        headers={"Message-ID": message_id(firing)},
+        headers={**header_rules.usable(row.headers), "Message-ID": message_id(firing)},
     )
     if content.html is not None:
         message.attach_alternative(content.html, "text/html")
+    for alternative in extras.get("alternatives") or []:
+        if isinstance(alternative, dict) and isinstance(alternative.get("mimetype"), str):
+            message.attach_alternative(restore(alternative.get("content")), alternative["mimetype"])
+    for name in SHAPE_ATTRIBUTES:
+        if isinstance(extras.get(name), str):
+            setattr(message, name, extras[name])
+    anymail = extras.get("anymail")
+    if isinstance(anymail, dict):
+        for name in ANYMAIL_ATTRIBUTES:
+            if name in anymail:
+                setattr(message, name, restore(anymail[name]))
+    for item in attachments.stored(row.attachments):
+        _attach(message, item)
     return message
+
+
+def _attach(message: EmailMessage, item: dict[str, Any]) -> None:
+    name = str(item.get("name") or "")
+    try:
+        data = attachments.read(item)
+    except FileNotFoundError:
+        raise AttachmentMissing(f"the attachment {name[:60]!r} is gone from storage") from None
+    except Exception as exc:  # noqa: BLE001 - whichever storage: its message may name paths or keys
+        raise AttachmentMissing(f"the attachment {name[:60]!r} could not be read ({type(exc).__name__})") from None
+    if item.get("kind") == "part":
+        message.attach(compat.mime_part(data))
+    else:
+        message.attach(name or None, data, str(item.get("mimetype") or attachments.DEFAULT_MIMETYPE))
 
 
 class EmailChannel(Channel):
@@ -101,7 +138,7 @@ class EmailChannel(Channel):
 
     def prepare(self, rows: Sequence[Notification]) -> None:
         wanted = {
-            address
+            addresses.bare(address)
             for row in rows
             if "email" in row.channel_list
             for value in (row.email_to, row.email_cc, row.email_bcc)
@@ -111,14 +148,18 @@ class EmailChannel(Channel):
         with self._lock:
             self._suppressed |= found
 
-    def _connection(self) -> BaseEmailBackend:
-        conn: BaseEmailBackend | None = getattr(self._local, "connection", None)
+    def _connection(self, alias: str) -> BaseEmailBackend:
+        """This thread's connection of the mailer `alias` (a row's `mailer`; blank: the site's)."""
+        connections: dict[str, BaseEmailBackend] = self._local.__dict__.setdefault("connections", {})
+        conn = connections.get(alias)
         if conn is None:
-            conn = open_mailer()
+            conn = open_mailer(alias)
             with self._lock:
                 self._connections.append(conn)
+            connections[alias] = conn
             self._local.connection = conn  # before open(): a failure to open is classed by it
             conn.open()  # held open: SMTP sends the tick's messages on one session
+        self._local.connection = conn
         return conn
 
     def _deliverable(self, value: Any, owed: set[str] | None) -> list[str]:
@@ -128,7 +169,7 @@ class EmailChannel(Channel):
             return [
                 a
                 for a in addresses.as_list(value)
-                if (key := addresses.normalise(a)) not in self._suppressed and (owed is None or key in owed)
+                if (key := addresses.bare(a)) not in self._suppressed and (owed is None or key in owed)
             ]
 
     def deliver(self, firing: Firing) -> ChannelResult:
@@ -143,23 +184,31 @@ class EmailChannel(Channel):
         to, cc, bcc = (self._deliverable(v, owed) for v in (row.email_to, row.email_cc, row.email_bcc))
         if not (to or cc or bcc):
             return ChannelResult(self.name, ALL_SUPPRESSED, ErrorClass.PERMANENT)
-        message = build_message(firing, content, to, cc, bcc)
         try:
-            conn = self._connection()
+            message = build_message(firing, content, to, cc, bcc)
+        except AttachmentMissing as exc:
+            return ChannelResult(self.name, f"email: {exc}", ErrorClass.PERMANENT)
+        self._local.connection = None
+        try:
+            conn = self._connection(row.mailer or "")
             with _smtp_refusals(conn) as refused, providers.idempotency(conn, message, firing.firing_id):
                 sent = conn.send_messages([message])
         except Exception as exc:  # noqa: BLE001 - any backend's failure is data
             result = providers.failure(exc, conn=getattr(self._local, "connection", None))
             if result.error_class == ErrorClass.TRANSIENT and not isinstance(exc, smtplib.SMTPResponseException):
-                self._drop_connection()  # a connection that failed is not reused
+                self._drop_connection(row.mailer or "")  # a connection that failed is not reused
         else:
-            result = self._sent(sent, refused, len(to) + len(cc) + len(bcc))
-            result.refused = providers.smtp_refusals(refused) + providers.provider_refusals(
-                message, getattr(conn, "esp_name", None)
-            )
+            unsent = providers.unsent_answer(message, conn)
+            if unsent is not None:
+                result = unsent  # an error answer anymail read as recipient statuses: nothing sent
+            else:
+                result = self._sent(sent, refused, len(to) + len(cc) + len(bcc))
+                result.refused = providers.smtp_refusals(refused) + providers.provider_refusals(
+                    message, getattr(conn, "esp_name", None)
+                )
         if result.refused:
             with self._lock:
-                self._suppressed |= {addresses.normalise(address) for address, _ in result.refused}
+                self._suppressed |= {addresses.bare(address) for address, _ in result.refused}
         return result
 
     def _sent(self, sent: int, refused: dict[str, tuple[int, bytes]], recipients: int) -> ChannelResult:
@@ -174,9 +223,10 @@ class EmailChannel(Channel):
         error = providers.deferred_error(refused, deferred, recipients)
         return ChannelResult(self.name, error, ErrorClass.TRANSIENT, deferred=deferred, answered=True)
 
-    def _drop_connection(self) -> None:
+    def _drop_connection(self, alias: str) -> None:
         conn = getattr(self._local, "connection", None)
         self._local.connection = None
+        self._local.__dict__.setdefault("connections", {}).pop(alias, None)
         if conn is not None:
             with contextlib.suppress(Exception):  # closing a broken connection
                 conn.close()

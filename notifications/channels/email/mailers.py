@@ -1,4 +1,4 @@
-"""How long the site's default mailer may wait, read from its settings (for checks W002/W006).
+"""How long the mailer the tick sends through may wait, read from its settings (for checks W002/W006).
 
 Django 6.1 moved email configuration into `MAILERS` (and refuses the `EMAIL_*` settings
 once MAILERS is defined); before it, and on 6.1 sites that have not moved yet,
@@ -13,18 +13,17 @@ backend (no timeout unless set) and django-anymail's HTTP API backends (its
 
 from __future__ import annotations
 
-import re
-import warnings
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from django.conf import settings
-from django.core import mail
 from django.utils.module_loading import import_string
 
-SMTP_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+from notifications.mailers import SMTP_BACKEND as SMTP_BACKEND
+from notifications.mailers import choose, email_setting
+from notifications.mailers import site_mailers as site_mailers
+
 ANYMAIL_DEFAULT_TIMEOUT = 30  # seconds: anymail's REQUESTS_TIMEOUT when a site sets none
-_EMAIL_SETTING_DEPRECATED = re.compile(r"The EMAIL_\w+ setting is deprecated")
 
 
 @dataclass(frozen=True)
@@ -38,41 +37,32 @@ class MailTimeout:
     defaulted: bool = False  # anymail's own default, not the site's
 
 
-def site_mailers() -> dict[str, Any] | None:
-    """The site's MAILERS where Django reads them (6.1+, instead of EMAIL_BACKEND and EMAIL_*), else None."""
-    mailers = getattr(settings, "MAILERS", None)
-    if mailers is None or not hasattr(mail, "mailers"):
-        return None
-    return cast(dict[str, Any], mailers)
-
-
-def email_setting(name: str, default: Any = None) -> Any:
-    """An EMAIL_* setting, without Django 6.1's deprecation warning for reading it."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=_EMAIL_SETTING_DEPRECATED.pattern)
-        return getattr(settings, name, default)
-
-
 def mail_timeout() -> MailTimeout | None:
-    """The default mailer's timeout, or None when its backend does not wait on the network
-    (console, locmem, file) or is one the app does not know."""
-    mailers = site_mailers()
-    if mailers is not None:
-        default = mailers.get("default") or {}
-        backend = default.get("BACKEND", SMTP_BACKEND)
-        options = default.get("OPTIONS") or {}
-        if backend == SMTP_BACKEND:
-            return MailTimeout(
-                options.get("timeout"), 'MAILERS["default"]["OPTIONS"]["timeout"]', '"timeout": 10', "mail server"
-            )
-        return _anymail_timeout(backend, options.get("timeout"))
-    backend = email_setting("EMAIL_BACKEND", SMTP_BACKEND)
-    if backend == SMTP_BACKEND:
+    """The timeout of the mailer the tick sends through (`notifications.mailers.choose`: the
+    site's default, or NOTIFICATIONS_MAILER / NOTIFICATIONS_EMAIL_BACKEND), or None when its
+    backend does not wait on the network (console, locmem, file) or is one the app does not know."""
+    choice = choose()
+    if choice.problem is not None:
+        return None  # E022 says what is wrong
+    if choice.alias and site_mailers() is not None:
+        options = choice.options
+        where = f'MAILERS["{choice.alias}"]["OPTIONS"]["timeout"]'
+        if choice.backend == SMTP_BACKEND:
+            return MailTimeout(options.get("timeout"), where, '"timeout": 10', "mail server")
+        return _anymail_timeout(choice.backend, options.get("timeout"), where)
+    if choice.alias:  # NOTIFICATIONS_MAILERS, before Django 6.1
+        options = choice.options
+        where = f'NOTIFICATIONS_MAILERS["{choice.alias}"]["OPTIONS"]["timeout"]'
+        if choice.backend == SMTP_BACKEND:
+            timeout = options.get("timeout", email_setting("EMAIL_TIMEOUT"))
+            return MailTimeout(timeout, where, '"timeout": 10', "mail server")
+        return _anymail_timeout(choice.backend, options.get("timeout"), where)
+    if choice.backend == SMTP_BACKEND:
         return MailTimeout(email_setting("EMAIL_TIMEOUT"), "EMAIL_TIMEOUT", "EMAIL_TIMEOUT = 10", "mail server")
-    return _anymail_timeout(backend, None)
+    return _anymail_timeout(choice.backend, None, "")
 
 
-def _anymail_timeout(backend: str, option: Any) -> MailTimeout | None:
+def _anymail_timeout(backend: str, option: Any, where: str) -> MailTimeout | None:
     """A django-anymail backend that posts to its provider's HTTP API (requests)."""
     if not isinstance(backend, str) or not backend.startswith("anymail."):
         return None
@@ -84,7 +74,7 @@ def _anymail_timeout(backend: str, option: Any) -> MailTimeout | None:
     except ImportError:
         return None  # Django reports a backend it cannot import when it sends
     if option is not None:
-        return MailTimeout(option, 'MAILERS["default"]["OPTIONS"]["timeout"]', '"timeout": 10', "email provider")
+        return MailTimeout(option, where, '"timeout": 10', "email provider")
     anymail = getattr(settings, "ANYMAIL", None) or {}
     seconds = anymail.get("REQUESTS_TIMEOUT", getattr(settings, "ANYMAIL_REQUESTS_TIMEOUT", None))
     return MailTimeout(

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import smtplib
+import socket
 from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
 from django.core.mail import EmailMessage
@@ -18,6 +21,7 @@ from django.core.mail.backends.base import BaseEmailBackend
 
 from notifications.channels.base import ChannelResult, ErrorClass
 from notifications.channels.webhook.channel import classify_status, parse_retry_after
+from notifications.models.addresses import is_address
 
 # Providers that de-duplicate sends on a key, by anymail's `esp_name`, and how the key
 # travels. Resend: the `Idempotency-Key` HTTP header of the API request (kept 24 hours).
@@ -28,6 +32,7 @@ IDEMPOTENCY_HTTP_HEADER = {"Resend": "Idempotency-Key"}
 IDEMPOTENCY_MESSAGE_HEADER = {"Brevo": "idempotencyKey"}
 
 REASON_CHARS = 120  # of a provider's own words in `last_error`
+ERROR_CHARS = 400  # of a whole `email: ...` error: one recipient's answer or several
 # Statuses anymail gives recipients a provider refused outright.
 REFUSED_STATUSES = frozenset({"rejected", "invalid"})
 # SMTP replies 500-599 to RCPT are final: the address is suppressed.
@@ -50,7 +55,9 @@ def anymail_exceptions() -> ModuleType | None:
 
 
 def failure(exc: Exception, conn: BaseEmailBackend | None) -> ChannelResult:
-    """A short, classed error for any exception a mail backend raised."""
+    """A short, classed error for any exception a mail backend raised, keeping what the
+    server or provider said: the SMTP code and text, the host and port that refused a
+    connection, the provider's HTTP status and reason."""
     if _timed_out(exc):
         timeout = getattr(conn, "timeout", None)
         after = f" after {timeout:g}s" if isinstance(timeout, int | float) and not isinstance(timeout, bool) else ""
@@ -60,69 +67,179 @@ def failure(exc: Exception, conn: BaseEmailBackend | None) -> ChannelResult:
     if isinstance(exc, smtplib.SMTPResponseException):
         # 5xx replies are final answers; 4xx ask us to come back later.
         klass = ErrorClass.PERMANENT if exc.smtp_code in PERMANENT_SMTP else ErrorClass.TRANSIENT
-        return ChannelResult("email", f"email: {type(exc).__name__} {exc.smtp_code}", klass)
+        return ChannelResult("email", clip(f"email: {smtp_answer(exc.smtp_code, exc.smtp_error)}"), klass)
     exceptions = anymail_exceptions()
     if exceptions is not None and isinstance(exc, exceptions.AnymailError):
         return _anymail_failure(exc, exceptions)
+    unreachable = connection_failure(exc, conn)
+    if unreachable is not None:
+        return ChannelResult("email", unreachable, ErrorClass.TRANSIENT)
     return ChannelResult("email", f"email: {_name(exc)}", ErrorClass.TRANSIENT)
+
+
+def clip(error: str) -> str:
+    """At most ERROR_CHARS of an error, on one line."""
+    error = " ".join(error.split())
+    return error[: ERROR_CHARS - 1] + "…" if len(error) > ERROR_CHARS else error
+
+
+# An SMTP reply's enhanced status code (RFC 3463) at the start of its text: `5.1.1`.
+_ENHANCED = re.compile(r"^([245]\.\d{1,3}\.\d{1,3})\s+")
+
+
+def smtp_answer(code: int, text: bytes | str, address: str | None = None) -> str:
+    """`550 5.1.1 <ada@example.com>: No such user here`: an SMTP reply as the server gave it,
+    one line, with the recipient it was about when the server's words do not name it."""
+    said = text.decode(errors="replace") if isinstance(text, bytes) else str(text)
+    said = " ".join(said.split())
+    if address and address.lower() not in said.lower():
+        enhanced = _ENHANCED.match(said)
+        if enhanced:
+            said = f"{enhanced.group(1)} <{address}>: {said[enhanced.end() :]}"
+        else:
+            said = f"<{address}>: {said}" if said else f"<{address}>"
+    return f"{code} {said}".rstrip()
+
+
+# Exceptions (anywhere in the chain) meaning nothing answered at the far end, as said.
+_UNREACHABLE: tuple[tuple[type[BaseException], str, str], ...] = (
+    (ConnectionRefusedError, "connection refused", "by"),
+    (ConnectionResetError, "connection reset", "by"),
+    (smtplib.SMTPServerDisconnected, "connection closed", "by"),
+    (socket.gaierror, "host not found", "for"),
+    (ConnectionError, "cannot connect", "to"),
+)
+
+
+def connection_failure(exc: BaseException, conn: BaseEmailBackend | None) -> str | None:
+    """`email: connection refused by 127.0.0.1:2525`: a failure to reach the mail server or
+    the provider's API, naming the host and port tried (never a URL's path or query), or
+    None when `exc` is something else."""
+    causes = list(_chain(exc))
+    for kind, words, preposition in _UNREACHABLE:
+        if any(isinstance(cause, kind) for cause in causes):
+            where = _endpoint(causes, conn)
+            return f"email: {words} {preposition} {where}" if where else f"email: {words}"
+    return None
+
+
+def _endpoint(causes: list[BaseException], conn: BaseEmailBackend | None) -> str:
+    """`host:port` of the SMTP server (the backend's own settings) or the API (the URL of
+    the request that failed)."""
+    for cause in causes:
+        request = getattr(cause, "request", None)
+        url = getattr(request, "url", None)
+        if isinstance(url, str):
+            with contextlib.suppress(ValueError):
+                parts = urlsplit(url)
+                if parts.hostname:
+                    url_port = parts.port or (443 if parts.scheme == "https" else 80)
+                    return f"{parts.hostname}:{url_port}"
+    host, port = getattr(conn, "host", None), getattr(conn, "port", None)
+    if isinstance(host, str) and host and isinstance(port, int):
+        return f"{host}:{port}"
+    return ""
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
 
 
 def _timed_out(exc: BaseException) -> bool:
     """A timeout anywhere in the chain: smtplib reports its socket's own timeout as
     `SMTPServerDisconnected("Connection unexpectedly closed: timed out")`, anymail a
     requests timeout as AnymailRequestsAPIError."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, TimeoutError | requests.Timeout):
-            return True
-        current = current.__cause__ or current.__context__
-    return False
+    return any(isinstance(cause, TimeoutError | requests.Timeout) for cause in _chain(exc))
 
 
 def _recipients_refused(exc: smtplib.SMTPRecipientsRefused) -> ChannelResult:
-    """Every recipient refused: permanent when every refusal is (5xx); the 5xx ones are suppressed."""
+    """Every recipient refused: permanent when every refusal is (5xx); the 5xx ones are
+    suppressed. The error keeps each answer: `email: 550 5.1.1 <a@b>: No such user; 451 ...`."""
     refusals = {address: answer for address, answer in exc.recipients.items() if isinstance(answer, tuple)}
     refused = smtp_refusals(refusals)
     codes = sorted({code for code, _ in refusals.values()})
-    if codes and all(code in PERMANENT_SMTP for code in codes):
-        return ChannelResult(
-            "email", "email: SMTPRecipientsRefused", ErrorClass.PERMANENT, refused=refused, answered=True
-        )
-    shown = " ".join(str(code) for code in codes)
-    error = f"email: SMTPRecipientsRefused {shown}".rstrip()
+    klass = ErrorClass.PERMANENT if codes and all(code in PERMANENT_SMTP for code in codes) else ErrorClass.TRANSIENT
+    answers = "; ".join(smtp_answer(code, text, address) for address, (code, text) in refusals.items())
     # A refusal per recipient is the server's answer about them (greylisting, a full
     # mailbox), not a sign that it is down: `answered`.
-    return ChannelResult("email", error, ErrorClass.TRANSIENT, refused=refused, answered=bool(codes))
+    return ChannelResult(
+        "email", clip(f"email: {answers or 'recipients refused'}"), klass, refused=refused, answered=bool(codes)
+    )
 
 
 def _anymail_failure(exc: Exception, exceptions: ModuleType) -> ChannelResult:
-    if isinstance(exc, exceptions.AnymailRecipientsRefused):
-        message = getattr(exc, "email_message", None)
-        return ChannelResult(
-            "email",
-            "email: all recipients rejected by the provider",
-            ErrorClass.PERMANENT,
-            refused=provider_refusals(message, getattr(exc, "esp_name", None)),
-        )
+    message = getattr(exc, "email_message", None)
+    esp = getattr(exc, "esp_name", None)
+    response = getattr(exc, "response", None)
     status = getattr(exc, "status_code", None)
-    if isinstance(exc, exceptions.AnymailAPIError) and isinstance(status, int):
-        response = getattr(exc, "response", None)
-        reason = provider_reason(response, secret=getattr(getattr(exc, "backend", None), "api_key", None))
-        retry_after = parse_retry_after(_header(response, "retry-after")) if status in (429, 503) else None
+    if not isinstance(status, int):
+        status = getattr(response, "status_code", None)
+    http = f"HTTP {status} " if isinstance(status, int) and not 200 <= status < 300 else ""
+    if isinstance(exc, exceptions.AnymailRecipientsRefused):
+        refused = provider_refusals(message, esp)
+        reason = provider_reason(response, secret=_api_key(exc))
+        named = ", ".join(f"{address} ({why.rsplit(': ', 1)[-1]})" for address, why in refused)
+        words = "all recipients rejected by the provider" + (f": {named}" if named else "")
         return ChannelResult(
             "email",
-            f"email: HTTP {status}" + (f" {reason}" if reason else ""),
-            classify_status(status),
-            http_status=status,
-            retry_after=retry_after,
+            clip(f"email: {http}{words}" + (f": {reason}" if reason else "")),
+            ErrorClass.PERMANENT,
+            http_status=status if isinstance(status, int) else None,
+            refused=refused,
         )
+    if isinstance(exc, exceptions.AnymailAPIError) and isinstance(status, int):
+        return http_failure(status, response, secret=_api_key(exc))
+    unreachable = connection_failure(exc, None)
+    if unreachable is not None:
+        return ChannelResult("email", unreachable, ErrorClass.TRANSIENT)
     # An address anymail cannot parse, a feature the provider lacks, data it cannot
     # serialize: the same message fails the same way again.
     if isinstance(exc, ValueError | TypeError):
         return ChannelResult("email", f"email: {_name(exc)}", ErrorClass.PERMANENT)
     return ChannelResult("email", f"email: {_name(exc)}", ErrorClass.TRANSIENT)
+
+
+def http_failure(status: int, response: Any, secret: Any = None) -> ChannelResult:
+    """`email: HTTP 422 <the provider's reason>`, classed by its status."""
+    reason = provider_reason(response, secret=secret)
+    retry_after = parse_retry_after(_header(response, "retry-after")) if status in (429, 503) else None
+    return ChannelResult(
+        "email",
+        f"email: HTTP {status}" + (f" {reason}" if reason else ""),
+        classify_status(status),
+        http_status=status,
+        retry_after=retry_after,
+    )
+
+
+def _api_key(exc: Exception) -> Any:
+    return getattr(getattr(exc, "backend", None), "api_key", None)
+
+
+def unsent_answer(message: EmailMessage, conn: BaseEmailBackend) -> ChannelResult | None:
+    """The failure a provider's error answer means, when anymail returned without raising.
+
+    anymail reads some error answers as per-recipient statuses rather than raising: a
+    Postmark 422 about a malformed `To` leaves the recipient `unknown` (and an "invalid"
+    status on text that is no address). Nothing was sent then: the answer is an HTTP error,
+    classed by its status, and only addresses among the message's recipients are refused.
+    None when the answer was a success (or there was no HTTP answer: SMTP, console...).
+    """
+    status = getattr(message, "anymail_status", None)
+    response = getattr(status, "esp_response", None)
+    code = getattr(response, "status_code", None)
+    if not isinstance(code, int) or 200 <= code < 300:
+        return None
+    result = http_failure(code, response, secret=getattr(conn, "api_key", None))
+    result.refused = provider_refusals(message, getattr(conn, "esp_name", None))
+    if result.refused:
+        result.error_class = ErrorClass.PERMANENT
+    return result
 
 
 def provider_reason(response: Any, secret: Any = None) -> str:
@@ -174,7 +291,7 @@ def smtp_refusals(refused: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     found = []
     for address, answer in refused.items():
         code, text = answer if isinstance(answer, tuple) and len(answer) == 2 else (0, b"")
-        if code in PERMANENT_SMTP:
+        if code in PERMANENT_SMTP and is_address(address):
             said = text.decode(errors="replace") if isinstance(text, bytes) else str(text)
             found.append((address, f"SMTP {code} {' '.join(said.split())}"[:200]))
     return tuple(found)
@@ -196,17 +313,33 @@ def deferred_error(refused: dict[str, Any], deferred: tuple[str, ...], recipient
 
 
 def provider_refusals(message: EmailMessage | None, esp: Any = None) -> tuple[tuple[str, str], ...]:
-    """(address, reason) for each recipient anymail reported rejected or invalid."""
+    """(address, reason) for each recipient anymail reported rejected or invalid.
+
+    Only valid addresses the message was sent to: anymail reads some addresses out of the
+    provider's prose (Postmark's "Illegal email address '...'"), which can yield text that
+    is no address at all, or not one of ours.
+    """
     status = getattr(message, "anymail_status", None)
     recipients = getattr(status, "recipients", None)
-    if not isinstance(recipients, dict):
+    if not isinstance(recipients, dict) or message is None:
         return ()
+    ours = {address.lower() for address in _recipient_addresses(message)}
     source = esp if isinstance(esp, str) else "provider"
     return tuple(
         (address, f"{source}: {recipient.status}")
         for address, recipient in recipients.items()
         if getattr(recipient, "status", None) in REFUSED_STATUSES
+        and isinstance(address, str)
+        and address.lower() in ours
+        and is_address(address)
     )
+
+
+def _recipient_addresses(message: EmailMessage) -> list[str]:
+    """The bare addresses of To, Cc and Bcc (`Ada <ada@example.com>` is `ada@example.com`)."""
+    from email.utils import getaddresses
+
+    return [address for _, address in getaddresses(message.recipients()) if address]
 
 
 # --- idempotency keys ---------------------------------------------------------------------

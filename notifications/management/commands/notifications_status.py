@@ -1,5 +1,7 @@
 """`manage.py notifications_status`: the queue's health for monitoring.
 
+`--prometheus` prints the metrics of `notifications.metrics` instead (always exit 0).
+
 Exits 1 when ticks stopped, when a ticking host's clock is further from the
 database's than the threshold, or while a setting holds rows back (webhooks the site
 cannot sign).
@@ -41,9 +43,21 @@ class Command(BaseCommand):
             metavar="SECONDS",
             help="how far a host's clock may be from the database's (default NOTIFICATIONS_MAX_CLOCK_OFFSET, 5)",
         )
-        parser.add_argument("--json", action="store_true", help="print the facts as one JSON object")
+        output = parser.add_mutually_exclusive_group()
+        output.add_argument("--json", action="store_true", help="print the facts as one JSON object")
+        output.add_argument(
+            "--prometheus",
+            action="store_true",
+            help="print the metrics in Prometheus' text format (for node_exporter's textfile collector); "
+            "exits 0 whatever they say",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["prometheus"]:
+            # A textfile collector's wrapper moves the output into place only on success: a
+            # stopped cron line shows in notifications_last_tick_timestamp_seconds instead.
+            self.stdout.write(prometheus_text(), ending="")
+            return
         health = queue_health(stale_after=options["stale_after"], max_clock_offset=options["max_clock_offset"])
         if options["json"]:
             self.stdout.write(json.dumps(health.as_dict(), sort_keys=True))
@@ -55,6 +69,17 @@ class Command(BaseCommand):
         if problems:
             # Non-zero exit status so cron wrappers and monitoring notice.
             raise CommandError(" ".join(problems))
+
+
+def prometheus_text() -> str:
+    """The metrics as text; CommandError when prometheus_client is not installed."""
+    try:
+        from notifications.health import prometheus
+    except ImportError:
+        raise CommandError(
+            '--prometheus needs prometheus_client: pip install "django-notification-queue[prometheus]"'
+        ) from None
+    return prometheus.exposition().decode()
 
 
 def seconds(value: str) -> float:

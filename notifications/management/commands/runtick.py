@@ -24,7 +24,7 @@ from notifications.conf import TickSettings
 from notifications.management.output import run_command_checks, stamp
 from notifications.models import Notification
 from notifications.services import TICK_COUNTS, Outcome, wake
-from notifications.services.claims import load_defensively
+from notifications.services.claims import claim_order, load_defensively
 from notifications.tick.engine import TickReport, run_tick
 
 logger = logging.getLogger("notifications.tick")
@@ -188,10 +188,10 @@ class Command(BaseCommand):
 
     def dry_run(self, limit: int | None) -> None:
         now = timezone.now()
-        due = Notification.objects.due(now).order_by("next_fire_at", "id")
+        due = Notification.objects.due(now).order_by(*claim_order(now))  # as a tick would claim them
         total = due.count()
         ids = list(due.values_list("pk", flat=True)[: limit or 1000])
-        rows, unloadable = load_defensively(Notification.objects.filter(pk__in=ids).order_by("next_fire_at", "id"))
+        rows, unloadable = load_defensively(Notification.objects.filter(pk__in=ids).order_by(*claim_order(now)))
         for row in rows:
             self.stdout.write(
                 f"#{row.pk} due since {row.next_fire_at:%Y-%m-%d %H:%M:%S%z} "

@@ -39,7 +39,7 @@ def backwards(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('notifications', '0010_pending_recipients'),
+        ('notifications', '0012_metrics'),
     ]
 
     operations = [

@@ -1,0 +1,100 @@
+"""What the metrics say, read from the database: one snapshot for Prometheus and OpenTelemetry.
+
+`read()` costs four queries whatever the size of the queue and of its history: the
+totals (`notifications.services.tallies`), the rows per state with the oldest due row (the
+health aggregate), the last tick, and the open circuits. It needs no metrics library.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db.models import Count, Max, Min, Q
+from django.utils import timezone
+
+from notifications.conf import positive_int
+from notifications.models import Notification, Tally, Target, TickRun, states
+from notifications.services import tallies
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The queue's metrics at `now`."""
+
+    now: datetime
+    # (channel, target, outcome) -> deliveries since the totals began
+    deliveries: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    # (upper bound, ticks at or under it), cumulative, `+Inf` last; and their sum
+    tick_buckets: list[tuple[float, int]] = field(default_factory=list)
+    tick_seconds: float = 0.0
+    rows: dict[str, int] = field(default_factory=dict)  # state value -> rows
+    in_flight: int = 0
+    oldest_due_seconds: float = 0.0  # 0 when nothing is due
+    open_circuits: int = 0  # targets whose rows are held: open or half-open
+    last_tick_at: datetime | None = None
+
+    @property
+    def tick_count(self) -> int:
+        return self.tick_buckets[-1][1] if self.tick_buckets else 0
+
+    def by_channel(self) -> dict[tuple[str, str], int]:
+        """(channel, outcome) -> deliveries, every outcome of every channel seen (0 included)."""
+        totals: Counter[tuple[str, str]] = Counter()
+        channels = {channel for channel, _, _ in self.deliveries} or {"email", "webhook"}
+        for channel in channels:
+            for outcome in tallies.DELIVERY_OUTCOMES:
+                totals[(channel, outcome)] += 0
+        for (channel, _target, outcome), count in self.deliveries.items():
+            totals[(channel, outcome)] += count
+        return dict(sorted(totals.items()))
+
+
+def read(now: datetime | None = None) -> Snapshot:
+    """The metrics now (four queries)."""
+    now = now or timezone.now()
+    deliveries: dict[tuple[str, str, str], int] = {}
+    buckets: dict[float, int] = {}
+    tick_seconds = 0.0
+    for kind, channel, target, outcome, count, total in Tally.objects.values_list(
+        "kind", "channel", "target", "outcome", "count", "total"
+    ):
+        if kind == Tally.Kind.DELIVERY:
+            deliveries[(channel, target, outcome)] = int(count)
+        elif kind == Tally.Kind.TICK:
+            bound = math.inf if outcome == "+Inf" else float(outcome)
+            buckets[bound] = buckets.get(bound, 0) + int(count)
+            tick_seconds += float(total)
+    facts = Notification.objects.aggregate(
+        **{f"state_{state.value}": Count("pk", filter=cond.q(now)) for state, cond in states.STATES.items()},
+        in_flight=Count("pk", filter=Q(claimed_until__gt=now)),
+        oldest_due_at=Min("next_fire_at", filter=states.ready(now, positive_int("MAX_RETRIES"))),
+    )
+    oldest = facts["oldest_due_at"]
+    last_tick_at = TickRun.objects.aggregate(last=Max("finished_at"))["last"]
+    open_circuits = Target.objects.exclude(state=Target.State.CLOSED).count()
+    return Snapshot(
+        now=now,
+        deliveries=deliveries,
+        tick_buckets=cumulative(buckets),
+        tick_seconds=tick_seconds,
+        rows={state.value: facts[f"state_{state.value}"] for state in states.STATES},
+        in_flight=facts["in_flight"],
+        oldest_due_seconds=max((now - oldest).total_seconds(), 0.0) if oldest else 0.0,
+        open_circuits=open_circuits,
+        last_tick_at=last_tick_at,
+    )
+
+
+def cumulative(buckets: dict[float, int]) -> list[tuple[float, int]]:
+    """Counts per bucket as a histogram's cumulative buckets, over every bound of
+    `tallies.TICK_BUCKETS` (and any other bound found), `+Inf` last."""
+    bounds = sorted({*tallies.TICK_BUCKETS, *buckets})
+    running = 0
+    out = []
+    for bound in bounds:
+        running += buckets.get(bound, 0)
+        out.append((bound, running))
+    return out

@@ -1,0 +1,138 @@
+"""`QueuedEmailBackend`: the mail a site already sends, queued as notifications.
+
+    EMAIL_BACKEND = "notifications.mail.QueuedEmailBackend"              # Django 5.2, 6.0
+    NOTIFICATIONS_EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+
+    MAILERS = {                                                          # Django 6.1+
+        "default": {"BACKEND": "notifications.mail.QueuedEmailBackend"},
+        "smtp": {"BACKEND": "django.core.mail.backends.smtp.EmailBackend", "OPTIONS": {...}},
+    }
+    NOTIFICATIONS_MAILER = "smtp"
+
+Every message sent through it (`send_mail`, `EmailMessage.send()`, a password reset,
+`mail_admins`) becomes one row, channel `email`, due now, when the caller's transaction
+commits: a message sent inside a transaction that rolls back is never queued, one that
+commits is queued once. The tick then sends it through the real backend
+(`notifications.mailers` says which), with retries, the delivery log and the admin.
+
+Kept of a message: `to`, `cc`, `bcc`, `reply_to`, `from_email`, `subject`, `body` (sent
+as they are: they are not templates), every alternative (`attach_alternative`), every
+attachment (name, content and type; MIME parts whole, inline images with their
+Content-ID), `extra_headers`, `content_subtype`, `mixed_subtype`, `alternative_subtype`,
+`encoding`, and django-anymail's attributes (`ANYMAIL_ATTRIBUTES`). Not kept: the
+`Message-ID` (each firing has its own, the same for every attempt), the `Date` (set when
+it is sent), a `connection` given to the message. See the README's "Queue the mail you
+already send".
+
+OPTIONS (MAILERS, or `get_connection(..., priority=...)`): `priority`, the priority of the
+rows this backend queues (default `"normal"`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from email.message import Message
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.core.mail import EmailMessage
+from django.core.mail.backends.base import BaseEmailBackend
+from django.db import router, transaction
+
+from notifications.content.queued import message_extras
+from notifications.rules import headers as header_rules
+
+
+class QueuedEmailBackend(BaseEmailBackend):
+    """An email backend that queues each message as a notification row (see the module)."""
+
+    queues_notifications = True  # how notifications.mailers tells the queue from a real backend
+
+    def __init__(self, fail_silently: bool = False, *, priority: str = "normal", **kwargs: Any) -> None:
+        # fail_silently is taken here, not passed on: Django 6.1's base class warns about it.
+        super().__init__(**kwargs)
+        self.fail_silently = fail_silently
+        self.priority = priority
+
+    def send_messages(self, email_messages: Sequence[EmailMessage]) -> int:
+        """Queue each message once the caller's transaction commits; returns how many."""
+        if not email_messages:
+            return 0
+        try:
+            queued = [queued_message(message, priority=self.priority) for message in email_messages]
+        except (ValidationError, ValueError, TypeError):
+            if self.fail_silently:
+                return 0
+            raise
+        from notifications.models import Notification
+
+        using = router.db_for_write(Notification)
+        transaction.on_commit(lambda: _queue(queued, self.fail_silently), using=using)
+        return len(queued)
+
+
+@dataclass
+class QueuedMessage:
+    """A message as a row's fields, with its attachments still in memory (stored at commit)."""
+
+    fields: dict[str, Any]
+    attachments: list[Any]
+
+
+def queued_message(message: EmailMessage, *, priority: str = "normal") -> QueuedMessage:
+    """The row of `message`, validated now (the caller learns of a bad message at once)."""
+    from notifications.models import Notification
+
+    extra = {str(k): str(v) for k, v in (message.extra_headers or {}).items() if not header_rules.is_own(str(k))}
+    fields: dict[str, Any] = {
+        "channels": ["email"],
+        "email_to": [str(a) for a in message.to],
+        "email_cc": [str(a) for a in message.cc],
+        "email_bcc": [str(a) for a in message.bcc],
+        "reply_to": [str(a) for a in message.reply_to],
+        "from_email": str(message.from_email or ""),
+        "subject": str(message.subject or ""),
+        "body": str(message.body or ""),
+        "headers": extra,
+        "priority": priority,
+        "message": message_extras(message),
+    }
+    attachments = [_attachment(item) for item in message.attachments]
+    row = Notification(**fields)
+    row.full_clean(exclude=["next_fire_at"], validate_constraints=False)
+    from notifications.conf import max_attachment_bytes
+    from notifications.models.attachments import _prepare, _too_large
+
+    prepared = [_prepare(item) for item in attachments]  # refused now, not at commit
+    total = sum(p.size for p in prepared)
+    if total > max_attachment_bytes():
+        raise ValidationError({"attachments": [_too_large(total, max_attachment_bytes())]})
+    return QueuedMessage(fields, attachments)
+
+
+def _attachment(item: Any) -> Any:
+    if isinstance(item, Message):
+        return item
+    filename, content, mimetype = item  # Django's EmailAttachment, or the tuple before it
+    from notifications.models.attachments import Attachment
+
+    return Attachment(filename or "", content, mimetype)
+
+
+def _queue(queued: list[QueuedMessage], fail_silently: bool) -> None:
+    """Create the rows (after the caller's commit), all or none."""
+    from notifications.models.attachments import delete_files, store
+    from notifications.services import schedule_notification
+
+    stored: list[dict[str, Any]] = []
+    try:
+        with transaction.atomic():
+            for item in queued:
+                files = store(item.attachments) if item.attachments else []
+                stored += files
+                schedule_notification(**item.fields, attachments=files)
+    except Exception:
+        delete_files(stored, at_once=True)
+        if not fail_silently:
+            raise
