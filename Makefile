@@ -25,11 +25,11 @@ setup-run: $(VENV)/.installed-run
 
 $(VENV)/.installed-run: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	.ci/mysql-build-deps  # mysqlclient builds from source: its headers, pkg-config, a compiler
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	touch $@
 
 $(VENV)/.installed: $(VENV)/.installed-run requirements-dev.txt bench/requirements.txt
+	.ci/mysql-build-deps  # mysqlclient (the MariaDB pass) builds from source: headers, pkg-config, a compiler
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	touch $@
 
