@@ -4,9 +4,9 @@
 #               notifications, a local webhook sink) and tick every 10 s;
 #               PORT=8001 make run (or make run PORT=8001) serves on another port; the first
 #               run copies .env.example to .env (DEBUG on, for this checkout)
-#   make test   add requirements-dev.txt to .venv, run the whole suite on SQLite, then on the
-#               local PostgreSQL, then on the local MariaDB, then lint, mypy and Django's
-#               checks, then Python 3.13 + Django 6.x through tox
+#   make test   add requirements-dev.txt to .venv, run the whole suite on SQLite, on the local
+#               PostgreSQL, on the local MariaDB and (tox) on Python 3.13 + Django 6.x side by
+#               side, then lint, mypy, the import layers and Django's checks
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -14,6 +14,7 @@ PORT ?= 8000
 # pytest-xdist workers per pass: most of the suite waits (on sockets, child processes,
 # deadlines), so more workers than this machine's 2 cores pay off; each has its own database.
 TEST_WORKERS ?= 4
+PARALLEL_TEST_WORKERS ?= 2  # per suite when make test runs the four side by side
 
 .PHONY: setup setup-run run test test-sqlite test-postgres test-mariadb test-matrix lint check bench
 
@@ -43,7 +44,14 @@ run: setup-run .env
 .env:
 	cp -n .env.example .env
 
-test: setup test-sqlite test-postgres test-mariadb check test-matrix
+# The four suites (SQLite, PostgreSQL, MariaDB, the Django 6 matrix leg) run side by side:
+# each spends most of its time waiting on its database, sockets and child processes, so
+# on two cores together they take about as long as the longest alone. Each one's output
+# is printed whole when it ends (--output-sync); then the checks.
+test: setup
+	$(MAKE) --no-print-directory -j4 --output-sync=target TEST_WORKERS=$(PARALLEL_TEST_WORKERS) \
+		test-sqlite test-postgres test-mariadb test-matrix
+	$(MAKE) --no-print-directory check
 
 test-sqlite: setup
 	$(PY) -m pytest -n $(TEST_WORKERS)
