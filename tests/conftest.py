@@ -68,6 +68,18 @@ def vendor() -> str:
 
 
 @pytest.fixture
+def smtp():
+    """A real SMTP server on loopback (aiosmtpd), the site's mail sent to it; `.refuse(...)`
+    shapes its answers per recipient."""
+    from tests.support.mail_servers import SMTPServer
+
+    server = SMTPServer()
+    with server.settings(timeout=5):
+        yield server
+    server.close()
+
+
+@pytest.fixture
 def webhook_server():
     """A real HTTP server on loopback; set `.reply` or `.responder` to shape answers."""
     from tests.support.servers import WebhookServer

@@ -18,20 +18,12 @@ from django.utils import timezone
 from notifications.api import run_tick
 from notifications.models import DeliveryAttempt, Notification, Suppression
 from tests.support.mail_doubles import schedule_email
-from tests.support.mail_servers import SMTP_BACKEND, SMTPServer, StallingServer, mail_settings
+from tests.support.mail_servers import SMTP_BACKEND, StallingServer, mail_settings
 
 pytestmark = pytest.mark.django_db
 
 NOW = timezone.now().replace(microsecond=0)
 AFTER_BACKOFF = NOW + timedelta(seconds=61)
-
-
-@pytest.fixture
-def smtp():
-    server = SMTPServer()
-    with server.settings(timeout=5):
-        yield server
-    server.close()
 
 
 def email(**fields):

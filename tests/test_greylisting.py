@@ -18,21 +18,12 @@ from django.utils import timezone
 from notifications.api import requeue, run_tick
 from notifications.models import Notification, Target
 from tests.support.mail_doubles import schedule_email
-from tests.support.mail_servers import SMTPServer
 
 pytestmark = pytest.mark.django_db
 
 NOW = timezone.now().replace(microsecond=0)
 AFTER_BACKOFF = NOW + timedelta(seconds=61)
 GREYLISTED = "451 4.7.1 Greylisted, please try again later"
-
-
-@pytest.fixture
-def smtp():
-    server = SMTPServer()
-    with server.settings(timeout=5):
-        yield server
-    server.close()
 
 
 @override_settings(NOTIFICATIONS_CIRCUIT_BREAKER={"failures": 3, "cooldown": 60}, NOTIFICATIONS_CONCURRENCY=2)

@@ -19,7 +19,7 @@ from notifications.api import run_tick
 from notifications.models import DeliveryAttempt, Notification, Suppression
 from notifications.services import suppress
 from tests.support.mail_doubles import schedule_email
-from tests.support.mail_servers import APIReply, ProviderAPI, SMTPServer, free_port, mail_settings
+from tests.support.mail_servers import APIReply, ProviderAPI, free_port, mail_settings
 
 pytestmark = pytest.mark.django_db
 
@@ -40,14 +40,6 @@ def suppressed() -> list[str]:
 
 
 # --- SMTP ------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def smtp():
-    server = SMTPServer()
-    with server.settings(timeout=5):
-        yield server
-    server.close()
 
 
 def test_a_550_and_a_451_keep_each_answer_and_only_the_550_is_suppressed(smtp):

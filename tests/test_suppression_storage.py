@@ -17,7 +17,6 @@ from notifications import services
 from notifications.api import run_tick
 from notifications.models import Notification, Suppression
 from tests.support.mail_doubles import schedule_email
-from tests.support.mail_servers import SMTPServer
 
 pytestmark = pytest.mark.django_db
 
@@ -25,14 +24,6 @@ NOW = timezone.now().replace(microsecond=0)
 
 # 271 characters: every label at most 63, so validate_email takes it (it allows 320).
 LONG = "a" * 64 + "@" + ".".join(["b" * 63, "c" * 63, "d" * 63, "e" * 10, "com"])
-
-
-@pytest.fixture
-def smtp():
-    server = SMTPServer()
-    with server.settings(timeout=5):
-        yield server
-    server.close()
 
 
 def test_a_refused_address_too_long_to_store_leaves_the_batch_written_back(smtp):
