@@ -31,7 +31,7 @@ from typing import Any
 from django.db.models import F
 from django.utils import timezone
 
-from notifications import signals
+from notifications import services, signals
 from notifications.channels import ChannelResult, ErrorClass
 from notifications.conf import Defaults, app_settings
 from notifications.flow.targets import channel_target, targets_of
@@ -256,7 +256,7 @@ class Breaker:
         for key in tripped - open_keys:
             with self.lock:
                 self.tripped.pop(key, None)
-            release_held(key, now)
+            services.release_held(key, now)
 
     def _save_streaks(self, streaks: dict[str, Streak], now: datetime) -> None:
         ended = [k for k, s in streaks.items() if s.ended and not s.failures and self._has_streak(k)]
@@ -327,7 +327,7 @@ def close(key: str, now: datetime | None = None, *, only_half_open: bool = False
     """
     now = now or timezone.now()
     closed = Target.objects.close(key, now=now, only_half_open=only_half_open)
-    release_held(key, now)
+    services.release_held(key, now)
     if closed:
         _send(signals.target_closed, Target.objects.get(key=key))
     return bool(closed)
@@ -345,8 +345,3 @@ def open_by_hand(key: str, now: datetime | None = None) -> bool:
         target.refresh_from_db()
         _send(signals.target_opened, target)
     return True
-
-
-def release_held(key: str, now: datetime) -> int:
-    """Make the rows held for `key` due now (one UPDATE over the held index)."""
-    return Notification.objects.filter(held_for=key).update(next_fire_at=now, held_for=None, updated_at=now)

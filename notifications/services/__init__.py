@@ -49,6 +49,7 @@ from notifications.services.firing import (
     record_internal_error,
     record_invalid,
     release,
+    release_held,
     unsigned_webhook,
 )
 from notifications.services.housekeeping import prune, prune_history, record_tick
@@ -89,6 +90,7 @@ __all__ = [
     "record_tick",
     "refusal",
     "release",
+    "release_held",
     "requeue",
     "resume",
     "run_now",

@@ -276,6 +276,12 @@ def dead_letter_unloadable(token: uuid.UUID, unloadable: dict[Any, str], now: da
     return dead
 
 
+def release_held(key: str, now: datetime) -> int:
+    """Make the rows held for target `key` due now (its circuit closed; one UPDATE over the
+    held index)."""
+    return Notification.objects.filter(held_for=key).update(next_fire_at=now, held_for=None, updated_at=now)
+
+
 def release(row: Notification, now: datetime) -> Outcome:
     """Hand an unattempted row back: due again at once for the next tick."""
     row.release_claim(now)
