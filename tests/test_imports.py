@@ -78,12 +78,14 @@ print(json.dumps(failures))
 """
 
 
-def python(code: str, *args: str, settings: str | None = "tests.settings") -> subprocess.CompletedProcess[str]:
+def python(
+    code: str, *args: str, settings: str | None = "tests.settings", timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
     if settings is not None:
         env["DJANGO_SETTINGS_MODULE"] = settings
     return subprocess.run(
-        [sys.executable, "-c", code, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", code, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
     )
 
 
@@ -95,7 +97,7 @@ def test_the_walk_finds_the_package():
 def import_orders() -> tuple[int, dict[str, str]]:
     """Each module imported first, then all the others shuffled: failures by first module."""
     seed = random.randrange(2**32)
-    done = python(IMPORT_ALL_ORDERS, str(seed), *MODULES)
+    done = python(IMPORT_ALL_ORDERS, str(seed), *MODULES, timeout=900)  # every order, one after the other
     assert done.returncode == 0, done.stderr
     return seed, json.loads(done.stdout)
 

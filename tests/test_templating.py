@@ -322,7 +322,7 @@ def test_errors_never_quote_the_payload():
     ],
     ids=["ljust", "loops", "filter-raises"],
 )
-def test_render_failure_at_send_dead_letters_the_row_and_the_tick_goes_on(fields, last_error):
+def test_render_failure_at_send_dead_letters_the_row_and_the_tick_goes_on(fields, last_error, no_clock):
     # `bulk_create` skips validation, as raw SQL would; these fail only with their payload anyway.
     bad, good = Notification.objects.bulk_create(
         [
