@@ -22,6 +22,8 @@ select-all of 100,000 rows, timed, with the host's own saves beside the requeue 
 row, runtick without the monitoring totals, as shipped, and with the OpenTelemetry SDK.
 `--scenario charts` (about a minute on SQLite, a few on PostgreSQL): the admin's chart
 queries over a delivery log of `--attempts` records (default 1,000,000).
+`--scenario prune`: one tick with nothing due over `--prune-attempts` delivery records past
+retention (default 200,000): how fast the tick's housekeeping catches up.
 """
 
 from __future__ import annotations
@@ -1084,6 +1086,28 @@ def scenario_charts(table: Table, attempts: int, repeats: int) -> None:
 
 # --- main --------------------------------------------------------------------------------------
 
+def scenario_prune(table: Table, attempts: int) -> None:
+    """15. History pruning: `attempts` delivery records past retention, and one tick with
+    nothing due. The tick prunes batch after batch until none is left or its budget is spent."""
+    from django.utils import timezone
+
+    from notifications.api import run_tick
+    from notifications.conf import app_settings
+    from notifications.models import DeliveryAttempt
+
+    clear()
+    retention = float(app_settings.ATTEMPT_RETENTION_DAYS)
+    fill_attempts(attempts, 100, 0.1, timezone.now() - timedelta(days=retention + 2))
+    started = time.perf_counter()
+    report = run_tick()
+    seconds = time.perf_counter() - started
+    left = DeliveryAttempt.objects.count()
+    table.add(
+        f"15. one tick pruning {attempts:,} delivery records past retention",
+        f"{seconds:.1f} s ({(attempts - left) / seconds:,.0f} records/s), {left:,} left, claimed={report.claimed}",
+    )
+
+
 SCENARIOS = [
     "ceiling",
     "drain",
@@ -1124,6 +1148,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--action-rows", type=int, default=100_000, help="rows of the select-all actions (scenario 12)")
     parser.add_argument("--attempts", type=int, default=1_000_000, help="delivery records (scenario 14, charts)")
+    parser.add_argument(
+        "--prune-attempts", type=int, default=200_000, help="delivery records past retention (scenario 15, prune)"
+    )
     parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the benchmark runs")
     parser.add_argument("--out", help="results file (default bench/results/<database>-<time>.md)")
     args = parser.parse_args(argv)
@@ -1134,6 +1161,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.burst_rows, args.burst_receivers, args.burst_memory_rows = 200, 10, 100
         args.action_rows = 2_000
         args.attempts = 5_000
+        args.prune_attempts = 3_000
     return args
 
 
@@ -1189,6 +1217,8 @@ def main(argv: list[str] | None = None) -> Path:
                 scenario_actions(table, args.action_rows)
             if "charts" in only:  # scenario 14: not in the default set
                 scenario_charts(table, args.attempts, max(args.repeats, 5))
+            if "prune" in only:  # scenario 15: not in the default set
+                scenario_prune(table, args.prune_attempts)
             if "instrumentation" in only:  # scenario 13: not in the default set
                 scenario_instrumentation(table, sink, args.rows, max(args.repeats, 3))
             if "burst" in only:

@@ -8,9 +8,10 @@ is written once.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from django.db import connections
+from django.db import connection, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import QuerySet
 from django.db.models.functions import Now
@@ -19,6 +20,20 @@ from django.db.models.functions import Now
 def is_mysql(connection: BaseDatabaseWrapper) -> bool:
     """MariaDB or MySQL (Django's `mysql` backend serves both)."""
     return connection.vendor == "mysql"
+
+
+# SQLite gives its write lock to no one in particular: a writer waiting in its busy handler
+# polls (at last every 100 ms), and a loop that begins its next transaction at once would
+# take the lock again each time. Between chunks a bulk job leaves the lock free as long as
+# it held it, within these bounds (seconds), so the host site's writes get their turn.
+SQLITE_GAP = (0.02, 0.1)
+
+
+def let_others_write(held: float) -> None:
+    """Between two chunks of a bulk job on SQLite: leave the write lock free for a while
+    (SQLITE_GAP), `held` being how long the last chunk held it. Elsewhere, nothing."""
+    if connection.vendor == "sqlite" and not connection.in_atomic_block:
+        time.sleep(min(max(held, SQLITE_GAP[0]), SQLITE_GAP[1]))
 
 
 def sliced_ids(query: QuerySet[Any, Any], connection: BaseDatabaseWrapper) -> QuerySet[Any, Any] | list[Any]:

@@ -20,6 +20,7 @@ from django.utils import timezone
 from notifications import services
 from notifications.api import run_tick
 from notifications.health.queue import humanize, queue_health
+from notifications.services.housekeeping import PRUNE_BATCH
 from notifications.models import DeliveryAttempt, Notification, State, TickRun
 from tests.support.queue_states import make, one_of_each
 
@@ -257,6 +258,36 @@ def test_tick_prunes_history_past_retention_and_keeps_the_rest(settings):
     assert list(DeliveryAttempt.objects.values_list("notification_id", flat=True)) == [purged_row_id]
     assert DeliveryAttempt.objects.get().attempted_at == now - timedelta(days=6)
     assert TickRun.objects.count() == 1  # the old record went, this tick's stayed
+
+
+def old_history(n: int, now, days: int = 40) -> None:
+    DeliveryAttempt.objects.bulk_create([attempt(1, now - timedelta(days=days, seconds=i)) for i in range(n)])
+
+
+def test_a_tick_prunes_history_until_none_is_left_past_retention(settings):
+    """A site logging more than a batch of attempts per tick must not keep more history every
+    minute: one tick prunes batch after batch while its budget lasts."""
+    settings.NOTIFICATIONS_ATTEMPT_RETENTION_DAYS = 30
+    now = timezone.now()
+    old_history(2 * PRUNE_BATCH + 50, now)
+    DeliveryAttempt.objects.create(
+        notification_id=1, firing_id=Notification().firing_id, channel="email", outcome="ok", attempted_at=now
+    )
+
+    run_tick()
+
+    assert list(DeliveryAttempt.objects.values_list("attempted_at", flat=True)) == [now]
+
+
+def test_a_tick_past_its_budget_prunes_one_batch(settings):
+    settings.NOTIFICATIONS_ATTEMPT_RETENTION_DAYS = 30
+    old_history(PRUNE_BATCH + 50, timezone.now())
+
+    run_tick(budget=0)  # the budget is spent before housekeeping begins
+
+    assert DeliveryAttempt.objects.count() == 50
+    run_tick()  # the next tick, within its budget, takes the rest
+    assert DeliveryAttempt.objects.count() == 0
 
 
 def test_pruning_is_bounded_per_call():

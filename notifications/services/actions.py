@@ -14,6 +14,7 @@ from django.db import connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from notifications.databases import let_others_write
 from notifications.models import Notification
 from notifications.models.states import State
 from notifications.services import wake
@@ -64,11 +65,6 @@ class RowAction:
 # of 100,000 rows neither holds its locks (or, on SQLite, the database's write lock) for
 # the whole run nor builds one UPDATE whose CASE grows with the selection (quadratic).
 ACTION_BATCH = 500
-# SQLite gives its write lock to no one in particular: a writer waiting in its busy handler
-# polls (at last every 100 ms), and a loop that begins its next transaction at once would
-# take the lock again each time. Between chunks an action leaves the lock free as long as
-# it held it, within these bounds (seconds), so the host site's writes get their turn.
-SQLITE_GAP = (0.02, 0.1)
 
 
 def act(action: RowAction, rows: Iterable[Notification], now: datetime | None = None) -> ActionResult:
@@ -86,7 +82,7 @@ def act(action: RowAction, rows: Iterable[Notification], now: datetime | None = 
     held = 0.0
     for start in range(0, len(pks), ACTION_BATCH):
         if start:
-            _let_others_write(held)
+            let_others_write(held)
         began = time.monotonic()
         changed = _act_on_chunk(action, pks[start : start + ACTION_BATCH], now, result)
         held = time.monotonic() - began
@@ -96,12 +92,6 @@ def act(action: RowAction, rows: Iterable[Notification], now: datetime | None = 
     if earliest is not None:
         wake.announce_due(earliest)
     return result
-
-
-def _let_others_write(held: float) -> None:
-    """Between two chunks on SQLite: leave the write lock free for a while (SQLITE_GAP)."""
-    if connection.vendor == "sqlite" and not connection.in_atomic_block:
-        time.sleep(min(max(held, SQLITE_GAP[0]), SQLITE_GAP[1]))
 
 
 def _act_on_chunk(action: RowAction, pks: list[Any], now: datetime, result: ActionResult) -> list[Notification]:
@@ -197,7 +187,7 @@ def purge(rows: Iterable[Notification], on_batch: Callable[[int, int], None] | N
     held = 0.0
     for start in range(0, len(pks), PURGE_BATCH):
         if start:
-            _let_others_write(held)
+            let_others_write(held)
         began = time.monotonic()
         with transaction.atomic():
             _, per_model = Notification.objects.filter(pk__in=pks[start : start + PURGE_BATCH]).delete()

@@ -5,20 +5,23 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.db import transaction
 
-from notifications.databases import delete_sliced
+from notifications.databases import delete_sliced, let_others_write
 from notifications.models import DeliveryAttempt, TickRun
 from notifications.services import tallies
 
-PRUNE_BATCH = 1000
+PRUNE_BATCH = 1000  # records of each table per transaction
 
 
 def prune_history(now: datetime, retention_days: float, batch: int = PRUNE_BATCH) -> int:
-    """Delete at most `batch` delivery records (and tick records) past retention."""
+    """Delete at most `batch` delivery records (and tick records) past retention, the
+    oldest first; how many delivery records went. A tick adds one tick record, so a batch of
+    them per call keeps up; delivery records come by the thousand (see `prune`)."""
     cutoff = now - timedelta(days=retention_days)
     old = DeliveryAttempt.objects.filter(attempted_at__lt=cutoff).order_by("attempted_at").values("pk")[:batch]
     deleted = delete_sliced(old)
@@ -26,13 +29,34 @@ def prune_history(now: datetime, retention_days: float, batch: int = PRUNE_BATCH
     return deleted
 
 
-def prune(now: datetime, retention_days: float, also: Callable[[datetime], int] | None = None) -> None:
-    """The tick's housekeeping, in one short transaction: old history (`prune_history`) and
-    `also` (the tick passes flow control's `notifications.flow.pruning.prune_idle`)."""
+def prune(
+    now: datetime,
+    retention_days: float,
+    also: Callable[[datetime], int] | None = None,
+    *,
+    until: float | None = None,
+) -> int:
+    """The tick's housekeeping: old history (`prune_history`) and `also` (the tick passes
+    flow control's `notifications.flow.pruning.prune_idle`); how many delivery records went.
+
+    History goes in batches of PRUNE_BATCH, each in a short transaction of its own, until
+    none is left past retention or `time.monotonic()` passes `until` (the tick's budget;
+    None: one batch). A site logging more than a batch per tick would otherwise keep more
+    history every minute; the first batch always goes, and between batches the host
+    site's writes get their turn (`let_others_write`).
+    """
+    began = time.monotonic()
     with transaction.atomic():
-        prune_history(now, retention_days)
+        pruned = deleted = prune_history(now, retention_days, PRUNE_BATCH)
         if also is not None:
             also(now)
+    while pruned == PRUNE_BATCH and until is not None and time.monotonic() < until:
+        let_others_write(time.monotonic() - began)
+        began = time.monotonic()
+        with transaction.atomic():
+            pruned = prune_history(now, retention_days, PRUNE_BATCH)
+        deleted += pruned
+    return deleted
 
 
 def record_tick(

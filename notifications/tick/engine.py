@@ -170,7 +170,10 @@ class Tick:
         report = self.report
         report.finished_at = timezone.now()
         telemetry.record_tick((report.finished_at - report.started_at).total_seconds(), report.claimed)
-        services.prune(report.finished_at, self.settings.attempt_retention_days, also=prune_idle)
+        # History past retention goes until none is left or the budget is spent; a stopping
+        # tick prunes one batch.
+        until = None if self.stop.is_set() else self.started + self.budget
+        services.prune(report.finished_at, self.settings.attempt_retention_days, also=prune_idle, until=until)
         services.record_tick(
             report.started_at, report.finished_at, report.batches, report.counts(), clock_offset=clock_offset
         )
