@@ -1086,6 +1086,7 @@ def scenario_charts(table: Table, attempts: int, repeats: int) -> None:
 
 # --- main --------------------------------------------------------------------------------------
 
+
 def scenario_prune(table: Table, attempts: int) -> None:
     """15. History pruning: `attempts` delivery records past retention, and one tick with
     nothing due. The tick prunes batch after batch until none is left or its budget is spent."""

@@ -20,8 +20,8 @@ from django.utils import timezone
 from notifications import services
 from notifications.api import run_tick
 from notifications.health.queue import humanize, queue_health
-from notifications.services.housekeeping import PRUNE_BATCH
 from notifications.models import DeliveryAttempt, Notification, State, TickRun
+from notifications.services.housekeeping import PRUNE_BATCH
 from tests.support.queue_states import make, one_of_each
 
 pytestmark = pytest.mark.django_db
