@@ -1,5 +1,5 @@
-"""The app's configuration: registers the system checks and, with django-anymail, its
-bounce and complaint signals."""
+"""The app's configuration: registers the system checks, the record of lifted suppressions
+and, with django-anymail, its bounce and complaint signals."""
 
 from django.apps import AppConfig
 
@@ -11,6 +11,7 @@ class NotificationsConfig(AppConfig):
 
     def ready(self) -> None:
         from notifications import checks  # noqa: F401 - registers the system checks
-        from notifications.services.suppression import connect_anymail
+        from notifications.services.suppression import connect_anymail, connect_lifts
 
         connect_anymail()  # with django-anymail installed: its bounces and complaints suppress addresses
+        connect_lifts()  # deleting a suppression remembers the lift: a replayed old bounce leaves it lifted

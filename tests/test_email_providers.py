@@ -258,6 +258,15 @@ def test_other_tracking_events_change_nothing(event_type):
     assert not Suppression.objects.exists()
 
 
+def test_a_tracked_address_too_long_to_store_is_left_out():
+    # Not an error: a 500 would have the provider retry the event again and again.
+    event = AnymailTrackingEvent(event_type="bounced", recipient="a" * 290 + "@example.com")
+
+    tracking.send(sender=object, event=event, esp_name="Resend")
+
+    assert not Suppression.objects.exists()
+
+
 urlpatterns = [path("anymail/", include("anymail.urls"))]
 
 

@@ -7,7 +7,7 @@
 - `attachments`: a row's attachments, their content kept through Django's storage API.
 - `log`: `DeliveryAttempt`, `TickRun` and `Tally` (the monitoring totals).
 - `flow`: `Target` (a circuit breaker) and `RateBucket` (a rate limit's tokens).
-- `suppression`: `Suppression`, addresses email is no longer sent to.
+- `suppression`: `Suppression`, addresses email is no longer sent to, and `SuppressionLift`.
 """
 
 from notifications.models.flow import RateBucket, Target
@@ -22,7 +22,7 @@ from notifications.models.notification import (
     default_timezone,
 )
 from notifications.models.states import State
-from notifications.models.suppression import Suppression
+from notifications.models.suppression import Suppression, SuppressionLift
 
 __all__ = [
     "USER_FIELDS",
@@ -33,6 +33,7 @@ __all__ = [
     "RateBucket",
     "State",
     "Suppression",
+    "SuppressionLift",
     "Tally",
     "Target",
     "TickRun",

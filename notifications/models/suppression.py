@@ -1,4 +1,4 @@
-"""The suppression list: addresses email is no longer sent to."""
+"""The suppression list: addresses email is no longer sent to, and when each was last lifted."""
 
 from __future__ import annotations
 
@@ -50,3 +50,18 @@ class Suppression(models.Model):
     def save(self, *args: Any, **kwargs: Any) -> None:
         self.address = normalise(self.address)
         super().save(*args, **kwargs)
+
+
+class SuppressionLift(models.Model):
+    """When an operator last lifted the suppression of an address (deleted its `Suppression`).
+
+    Providers replay tracking webhooks (retries, a "resend events" button): an event that
+    happened at or before the lift must not suppress the address again. One row per
+    address, spelled as `Suppression.address` is; written by `notifications.services.suppression`.
+    """
+
+    address = models.EmailField(max_length=254, unique=True)
+    lifted_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return self.address
