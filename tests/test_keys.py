@@ -7,14 +7,13 @@ a replace or cancel while a firing of the row is in flight: the old firing's wri
 
 from __future__ import annotations
 
-import threading
 import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.forms import modelform_factory
 from django.utils import timezone
@@ -22,7 +21,7 @@ from django.utils import timezone
 from notifications.api import cancel, run_tick, schedule
 from notifications.models import DeliveryAttempt, Notification, State
 from notifications.models.validation import KEY_TAKEN
-from tests.support.servers import Received, Reply
+from tests.support.servers import HeldTick
 
 NOW = datetime(2030, 1, 15, 12, 0, tzinfo=UTC)
 HOUR = timedelta(hours=1)
@@ -201,40 +200,6 @@ class TestPolicies:
 
 
 # --- a firing in flight ---------------------------------------------------------------------
-
-
-class HeldTick:
-    """A tick in a thread whose webhook request the server holds until `release()`."""
-
-    def __init__(self, server, status: int) -> None:
-        self.server = server
-        self.released = threading.Event()
-        self.outcomes: list = []
-        self.error: BaseException | None = None
-
-        def hold(request: Received) -> Reply:
-            if request.path == "/old":
-                self.released.wait(30)
-            return Reply(status=status)
-
-        server.responder = hold
-        self.thread = threading.Thread(target=self.run)
-        self.thread.start()
-        server.wait_for(1)  # the firing is in flight: claimed, and its request held
-
-    def run(self) -> None:
-        try:
-            run_tick(on_outcome=self.outcomes.append)
-        except BaseException as exc:  # reported by finish()
-            self.error = exc
-        finally:
-            connection.close()  # this thread's own connection
-
-    def finish(self) -> None:
-        self.released.set()
-        self.thread.join(60)
-        assert not self.thread.is_alive() and self.error is None, self.error
-        assert len(self.outcomes) == 1  # the tick did its write-back, which the fence emptied
 
 
 @pytest.fixture

@@ -109,6 +109,10 @@ class NotificationForm(ModelForm):
         help_text=_("Sign with the site's NOTIFICATIONS_WEBHOOK_SECRET instead."),
     )
 
+    # The row's `updated_at` when the page was loaded: an edit of a row a tick fired or someone
+    # else saved since then is refused (`services.edit`), not saved over what happened.
+    version = forms.CharField(required=False, widget=forms.HiddenInput)
+
     class Meta:
         model = Notification
         fields = [*USER_FIELDS, "next_fire_at"]
@@ -136,6 +140,8 @@ class NotificationForm(ModelForm):
         priority = self.fields.get("priority")
         if priority is not None:
             priority.required = False
+        if self.instance.pk and self.instance.updated_at:
+            self.fields["version"].initial = self.instance.updated_at.isoformat()
         if not self.instance.pk:
             self.fields["next_fire_at"].help_text = _(
                 "Blank: now for a one-shot row, the rule's next occurrence for a recurring one."
@@ -143,6 +149,15 @@ class NotificationForm(ModelForm):
 
     def clean_priority(self) -> str:
         return str(self.cleaned_data.get("priority") or "normal")
+
+    def clean_version(self) -> datetime | None:
+        """The loaded row's `updated_at`; None when the form did not carry it (no check)."""
+        value = self.cleaned_data.get("version") or ""
+        try:
+            version = datetime.fromisoformat(value) if value else None
+        except ValueError:
+            raise ValidationError(_("Reload the page: its version mark is damaged.")) from None
+        return version if version is None or timezone.is_aware(version) else None
 
     def clean_webhook_secret(self) -> str:
         new = self.cleaned_data.get(SECRET_FIELD) or ""
@@ -163,6 +178,13 @@ class NotificationForm(ModelForm):
             return  # a rule that cannot be read has its error already
         self.edited_at = timezone.now()
         try:
-            services.edit(self.instance, self.cleaned_data, changed=self.changed_data, now=self.edited_at, dry_run=True)
+            services.edit(
+                self.instance,
+                self.cleaned_data,
+                changed=self.changed_data,
+                now=self.edited_at,
+                dry_run=True,
+                version=self.cleaned_data.get("version"),
+            )
         except ValidationError as exc:
             self.add_error(None, exc)

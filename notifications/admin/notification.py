@@ -192,6 +192,7 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
                     "last_fired",
                     "dead_lettered",
                     "paused",
+                    "version",  # hidden: the row's updated_at when the page was loaded
                 ]
             },
         ),
@@ -484,7 +485,8 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
 
     def save_model(self, request: HttpRequest, obj: Notification, form: NotificationForm, change: bool) -> None:
         # The form applied the due-time rule to check it; this saves it, at the same instant.
-        services.edit(obj, form.cleaned_data, changed=form.changed_data, now=form.edited_at)
+        data = form.cleaned_data
+        services.edit(obj, data, changed=form.changed_data, now=form.edited_at, version=data.get("version"))
 
     def delete_model(self, request: HttpRequest, obj: Notification) -> None:
         services.purge([obj])  # the change page's Delete link: the one writer deletes

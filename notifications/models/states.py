@@ -154,6 +154,12 @@ def ready(now: datetime, max_retries: int) -> Q:
     return Q(retries_left, next_fire_at__lte=now, paused_at__isnull=True)
 
 
+def claim_live(now: datetime | None = None, lease_clock: Any = None) -> Q:
+    """Rows a tick holds a live claim on: being delivered, their outcome not yet written back
+    (compared with `lease_clock`, e.g. the database's `Now()`, or else with `now`)."""
+    return Q(claimed_until__gt=now if lease_clock is None else lease_clock)
+
+
 def claimable(now: datetime, max_retries: int, lease_clock: Any = None) -> Q:
     """Rows a tick may claim at `now`: ready, and no live claim. Served by the due index.
 

@@ -8,14 +8,26 @@ from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
-from django.db.models import Model
+from django.db import IntegrityError, connection, transaction
+from django.db.models import BooleanField, ExpressionWrapper, Model
 from django.utils import timezone
 
-from notifications.models import USER_FIELDS, Notification, attachment_files, attachments, validation
+from notifications.databases import DatabaseNow
+from notifications.models import USER_FIELDS, Notification, attachment_files, attachments, states, validation
 from notifications.services import wake
 
 NO_OCCURRENCE_LEFT = "The rule has no occurrence left after now."
+# Why an edit of a stored row is refused: a firing of it is in flight, it changed since the
+# edit began, or it is gone.
+EDIT_IN_FLIGHT = (
+    "This notification is being delivered by a tick right now. Its outcome is written back "
+    "within a minute or so: reload the page then and edit it again."
+)
+EDIT_STALE = (
+    "This notification changed since this page was loaded (a tick fired it, or someone else "
+    "saved it). Reload the page to see it as it is now, and edit it again."
+)
+EDIT_GONE = "This notification no longer exists (delivered, cancelled or purged meanwhile)."
 
 # Editing either moves a recurring row's schedule: it starts again under the new rule.
 RULE_FIELDS = frozenset({"recurrence_rule", "timezone"})
@@ -171,6 +183,7 @@ def edit(
     changed: Iterable[str] | None = None,
     now: datetime | None = None,
     dry_run: bool = False,
+    version: datetime | None = None,
 ) -> list[str]:
     """An operator's edit of `row` (the admin's add and change pages); returns the fields set.
 
@@ -192,12 +205,19 @@ def edit(
     the page was loaded and is never written back stale. Raises ValidationError on
     `recurrence_rule` when the new rule has no occurrence left.
 
+    An existing row is fenced (`_lock_for_edit`): the edit is refused with a ValidationError
+    while a firing of the row is in flight, whose write-back would delete or advance the row
+    over it, and when the row's `updated_at` is no longer `version` (the edit began from an
+    older copy); the row stays locked until the caller's transaction ends.
+
     `dry_run=True` edits a copy and saves nothing: a form learns what the edit would
     raise, and the edit itself, given the same `now`, then does exactly that.
     """
     now = now or timezone.now()
     if dry_run:
         row = copy.copy(row)
+    if not row._state.adding:
+        _lock_for_edit(row, version)
     if row._state.adding:
         start(row, row.next_fire_at or now, fire_at=row.next_fire_at, now=now)
         if not dry_run:
@@ -221,6 +241,30 @@ def edit(
         row.save(update_fields=[*written, "updated_at"])
         wake.announce_due(row.next_fire_at)
     return written
+
+
+def _lock_for_edit(row: Notification, version: datetime | None) -> None:
+    """Lock the stored `row` (PostgreSQL, MariaDB/MySQL; SQLite's write transaction does the
+    same) and raise ValidationError if an edit of it must not be saved (see `edit`).
+
+    A tick's write-back is fenced by its claim, not by what an operator saved meanwhile: a
+    one-shot row edited while its firing is in flight would be deleted by that firing's
+    success. A claim cannot begin while the row is locked, so the admin, which validates
+    and saves in one transaction, saves what it checked.
+    """
+    with transaction.atomic():  # a savepoint in the caller's transaction: the lock lasts as long as it
+        rows = Notification.objects.filter(pk=row.pk)
+        if connection.features.has_select_for_update:
+            rows = rows.select_for_update()
+        live = ExpressionWrapper(states.claim_live(lease_clock=DatabaseNow()), output_field=BooleanField())
+        stored = rows.annotate(live=live).values_list("live", "updated_at").first()
+    if stored is None:
+        raise ValidationError(EDIT_GONE, code="gone")
+    in_flight, updated_at = stored
+    if in_flight:
+        raise ValidationError(EDIT_IN_FLIGHT, code="in_flight")
+    if version is not None and updated_at != version:
+        raise ValidationError(EDIT_STALE, code="stale")
 
 
 # What an edit may write: the fields host code sets and the due time, never the queue's own.

@@ -47,7 +47,8 @@ def change_form(row: Notification, **changes: str | list[str]) -> dict:
     As a browser sends it: the due time as shown (in the current time zone; blank for a
     parked row), the secret box empty (the page never shows the stored secret), and the
     hidden `initial-*` values of the fields with callable defaults: what the row held
-    when the page was loaded, against which Django tells what was edited.
+    when the page was loaded, against which Django tells what was edited; and the row's
+    `version` (its `updated_at` then), which refuses an edit of a row changed since.
     """
     due = timezone.localtime(row.next_fire_at) if row.next_fire_at else None
     payload = json.dumps(row.payload)
@@ -70,6 +71,7 @@ def change_form(row: Notification, **changes: str | list[str]) -> dict:
         "initial-timezone": row.timezone,
         "next_fire_at_0": due.strftime("%Y-%m-%d") if due else "",
         "next_fire_at_1": due.strftime("%H:%M:%S") if due else "",
+        "version": row.updated_at.isoformat(),
         "attempts-TOTAL_FORMS": "0",
         "attempts-INITIAL_FORMS": "0",
         "attempts-MIN_NUM_FORMS": "0",

@@ -169,3 +169,42 @@ class WebhookServer:
         self._stop.set()
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+class HeldTick:
+    """A tick in a thread whose webhook request to `/old` the server holds until `finish()`:
+    a firing in flight, claimed and not yet written back."""
+
+    def __init__(self, server, status: int) -> None:
+        self.server = server
+        self.released = threading.Event()
+        self.outcomes: list = []
+        self.error: BaseException | None = None
+
+        def hold(request: Received) -> Reply:
+            if request.path == "/old":
+                self.released.wait(30)
+            return Reply(status=status)
+
+        server.responder = hold
+        self.thread = threading.Thread(target=self.run)
+        self.thread.start()
+        server.wait_for(1)  # the firing is in flight: claimed, and its request held
+
+    def run(self) -> None:
+        try:
+            from notifications.api import run_tick
+
+            run_tick(on_outcome=self.outcomes.append)
+        except BaseException as exc:  # reported by finish()
+            self.error = exc
+        finally:
+            from django.db import connection
+
+            connection.close()  # this thread's own connection
+
+    def finish(self) -> None:
+        self.released.set()
+        self.thread.join(60)
+        assert not self.thread.is_alive() and self.error is None, self.error
+        assert len(self.outcomes) == 1  # the tick did its write-back, which the fence emptied
