@@ -72,7 +72,9 @@ def scenario_fields(kind: str, failing_url: str) -> dict:
     if kind == "succeeded":
         return EMAIL
     if kind == "recurring":
-        return {**EMAIL, "recurrence_rule": "*/5 * * * *"}
+        # Yearly: the next occurrence is never due again before the tick ends (with */5 a tick
+        # that straddled a five-minute mark claimed the rows twice).
+        return {**EMAIL, "recurrence_rule": "0 9 1 1 *"}
     if kind == "retried":
         return {"channels": ["webhook"], "webhook_url": failing_url}
     return {**EMAIL, "channels": ["email", "webhook"], "webhook_url": failing_url}

@@ -214,7 +214,7 @@ class DueListener:
                 time.sleep(step)
             else:
                 self._receive(step)
-        self._receive(0)  # what is already queued is served by the tick about to start
+        self._receive(0, stop_after=None)  # all that is queued now is served by the tick about to start
         self._served(time.monotonic() + DUE_GRACE)
         return woken and not stop.is_set()
 
@@ -224,14 +224,15 @@ class DueListener:
                 self.conn.close()
             self.conn = None
 
-    def _receive(self, timeout: float) -> None:
-        """Take the notifications arriving within `timeout` s (returns at the first one)."""
+    def _receive(self, timeout: float, stop_after: int | None = 1) -> None:
+        """Take the notifications arriving within `timeout` s (by default returning at the
+        first one; `stop_after=None` takes every one that arrives in that time)."""
         if self.conn is None:
             return
         import psycopg
 
         try:
-            for notify in self.conn.notifies(timeout=timeout, stop_after=1):
+            for notify in self.conn.notifies(timeout=timeout, stop_after=stop_after):
                 self._remember(self._due_time(notify.payload))
         except psycopg.Error as exc:
             self.close()
