@@ -216,8 +216,16 @@ def edit(
     now = now or timezone.now()
     if dry_run:
         row = copy.copy(row)
-    if not row._state.adding:
-        _lock_for_edit(row, version)
+    with transaction.atomic():  # a stored row stays locked from its check to its save
+        if not row._state.adding:
+            _lock_for_edit(row, version)
+        return _edit(row, fields, changed, now, dry_run)
+
+
+def _edit(
+    row: Notification, fields: Iterable[str], changed: Iterable[str] | None, now: datetime, dry_run: bool
+) -> list[str]:
+    """`edit` once the stored row is known to take it."""
     if row._state.adding:
         start(row, row.next_fire_at or now, fire_at=row.next_fire_at, now=now)
         if not dry_run:
@@ -252,12 +260,11 @@ def _lock_for_edit(row: Notification, version: datetime | None) -> None:
     success. A claim cannot begin while the row is locked, so the admin, which validates
     and saves in one transaction, saves what it checked.
     """
-    with transaction.atomic():  # a savepoint in the caller's transaction: the lock lasts as long as it
-        rows = Notification.objects.filter(pk=row.pk)
-        if connection.features.has_select_for_update:
-            rows = rows.select_for_update()
-        live = ExpressionWrapper(states.claim_live(lease_clock=DatabaseNow()), output_field=BooleanField())
-        stored = rows.annotate(live=live).values_list("live", "updated_at").first()
+    rows = Notification.objects.filter(pk=row.pk)
+    if connection.features.has_select_for_update:
+        rows = rows.select_for_update()  # held to the end of the caller's transaction
+    live = ExpressionWrapper(states.claim_live(lease_clock=DatabaseNow()), output_field=BooleanField())
+    stored = rows.annotate(live=live).values_list("live", "updated_at").first()
     if stored is None:
         raise ValidationError(EDIT_GONE, code="gone")
     in_flight, updated_at = stored
