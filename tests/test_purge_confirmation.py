@@ -20,7 +20,7 @@ from tests.support.queue_states import make, many
 
 pytestmark = pytest.mark.django_db
 
-PAGE_LIMIT = 64 * 1024  # bytes: the page of 100 rows is about 35 KB; of 3,000 rows, a megabyte
+PAGE_LIMIT = 64 * 1024  # bytes: the page of 100 rows is about 35 KB; of 3,000 rows it was 700 KB
 
 
 @pytest.fixture
