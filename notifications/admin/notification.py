@@ -8,6 +8,7 @@ only the row itself, and the health header is two aggregate queries.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any, cast
 
@@ -18,7 +19,7 @@ from django.contrib.admin.utils import quote, unquote
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import connection
-from django.db.models import Case, QuerySet, Value, When
+from django.db.models import Case, Max, QuerySet, Value, When
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, HttpResponseNotAllowed
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
@@ -50,7 +51,7 @@ from notifications.admin.status import (
     when,
 )
 from notifications.databases import sliced_ids
-from notifications.health.queue import queue_health
+from notifications.health.queue import count_states, queue_health
 from notifications.models import (
     DeliveryAttempt,
     Notification,
@@ -58,9 +59,14 @@ from notifications.models import (
 )
 from notifications.models.states import State
 from notifications.rules import schedule
+from notifications.services.actions import ACTION_BATCH
 
 ATTEMPTS_SHOWN = 20  # delivery attempts on a change page; the rest are one click away
 UPCOMING_SHOWN = 5
+PURGE_SHOWN = 100  # rows the purge confirmation lists; the rest are counted per state
+# What a select-all's purge confirmation posts back instead of its rows: how many it
+# counted, and the highest pk among them.
+PURGE_COUNT, PURGE_UPTO = "purge_count", "purge_upto"
 
 # The columns the changelist (and its actions' confirmation pages) read: the payload and
 # the body, which can be large, are never loaded for a list, nor is a secret.
@@ -634,31 +640,76 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
 
     @admin.action(description=_("Purge selected notifications"), permissions=["delete"])
     def purge(self, request: HttpRequest, queryset: QuerySet[Notification]) -> TemplateResponse | None:
-        """Delete after a confirmation page, like Django's `delete_selected`."""
+        """Delete after a confirmation page, like Django's `delete_selected`, at a cost that
+        does not grow with the selection (a select-all can be 150,000 rows): the page counts
+        the rows per state and lists the first PURGE_SHOWN, and the rows are logged and
+        deleted a chunk at a time."""
+        across = bool(self.action_form.base_fields["select_across"].clean(request.POST.get("select_across")))
         if request.POST.get("post"):
-            selected = list(queryset)
-            self.log_deletions(request, selected)  # type: ignore[arg-type] # a list works: it is only iterated
-            deleted = services.purge(selected)
-            done = ngettext("Purged %(count)d notification.", "Purged %(count)d notifications.", deleted)
-            gone = len(request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)) - deleted
-            history = ngettext(
-                "Its delivery history stays readable for %(days)s days.",
-                "Their delivery history stays readable for %(days)s days.",
-                deleted,
-            )
-            message = sentences(
-                done % {"count": deleted},
-                *skipped_sentences({gettext("already gone"): gone} if gone > 0 else {}),
-                history % {"days": retention_days()} if deleted else "",
-            )
-            self.message_user(request, message, messages.SUCCESS if deleted else messages.WARNING)
-            return None
-        rows = list(queryset)
+            confirmed = confirmed_selection(request, queryset, across)
+            if confirmed is not None:
+                pks, asked = confirmed
+                if len(pks) <= asked:
+                    self.purge_rows(request, pks, asked)
+                    return None
+                grown = ngettext(
+                    "%(count)d notification matches now, more than the %(confirmed)d you confirmed: nothing "
+                    "was purged. Check the new count and confirm again.",
+                    "%(count)d notifications match now, more than the %(confirmed)d you confirmed: nothing "
+                    "was purged. Check the new count and confirm again.",
+                    len(pks),
+                )
+                self.message_user(request, grown % {"count": len(pks), "confirmed": asked}, messages.WARNING)
+        return self.purge_confirmation(request, queryset, across)
+
+    def purge_rows(self, request: HttpRequest, pks: list[Any], asked: int) -> None:
+        """Purge the rows `pks` (those that still exist) and tell the operator, who asked for `asked`."""
+        deleted = services.purge(self.logged_deletions(request, pks))
+        done = ngettext("Purged %(count)d notification.", "Purged %(count)d notifications.", deleted)
+        gone = asked - deleted
+        history = ngettext(
+            "Its delivery history stays readable for %(days)s days.",
+            "Their delivery history stays readable for %(days)s days.",
+            deleted,
+        )
+        message = sentences(
+            done % {"count": deleted},
+            *skipped_sentences({gettext("already gone"): gone} if gone > 0 else {}),
+            history % {"days": retention_days()} if deleted else "",
+        )
+        self.message_user(request, message, messages.SUCCESS if deleted else messages.WARNING)
+
+    def logged_deletions(self, request: HttpRequest, pks: list[Any]) -> Iterator[Notification]:
+        """The rows `pks` that still exist, each logged as deleted before it is yielded (Django
+        logs before deleting), ACTION_BATCH at a time: only what a log entry reads is loaded
+        (`__str__`: the pk and the channels), so memory does not grow with the selection."""
+        for start in range(0, len(pks), ACTION_BATCH):
+            chunk = Notification.objects.filter(pk__in=pks[start : start + ACTION_BATCH]).order_by("pk")
+            rows = list(chunk.only("channels"))
+            self.log_deletions(request, rows)  # type: ignore[arg-type] # a list works: it is only iterated
+            yield from rows
+
+    def purge_confirmation(
+        self, request: HttpRequest, queryset: QuerySet[Notification], across: bool
+    ) -> TemplateResponse:
+        """The page: the total and the rows per state (one aggregate query), the first
+        PURGE_SHOWN rows, and a form whose size does not grow with a select-all."""
+        counts, facts = count_states(queryset, timezone.now(), highest=Max("pk"))
+        total = sum(counts.values())  # the states partition the rows
+        shown = list(queryset[:PURGE_SHOWN])
+        # Django's changelist takes a post for an action's confirmation only with rows in
+        # `_selected_action`. A select-all posts the rows shown (as the list posts its page's
+        # boxes) with `select_across`: Django then re-reads the list's rows from its filters
+        # in the address, which the form posts back to. Any other selection is at most a
+        # page and goes back row by row.
+        posted = [r.pk for r in shown] if across else list(queryset.values_list("pk", flat=True))
         context = {
             **self.admin_site.each_context(request),
-            "title": ngettext("Purge %(count)d notification?", "Purge %(count)d notifications?", len(rows))
-            % {"count": len(rows)},
+            "title": ngettext("Purge %(count)d notification?", "Purge %(count)d notifications?", total)
+            % {"count": total},
             "subtitle": None,
+            "total": total,
+            "states": [{"state": state_badge(State(value)), "count": n} for value, n in counts.items() if n],
             "rows": [
                 {
                     "row": r,
@@ -667,9 +718,12 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
                     "schedule": self.schedule(r),
                     "reason": reason(r),
                 }
-                for r in rows
+                for r in shown
             ],
-            "queryset": rows,
+            "more": max(total - len(shown), 0),
+            "select_across": across,
+            "posted": posted,
+            "purge_fields": {PURGE_COUNT: total, PURGE_UPTO: facts["highest"]} if across else {},
             "kept_for": kept_for(),
             "empty_value_display": self.get_empty_value_display(),
             "opts": self.model._meta,
@@ -678,6 +732,35 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
         }
         request.current_app = self.admin_site.name
         return TemplateResponse(request, "notifications/admin/purge_confirmation.html", context)
+
+
+def confirmed_selection(
+    request: HttpRequest, queryset: QuerySet[Notification], across: bool
+) -> tuple[list[Any], int] | None:
+    """The pks a confirmed purge takes and how many rows the operator confirmed; None for a
+    select-all posted without what its confirmation page sends back.
+
+    A select-all is confirmed by its count, not row by row. It takes the list's rows up to
+    the highest pk the page counted: rows added to the queue since were not in that count
+    and are left for another purge. Rows gone since are reported as already gone; if more
+    rows match than were counted (a row dead-lettered meanwhile, on a list of dead
+    letters), `purge` asks again rather than delete rows the operator was never told of.
+    """
+    if not across:
+        pks = list(queryset.order_by("pk").values_list("pk", flat=True))
+        return pks, len(request.POST.getlist(helpers.ACTION_CHECKBOX_NAME))
+    upto, count = posted_int(request, PURGE_UPTO), posted_int(request, PURGE_COUNT)
+    if upto is None or count is None:
+        return None
+    return list(queryset.filter(pk__lte=upto).order_by("pk").values_list("pk", flat=True)), count
+
+
+def posted_int(request: HttpRequest, name: str) -> int | None:
+    """The posted field `name` as a number, None when absent or not one."""
+    try:
+        return int(request.POST.get(name) or "")
+    except ValueError:
+        return None
 
 
 # The change page's buttons, in this order: each the list action of that name, shown to

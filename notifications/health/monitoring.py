@@ -16,6 +16,7 @@ from django.db.models import Count, Max, Min, Q
 from django.utils import timezone
 
 from notifications.conf import positive_int
+from notifications.health.queue import count_states
 from notifications.models import Notification, Tally, Target, TickRun, states
 from notifications.services import tallies
 
@@ -67,8 +68,9 @@ def read(now: datetime | None = None) -> Snapshot:
             bound = math.inf if outcome == "+Inf" else float(outcome)
             buckets[bound] = buckets.get(bound, 0) + int(count)
             tick_seconds += float(total)
-    facts = Notification.objects.aggregate(
-        **{f"state_{state.value}": Count("pk", filter=cond.q(now)) for state, cond in states.STATES.items()},
+    rows, facts = count_states(
+        Notification.objects.all(),
+        now,
         in_flight=Count("pk", filter=Q(claimed_until__gt=now)),
         oldest_due_at=Min("next_fire_at", filter=states.ready(now, positive_int("MAX_RETRIES"))),
     )
@@ -80,7 +82,7 @@ def read(now: datetime | None = None) -> Snapshot:
         deliveries=deliveries,
         tick_buckets=cumulative(buckets),
         tick_seconds=tick_seconds,
-        rows={state.value: facts[f"state_{state.value}"] for state in states.STATES},
+        rows=rows,
         in_flight=facts["in_flight"],
         oldest_due_seconds=max((now - oldest).total_seconds(), 0.0) if oldest else 0.0,
         open_circuits=open_circuits,

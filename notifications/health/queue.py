@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any
 
-from django.db.models import Count, Min, Q
+from django.db.models import Aggregate, Count, Min, Q, QuerySet
 from django.utils import timezone
 
 from notifications.conf import Defaults, app_settings, parse_secrets, positive_int
@@ -173,14 +173,14 @@ def queue_health(
     now = now or timezone.now()
     problem = site_secret_problem(parse_secrets(app_settings.WEBHOOK_SECRET))
     extra = {} if problem is None else {"unsigned": Count("pk", filter=unsigned_rows())}
-    facts = Notification.objects.aggregate(
-        **{f"state_{state.value}": Count("pk", filter=cond.q(now)) for state, cond in states.STATES.items()},
+    counts, facts = count_states(
+        Notification.objects.all(),
+        now,
         in_flight=Count("pk", filter=Q(claimed_until__gt=now)),
         oldest_due_at=Min("next_fire_at", filter=states.ready(now, positive_int("MAX_RETRIES"))),
         due_now=Count("pk", filter=states.ready(now, positive_int("MAX_RETRIES"))),
         **extra,
     )
-    counts = {state.value: facts[f"state_{state.value}"] for state in states.STATES}
     ticks = list(TickRun.objects.order_by("-pk")[:RECENT_TICKS])
     last_tick = max(ticks, key=lambda tick: (tick.finished_at, tick.pk), default=None)
     return QueueHealth(
@@ -196,6 +196,18 @@ def queue_health(
         signing_problem=problem,
         unsigned=facts.get("unsigned", 0),
     )
+
+
+def count_states(
+    rows: QuerySet[Notification], now: datetime, **aggregates: Aggregate
+) -> tuple[dict[str, int], dict[str, Any]]:
+    """The rows of `rows` in each state at `now` (by State value, every state, in triage
+    order), and the `aggregates` by name: one query whatever the number of rows."""
+    facts = rows.aggregate(
+        **{f"state_{state.value}": Count("pk", filter=cond.q(now)) for state, cond in states.STATES.items()},
+        **aggregates,
+    )
+    return {state.value: facts.pop(f"state_{state.value}") for state in states.STATES}, facts
 
 
 def unsigned_rows() -> Q:

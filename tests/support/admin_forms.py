@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from html.parser import HTMLParser
 
 from django.contrib.auth.models import Permission, User
 from django.contrib.messages import get_messages
@@ -28,6 +30,45 @@ def list_action(client: Client, action: str, rows, **extra):
     """Run the changelist's `action` on `rows`, as the action bar posts it; follow the redirect."""
     data = {"action": action, "_selected_action": [r.pk for r in rows], **extra}
     return client.post(CHANGELIST, data, follow=True)
+
+
+def select_all(client: Client, action: str, address: str = CHANGELIST):
+    """Run the list's `action` with "Select all" clicked: as the action bar posts it, the boxes
+    of the page (all ticked) and `select_across`, to the list's own address (its filters)."""
+    boxes = [field["value"] for field in inputs(client.get(address)) if field.get("name") == "_selected_action"]
+    return client.post(address, {"action": action, "select_across": "1", "index": "0", "_selected_action": boxes})
+
+
+def answer_yes(client: Client, page):
+    """Submit a confirmation page's form as a browser does: its hidden fields, to the page's
+    own address (the form has no `action`); follow the redirect."""
+    data: dict[str, list[str]] = {}
+    for field in inputs(page):
+        if field.get("type") == "hidden":
+            data.setdefault(field["name"], []).append(field.get("value") or "")
+    return client.post(page.wsgi_request.get_full_path(), data, follow=True)
+
+
+class _Inputs(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[dict[str, str | None]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "input":
+            self.found.append(dict(attrs))
+
+
+def inputs(response) -> list[dict]:
+    """The `<input>` elements of a page, each as its attributes."""
+    parser = _Inputs()
+    parser.feed(response.content.decode())
+    return parser.found
+
+
+def visible_text(response) -> str:
+    """A page's text as an operator reads it: tags dropped, white space collapsed."""
+    return " ".join(re.sub(r"<[^>]+>", " ", response.content.decode()).split())
 
 
 def texts(response) -> list[str]:

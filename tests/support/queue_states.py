@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.utils import timezone
 
@@ -24,7 +24,16 @@ def make(state: str, **fields) -> Notification:
     if not fields.get("recurrence_rule"):
         fields.setdefault("fire_at", now + timedelta(hours=1))
     row = schedule(**fields)
-    changes = {
+    changes = state_changes(state, now)
+    if changes:
+        Notification.objects.filter(pk=row.pk).update(**changes)
+        row.refresh_from_db()
+    return row
+
+
+def state_changes(state: str, now: datetime) -> dict:
+    """What the tick leaves on a row in `state` (beside a row scheduled an hour ahead)."""
+    return {
         "due": {"next_fire_at": now - timedelta(minutes=5)},
         "scheduled": {},
         "retrying": {"error_count": 1, "last_error": "webhook: HTTP 503", "next_fire_at": now + timedelta(minutes=1)},
@@ -50,10 +59,22 @@ def make(state: str, **fields) -> Notification:
             "next_fire_at": None,
         },
     }[state]
-    if changes:
-        Notification.objects.filter(pk=row.pk).update(**changes)
-        row.refresh_from_db()
-    return row
+
+
+def many(n: int, state: str, **fields) -> None:
+    """`n` webhook rows in `state` at once (bulk_create: no validation, no signals), for big
+    selections; they are scheduled an hour ahead before `state` applies."""
+    now = timezone.now()
+    row = {
+        "channels": ["webhook"],
+        "webhook_url": f"https://{state}.example.com/in",
+        "payload": {},
+        "timezone": "UTC",
+        "next_fire_at": now + timedelta(hours=1),
+        **state_changes(state, now),
+        **fields,
+    }
+    Notification.objects.bulk_create([Notification(**row) for _ in range(n)], batch_size=500)
 
 
 def one_of_each() -> dict[str, Notification]:
