@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db.models import Count, Max, Min, Q
+from django.db.models import Count, Max, Min
 from django.utils import timezone
 
 from notifications.conf import positive_int
@@ -71,7 +71,7 @@ def read(now: datetime | None = None) -> Snapshot:
     rows, facts = count_states(
         Notification.objects.all(),
         now,
-        in_flight=Count("pk", filter=Q(claimed_until__gt=now)),
+        in_flight=Count("pk", filter=states.claim_live(now)),
         oldest_due_at=Min("next_fire_at", filter=states.ready(now, positive_int("MAX_RETRIES"))),
     )
     oldest = facts["oldest_due_at"]

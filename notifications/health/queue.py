@@ -176,7 +176,7 @@ def queue_health(
     counts, facts = count_states(
         Notification.objects.all(),
         now,
-        in_flight=Count("pk", filter=Q(claimed_until__gt=now)),
+        in_flight=Count("pk", filter=states.claim_live(now)),
         oldest_due_at=Min("next_fire_at", filter=states.ready(now, positive_int("MAX_RETRIES"))),
         due_now=Count("pk", filter=states.ready(now, positive_int("MAX_RETRIES"))),
         **extra,
