@@ -51,6 +51,11 @@ class Suppression(models.Model):
         self.address = normalise(self.address)
         super().save(*args, **kwargs)
 
+    def clean(self) -> None:
+        # Before the uniqueness check of a form (the admin's add page): `Foo@Example.com`
+        # is the entry `foo@example.com` already holds, an error rather than a 500 on save.
+        self.address = normalise(self.address)
+
 
 class SuppressionLift(models.Model):
     """When an operator last lifted the suppression of an address (deleted its `Suppression`).
