@@ -147,6 +147,15 @@ def _healthy_status(row: Notification, state: State, error: SafeString | str, no
         attempts = ngettext("%(count)d failed attempt", "%(count)d failed attempts", row.error_count) % {
             "count": row.error_count
         }
+        if row.retries_used_up():
+            return format_html(
+                gettext(
+                    "<strong>Retrying</strong> stopped after {}: its retries were lowered to what it had spent, "
+                    "so no tick takes it. Requeue it to start afresh, or purge it. Last error: {}."
+                ),
+                attempts,
+                error,
+            )
         return format_html(
             gettext("<strong>Retrying</strong> after {}; next attempt {}. Last error: {}."), attempts, due, error
         )

@@ -12,7 +12,7 @@ from django.db import models
 from django.db.models import JSONField, Q, Value
 from django.utils import timezone
 
-from notifications.conf import positive_int, quiet_hours
+from notifications.conf import Policy, positive_int, quiet_hours
 from notifications.databases import SettledOnMySQL
 from notifications.models import attachments, states, validation
 from notifications.models.addresses import AddressesField, normalise
@@ -425,6 +425,13 @@ class Notification(SettledOnMySQL, models.Model):
 
     def state(self, now: datetime | None = None) -> State:
         return states.state_of(self, now or timezone.now())
+
+    def retries_used_up(self, policy: Policy | None = None) -> bool:
+        """A failing firing no tick claims again, yet not a dead letter: its retries (the
+        row's own `max_retries`, else the site's; `states.ready`'s rule) were lowered to
+        what it has already spent. A requeue starts it afresh."""
+        limit = (policy or Policy.from_settings()).for_row(self.max_retries, self.backoff).max_retries
+        return self.dead_lettered_at is None and self.error_count > 0 and self.error_count >= limit
 
     # --- transitions of a row in memory; `notifications.services` saves them -----------------
 

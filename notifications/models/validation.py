@@ -389,6 +389,12 @@ def _limit_errors(row: Notification) -> Errors:
         errors["quiet_hours"] = quiet.errors(row.quiet_hours)
     if row.max_retries is not None and not is_positive(row.max_retries, integer=True):
         errors["max_retries"] = ["Give at least 1 (attempts of one firing before it is dead-lettered)."]
+    elif row.max_retries is not None and row.retries_used_up():
+        # No tick would claim the firing again, nor dead-letter it: it would wait forever.
+        errors["max_retries"] = [
+            f"This firing has already failed {row.error_count} times: give more than {row.error_count}, "
+            "or requeue or purge the row."
+        ]
     if row.backoff is not None and not is_backoff(row.backoff):
         errors["backoff"] = ["Give a non-empty list of positive seconds, e.g. [60, 300, 1800]."]
     return errors

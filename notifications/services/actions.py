@@ -128,8 +128,9 @@ def requeue(rows: Iterable[Notification], now: datetime | None = None) -> Action
     failure (`next_fire_at` NULL) fires now and then resumes its schedule (the write-back
     of a firing moves it to its first occurrence after now). An expired firing kept as a
     dead letter is requeued like any dead letter, once its `expires_at` (if any) is ahead
-    again. Other rows are skipped with a reason:
-    requeueing a healthy row would fire it early, and a retrying row retries by itself.
+    again. So is a failing row whose retries were lowered to what it had spent (no tick
+    takes it again). Other rows are skipped with a reason: requeueing a healthy row would
+    fire it early, and a retrying row retries by itself.
     Rows are re-read inside the transaction (locked on PostgreSQL) so a tick's claim or
     write-back in between is never overwritten (see `act`).
     """
@@ -158,9 +159,9 @@ def _requeue_refusal(row: Notification, now: datetime) -> str | None:
         return "paused: resume it first"
     if state == State.EXPIRED and row.dead_lettered_at is not None:
         state = State.DEAD  # an expired firing kept as a dead letter
-    if state == State.RETRYING:
+    if state == State.RETRYING and not row.retries_used_up():
         return "still retrying on its own"
-    if state not in (State.DEAD, State.PARTIAL):
+    if state not in (State.DEAD, State.PARTIAL, State.RETRYING):
         return "nothing failed (not a dead letter or partial failure)"
     if row.claimed_until is not None and row.claimed_until > now:
         return "being delivered by a tick right now"

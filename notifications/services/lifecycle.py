@@ -65,6 +65,8 @@ def _run_now_refusal(row: Notification, now: datetime) -> str | None:
         return "paused: resume it first"
     if state in (State.DEAD, State.PARTIAL) or row.dead_lettered_at is not None:
         return "a dead letter or partial failure: requeue it instead"
+    if state == State.RETRYING and row.retries_used_up():
+        return "its retries are used up (the limit was lowered): requeue it instead"
     if _in_flight(row, now):
         return BEING_DELIVERED
     if state == State.DUE:
