@@ -14,6 +14,9 @@ Every message sent through it (`send_mail`, `EmailMessage.send()`, a password re
 commits: a message sent inside a transaction that rolls back is never queued, one that
 commits is queued once. The tick then sends it through the real backend
 (`notifications.mailers` says which), with retries, the delivery log and the admin.
+Message by message, as Django's own backends send: one without recipients is skipped; an
+invalid one (attachments over the limits included) raises when it is sent, or with
+`fail_silently` is skipped while the others are queued.
 
 Kept of a message: `to`, `cc`, `bcc`, `reply_to`, `from_email`, `subject`, `body` (sent
 as they are: they are not templates), every alternative (`attach_alternative`), every
@@ -56,15 +59,23 @@ class QueuedEmailBackend(BaseEmailBackend):
         self.priority = priority
 
     def send_messages(self, email_messages: Sequence[EmailMessage]) -> int:
-        """Queue each message once the caller's transaction commits; returns how many."""
-        if not email_messages:
+        """Queue each message once the caller's transaction commits; returns how many.
+
+        Message by message, as Django's own backends send: one without recipients is
+        skipped; an invalid one raises (nothing of this call is queued) or, with
+        `fail_silently`, is skipped while the others are queued.
+        """
+        queued = []
+        for message in email_messages:
+            if not message.recipients():
+                continue  # as Django's SMTP backend: nobody to send it to
+            try:
+                queued.append(queued_message(message, priority=self.priority))
+            except (ValidationError, ValueError, TypeError):
+                if not self.fail_silently:
+                    raise
+        if not queued:
             return 0
-        try:
-            queued = [queued_message(message, priority=self.priority) for message in email_messages]
-        except (ValidationError, ValueError, TypeError):
-            if self.fail_silently:
-                return 0
-            raise
         from notifications.models import Notification
 
         using = router.db_for_write(Notification)
@@ -101,13 +112,9 @@ def queued_message(message: EmailMessage, *, priority: str = "normal") -> Queued
     attachments = [_attachment(item) for item in message.attachments]
     row = Notification(**fields)
     row.full_clean(exclude=["next_fire_at"], validate_constraints=False)
-    from notifications.conf import max_attachment_bytes
-    from notifications.models.attachments import _prepare, _too_large
+    from notifications.models.attachments import validate
 
-    prepared = [_prepare(item) for item in attachments]  # refused now, not at commit
-    total = sum(p.size for p in prepared)
-    if total > max_attachment_bytes():
-        raise ValidationError({"attachments": [_too_large(total, max_attachment_bytes())]})
+    validate(attachments)  # refused now, not at commit
     return QueuedMessage(fields, attachments)
 
 

@@ -1,7 +1,7 @@
 """What a message queued by `QueuedEmailBackend` keeps beyond the row's columns, as JSON.
 
 Its alternatives, the attributes that shape its MIME structure, and django-anymail's
-attributes (`message_extras`), with datetimes and bytes tagged so `restore` gives them
+attributes (`message_extras`), with datetimes, dates and bytes tagged so `restore` gives them
 back as they were. The queued backend writes it (the row's `message`), the email channel
 reads it.
 """
@@ -9,7 +9,7 @@ reads it.
 from __future__ import annotations
 
 import base64
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from django.core.mail import EmailMessage
@@ -32,6 +32,7 @@ ANYMAIL_ATTRIBUTES = (
 # EmailMessage attributes that shape its MIME structure, kept when set.
 SHAPE_ATTRIBUTES = ("content_subtype", "mixed_subtype", "alternative_subtype", "encoding")
 _DATETIME = "__datetime__"
+_DATE = "__date__"  # anymail's `send_at` may be a date
 _BYTES = "__base64__"
 
 
@@ -68,9 +69,11 @@ def _anymail_unset() -> Any:
 
 
 def _jsonable(value: Any) -> Any:
-    """`value` as JSON: datetimes and bytes tagged, so `restore` gives them back."""
-    if isinstance(value, datetime):
+    """`value` as JSON: datetimes, dates and bytes tagged, so `restore` gives them back."""
+    if isinstance(value, datetime):  # before date: a datetime is a date too
         return {_DATETIME: value.isoformat()}
+    if isinstance(value, date):
+        return {_DATE: value.isoformat()}
     if isinstance(value, bytes):
         return {_BYTES: base64.b64encode(value).decode()}
     if isinstance(value, dict):
@@ -87,6 +90,8 @@ def restore(value: Any) -> Any:
     if isinstance(value, dict):
         if set(value) == {_DATETIME} and isinstance(value[_DATETIME], str):
             return datetime.fromisoformat(value[_DATETIME])
+        if set(value) == {_DATE} and isinstance(value[_DATE], str):
+            return date.fromisoformat(value[_DATE])
         if set(value) == {_BYTES} and isinstance(value[_BYTES], str):
             return base64.b64decode(value[_BYTES])
         return {k: restore(v) for k, v in value.items()}

@@ -79,8 +79,9 @@ def describe_errors(value: Any) -> list[str]:
     """Why `value` cannot be a row's `attachments` (the stored list); empty when it can."""
     if not isinstance(value, list):
         return ["Give a list of attachments."]
-    if len(value) > MAX_ATTACHMENTS:
-        return [f"At most {MAX_ATTACHMENTS} attachments, not {len(value)}."]
+    too_many = _limit_errors(len(value), 0)  # before reading each item of a huge list
+    if too_many:
+        return too_many
     for item in value:
         if not (
             isinstance(item, dict)
@@ -96,18 +97,21 @@ def describe_errors(value: Any) -> list[str]:
             and (item.get("content_id") is None or isinstance(item.get("content_id"), str))
         ):
             return ["Attachments are given to schedule(attachments=[...]); this list is not one it stored."]
+    return _limit_errors(len(value), sum(item["size"] for item in value))
+
+
+def _limit_errors(count: int, total: int) -> list[str]:
+    """Why `count` attachments holding `total` bytes are more than a row may carry; empty
+    when they are not."""
+    if count > MAX_ATTACHMENTS:
+        return [f"At most {MAX_ATTACHMENTS} attachments, not {count}."]
     limit = max_attachment_bytes()
-    total = sum(item["size"] for item in value)
     if total > limit:
-        return [_too_large(total, limit)]
+        return [
+            f"The attachments hold {total:,} bytes, more than the {limit:,} a notification may carry "
+            "(NOTIFICATIONS_MAX_ATTACHMENT_BYTES)."
+        ]
     return []
-
-
-def _too_large(total: int, limit: int) -> str:
-    return (
-        f"The attachments hold {total:,} bytes, more than the {limit:,} a notification may carry "
-        "(NOTIFICATIONS_MAX_ATTACHMENT_BYTES)."
-    )
 
 
 def stored(value: Any) -> list[dict[str, Any]]:
@@ -140,21 +144,9 @@ def store(items: Iterable[Any]) -> list[dict[str, Any]]:
     Takes `Attachment`s, `(filename, content, mimetype)` tuples (Django's `EmailAttachment`
     among them), MIME parts (`email.mime` or `email.message.MIMEPart`) and lists already
     stored (kept as they are). Raises ValidationError on `attachments` (nothing written)
-    when one is not an attachment or together they are over the limit.
+    when one is not an attachment or together they are over the limits.
     """
-    kept: list[dict[str, Any]] = []
-    prepared: list[_Prepared] = []
-    for item in items:
-        if isinstance(item, dict):
-            kept.append(item)
-        else:
-            prepared.append(_prepare(item))
-    limit = max_attachment_bytes()
-    total = sum(p.size for p in prepared) + total_size(kept)
-    if total > limit:
-        raise ValidationError({"attachments": [_too_large(total, limit)]})
-    if len(prepared) + len(kept) > MAX_ATTACHMENTS:
-        raise ValidationError({"attachments": [f"At most {MAX_ATTACHMENTS} attachments."]})
+    kept, prepared = _checked(items)
     written: list[dict[str, Any]] = []
     target = storage()
     try:
@@ -176,6 +168,29 @@ def store(items: Iterable[Any]) -> list[dict[str, Any]]:
         delete_files(written, at_once=True)
         raise
     return kept + written
+
+
+def validate(items: Iterable[Any]) -> None:
+    """Raise the ValidationError `store` would raise for `items`, writing nothing: a
+    message `QueuedEmailBackend` cannot queue is refused when it is sent, not later, when
+    the caller's transaction commits."""
+    _checked(items)
+
+
+def _checked(items: Iterable[Any]) -> tuple[list[dict[str, Any]], list[_Prepared]]:
+    """`items` as the lists already stored and those to store; ValidationError on
+    `attachments` when one is not an attachment or together they are over the limits."""
+    kept: list[dict[str, Any]] = []
+    prepared: list[_Prepared] = []
+    for item in items:
+        if isinstance(item, dict):
+            kept.append(item)
+        else:
+            prepared.append(_prepare(item))
+    errors = _limit_errors(len(kept) + len(prepared), sum(p.size for p in prepared) + total_size(kept))
+    if errors:
+        raise ValidationError({"attachments": errors})
+    return kept, prepared
 
 
 def _prepare(item: Any) -> _Prepared:

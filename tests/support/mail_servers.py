@@ -1,7 +1,8 @@
 """Real mail components on loopback for the email channel's tests.
 
-- `SMTPServer`: aiosmtpd, a real SMTP server; refuses chosen recipients at RCPT and can
-  answer DATA with a temporary failure.
+- `SMTPServer`: aiosmtpd, a real SMTP server; refuses chosen recipients at RCPT, can
+  refuse the sender at MAIL FROM and answer DATA with a failure; aiosmtpd's own options
+  (a login it refuses, a size limit) pass through.
 - `StallingServer`: accepts TCP connections and never says a word (an SMTP server that
   hangs before its greeting).
 - `ProviderAPI`: a loopback imitation of an email provider's HTTP API (Resend's
@@ -90,6 +91,13 @@ class _Handler:
     def __init__(self, server: SMTPServer) -> None:
         self.server = server
 
+    async def handle_MAIL(self, server, session, envelope, address, mail_options):
+        if self.server.mail_reply is not None:
+            return self.server.mail_reply
+        envelope.mail_from = address
+        envelope.mail_options.extend(mail_options)
+        return "250 OK"
+
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
         reply = self.server.rcpt_replies.get(address.lower())
         if reply is not None:
@@ -112,17 +120,20 @@ class _Handler:
 
 class SMTPServer:
     """aiosmtpd on 127.0.0.1. `rcpt_replies` answers chosen recipients at RCPT (e.g. a 550);
-    `data_replies` answers the next DATA commands (e.g. a 451) before accepting again."""
+    `mail_reply` answers every MAIL FROM (e.g. a 553) while set; `data_replies` answers the
+    next DATA commands (e.g. a 451) before accepting again. `options` go to aiosmtpd's
+    server (`authenticator=...`, `data_size_limit=...`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, **options: Any) -> None:
         self.lock = threading.Lock()
         self.delivered: list[Delivered] = []
         self.refused_data: list[Delivered] = []
         self.data_attempts = 0
         self.rcpt_replies: dict[str, str] = {}
         self.data_replies: list[str] = []
+        self.mail_reply: str | None = None
         self.port = free_port()
-        self.controller = Controller(_Handler(self), hostname="127.0.0.1", port=self.port)
+        self.controller = Controller(_Handler(self), hostname="127.0.0.1", port=self.port, **options)
         self.controller.start()
 
     def refuse(self, address: str, reply: str = "550 5.1.1 No such user here") -> None:

@@ -52,6 +52,10 @@ if TYPE_CHECKING:
     from notifications.models import Notification
 
 ALL_SUPPRESSED = "email: all recipients suppressed"
+# A server's refusal of one mail transaction: smtplib resets it and the session serves the
+# next message. Any other failure (a refused login, greeting or HELO, a lost connection)
+# leaves a session not worth reusing.
+_TRANSACTION_REFUSED = (smtplib.SMTPSenderRefused, smtplib.SMTPDataError)
 
 
 def open_mailer(alias: str = "") -> BaseEmailBackend:
@@ -195,7 +199,7 @@ class EmailChannel(Channel):
                 sent = conn.send_messages([message])
         except Exception as exc:  # noqa: BLE001 - any backend's failure is data
             result = providers.failure(exc, conn=getattr(self._local, "connection", None))
-            if result.error_class == ErrorClass.TRANSIENT and not isinstance(exc, smtplib.SMTPResponseException):
+            if result.error_class == ErrorClass.TRANSIENT and not isinstance(exc, _TRANSACTION_REFUSED):
                 self._drop_connection(row.mailer or "")  # a connection that failed is not reused
         else:
             unsent = providers.unsent_answer(message, conn)
@@ -256,7 +260,7 @@ def _smtp_refusals(conn: BaseEmailBackend) -> Iterator[dict[str, tuple[int, byte
 
     def sendmail(*args: Any, **kwargs: Any) -> Any:
         answer = original(*args, **kwargs)
-        refused.update(answer or {})
+        refused.update(providers.by_address(answer or {}))
         return answer
 
     setattr(smtp, "sendmail", sendmail)  # noqa: B010 - an instance attribute, removed below

@@ -21,7 +21,7 @@ from django.core.mail.backends.base import BaseEmailBackend
 
 from notifications.channels.base import ChannelResult, ErrorClass
 from notifications.channels.webhook.channel import classify_status, parse_retry_after
-from notifications.models.addresses import is_address
+from notifications.models.addresses import is_address, mailbox
 
 # Providers that de-duplicate sends on a key, by anymail's `esp_name`, and how the key
 # travels. Resend: the `Idempotency-Key` HTTP header of the API request (kept 24 hours).
@@ -35,7 +35,8 @@ REASON_CHARS = 120  # of a provider's own words in `last_error`
 ERROR_CHARS = 400  # of a whole `email: ...` error: one recipient's answer or several
 # Statuses anymail gives recipients a provider refused outright.
 REFUSED_STATUSES = frozenset({"rejected", "invalid"})
-# SMTP replies 500-599 to RCPT are final: the address is suppressed.
+# SMTP replies 500-599 to RCPT are final: the address is suppressed. Elsewhere see
+# `refuses_the_message`.
 PERMANENT_SMTP = range(500, 600)
 # SMTP replies 400-499 to RCPT ask to come back later for that recipient.
 TEMPORARY_SMTP = range(400, 500)
@@ -65,8 +66,7 @@ def failure(exc: Exception, conn: BaseEmailBackend | None) -> ChannelResult:
     if isinstance(exc, smtplib.SMTPRecipientsRefused):
         return _recipients_refused(exc)
     if isinstance(exc, smtplib.SMTPResponseException):
-        # 5xx replies are final answers; 4xx ask us to come back later.
-        klass = ErrorClass.PERMANENT if exc.smtp_code in PERMANENT_SMTP else ErrorClass.TRANSIENT
+        klass = ErrorClass.PERMANENT if refuses_the_message(exc) else ErrorClass.TRANSIENT
         return ChannelResult("email", clip(f"email: {smtp_answer(exc.smtp_code, exc.smtp_error)}"), klass)
     exceptions = anymail_exceptions()
     if exceptions is not None and isinstance(exc, exceptions.AnymailError):
@@ -77,14 +77,45 @@ def failure(exc: Exception, conn: BaseEmailBackend | None) -> ChannelResult:
     return ChannelResult("email", f"email: {_name(exc)}", ErrorClass.TRANSIENT)
 
 
+# An SMTP reply's enhanced status code (RFC 3463) at the start of its text: `5.1.1`.
+_ENHANCED = re.compile(r"^([245]\.\d{1,3}\.\d{1,3})\s+")
+
+
+# What of an SMTP reply to MAIL FROM or DATA is about the message itself, not about the
+# site: RFC 3463 subject.detail pairs, any detail of subject 6 (content, media), and the
+# basic 552 when no enhanced code says otherwise.
+_MESSAGE_TOO_BIG = frozenset({(3, 4), (2, 3)})  # too big for the system; over a length limit
+_MESSAGE_CONTENT = 6
+_STORAGE_EXCEEDED = 552  # RFC 5321 "exceeded storage allocation": the message's size
+
+
+def refuses_the_message(exc: smtplib.SMTPResponseException) -> bool:
+    """Whether a reply refuses this message for good: a 5xx to MAIL FROM (smtplib announces
+    the size there) or to DATA saying the message is too big or its content unacceptable.
+    The same message fails the same way again.
+
+    Every other reply is transient for the `email` target, 5xx included: a refused login
+    (535), a greeting or HELO refused, a sender the server will not take (550 5.7.1, 553),
+    a policy block. They are about the site's own connection, credentials or sender, not
+    this message or its recipients: retried with backoff, counted by the circuit breaker,
+    and fixed on the site's side. (A refused recipient is `SMTPRecipientsRefused`.)
+    """
+    if exc.smtp_code not in PERMANENT_SMTP:
+        return False
+    if not isinstance(exc, smtplib.SMTPSenderRefused | smtplib.SMTPDataError):
+        return False
+    text = exc.smtp_error.decode(errors="replace") if isinstance(exc.smtp_error, bytes) else str(exc.smtp_error)
+    enhanced = _ENHANCED.match(text.strip())
+    if enhanced is None:
+        return exc.smtp_code == _STORAGE_EXCEEDED
+    _, subject, detail = (int(part) for part in enhanced.group(1).split("."))
+    return subject == _MESSAGE_CONTENT or (subject, detail) in _MESSAGE_TOO_BIG
+
+
 def clip(error: str) -> str:
     """At most ERROR_CHARS of an error, on one line."""
     error = " ".join(error.split())
     return error[: ERROR_CHARS - 1] + "…" if len(error) > ERROR_CHARS else error
-
-
-# An SMTP reply's enhanced status code (RFC 3463) at the start of its text: `5.1.1`.
-_ENHANCED = re.compile(r"^([245]\.\d{1,3}\.\d{1,3})\s+")
 
 
 def smtp_answer(code: int, text: bytes | str, address: str | None = None) -> str:
@@ -160,7 +191,7 @@ def _timed_out(exc: BaseException) -> bool:
 def _recipients_refused(exc: smtplib.SMTPRecipientsRefused) -> ChannelResult:
     """Every recipient refused: permanent when every refusal is (5xx); the 5xx ones are
     suppressed. The error keeps each answer: `email: 550 5.1.1 <a@b>: No such user; 451 ...`."""
-    refusals = {address: answer for address, answer in exc.recipients.items() if isinstance(answer, tuple)}
+    refusals = {address: answer for address, answer in by_address(exc.recipients).items() if isinstance(answer, tuple)}
     refused = smtp_refusals(refusals)
     codes = sorted({code for code, _ in refusals.values()})
     klass = ErrorClass.PERMANENT if codes and all(code in PERMANENT_SMTP for code in codes) else ErrorClass.TRANSIENT
@@ -284,6 +315,16 @@ def _name(exc: BaseException) -> str:
 
 
 # --- refusals per recipient ---------------------------------------------------------------
+
+
+def by_address(answers: dict[str, Any]) -> dict[str, Any]:
+    """An SMTP server's answers per recipient keyed by the bare address.
+
+    smtplib keys them by the recipient as Django's backend passed it, display name and all
+    (`Ada <ada@example.com>`): suppression, the recipients a firing still owes and the
+    error's words all work on the address alone.
+    """
+    return {mailbox(str(recipient)): answer for recipient, answer in answers.items()}
 
 
 def smtp_refusals(refused: dict[str, Any]) -> tuple[tuple[str, str], ...]:
