@@ -149,7 +149,7 @@ class TestPolicies:
             **EMAIL, key="recurring", on_conflict="replace", recurrence_rule="0 9 * * *", timezone="Europe/Berlin"
         )
         assert recurring.next_fire_at == datetime(2030, 1, 16, 8, tzinfo=UTC)
-        assert recurring.starts_at == NOW
+        assert recurring.starts_at == recurring.next_fire_at  # the rule starts at its first firing
 
     @pytest.mark.parametrize("on_conflict", ["replace", "keep"])
     def test_replace_and_keep_create_the_row_when_there_is_none(self, on_conflict):

@@ -7,6 +7,9 @@ match is then placed on the UTC time line:
 - a wall time that does not exist (spring forward) fires once, at the first instant
   after the gap;
 - a wall time that exists twice (fall back) fires once, at its first instance.
+
+An RRULE's UNTIL ending in `Z` is an instant (RFC 5545), whatever the row's zone; one
+without it is a wall-clock time in that zone.
 """
 
 from __future__ import annotations
@@ -16,14 +19,22 @@ import functools
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterError, croniter
+from dateutil import parser
 from dateutil.rrule import YEARLY, rrule, rrulestr
 
 # More wall-clock matches than this that all land at or before `after` means the rule
 # cannot advance (it would loop); a real rule needs at most a handful (DST gap/fold).
 _MAX_SKIPPED = 1000
+# UNTIL in UTC: `UNTIL=20250115T083000Z` (the RRULE: prefix may come before it).
+_UTC_UNTIL = re.compile(r"(?:^|[;:])UNTIL=([^;\s]*Z)(?=;|\s|$)", re.IGNORECASE)
+# More than any DST shift of a wall clock: dateutil's loose bound on a UTC UNTIL.
+_DST_SLACK = timedelta(days=1)
+# The instant before another: datetimes count microseconds.
+_JUST_BEFORE = timedelta(microseconds=1)
 
 
 class InvalidRule(ValueError):
@@ -46,7 +57,7 @@ def get_zone(name: str) -> ZoneInfo:
 def validate_rule(rule: str) -> None:
     """Raise InvalidRule unless `rule` is a readable cron expression or RRULE."""
     # The matches are a generator: nothing is parsed until the first one is asked for.
-    next(_wall_clock_matches(rule, datetime(2000, 1, 1), anchor=datetime(2000, 1, 1)), None)
+    next(_wall_clock_matches(rule, ZoneInfo("UTC"), datetime(2000, 1, 1), anchor=datetime(2000, 1, 1)), None)
 
 
 def next_occurrence(rule: str, zone: str, after: datetime, anchor: datetime | None = None) -> datetime | None:
@@ -56,12 +67,51 @@ def next_occurrence(rule: str, zone: str, after: datetime, anchor: datetime | No
     supplies the time of day and phase that the rule leaves open. Returns None when
     the rule has no occurrence left (COUNT or UNTIL reached).
     """
+    return _next_instant(rule, zone, after, anchor or after, counted=True)
+
+
+class Start(NamedTuple):
+    """Where a schedule begun without a due time of its own begins."""
+
+    due: datetime  # its first due time (UTC)
+    anchor: datetime  # its RRULE's start (DTSTART), to give `next_occurrence` from then on
+
+
+def first_occurrence(rule: str, zone: str, start: datetime) -> Start | None:
+    """The first due time of `rule` begun at `start` (aware), which is not sent itself.
+
+    The due time is the rule's first occurrence strictly after `start`, and the anchor
+    that occurrence: an RRULE's COUNT then counts the firings sent, `start` not among
+    them. None when the rule has no occurrence left.
+    """
+    due = _next_instant(rule, zone, start, start, counted=False)
+    if due is None:
+        return None
+    # Every wall time of a DST gap is placed at its end: an anchor there would move a time
+    # of day the rule leaves open (FREQ=DAILY begun at 02:30) to the gap's end for good.
+    anchor = start if starts_after_gap(due, zone) else due
+    if next_occurrence(rule, zone, anchor - _JUST_BEFORE, anchor=anchor) is None:
+        return None  # counted from its anchor, the rule never fires (COUNT=0)
+    return Start(due, anchor)
+
+
+def starts_after_gap(instant: datetime, zone: str) -> bool:
+    """Whether `instant` (aware) is the first after a DST gap (the clock jumped forward)."""
+    tz = get_zone(zone)
+    before = (instant - _JUST_BEFORE).astimezone(tz).utcoffset()
+    at = instant.astimezone(tz).utcoffset()
+    return before is not None and at is not None and at > before
+
+
+def _next_instant(rule: str, zone: str, after: datetime, anchor: datetime, *, counted: bool) -> datetime | None:
+    """`next_occurrence`; `counted=False` leaves COUNT out."""
     if after.tzinfo is None:
         raise ValueError("after must be an aware datetime")
     tz = get_zone(zone)
     wall_after = after.astimezone(tz).replace(tzinfo=None)
-    wall_anchor = (anchor or after).astimezone(tz).replace(tzinfo=None, second=0, microsecond=0)
-    for skipped, wall in enumerate(_wall_clock_matches(rule, wall_after, wall_anchor)):
+    wall_anchor = anchor.astimezone(tz).replace(tzinfo=None, second=0, microsecond=0)
+    matches = _wall_clock_matches(rule, tz, wall_after, wall_anchor, counted=counted)
+    for skipped, wall in enumerate(matches):
         instant = place(wall, tz)
         if instant > after:
             return instant.astimezone(UTC)
@@ -82,28 +132,16 @@ def upcoming(rule: str, zone: str, after: datetime, count: int, anchor: datetime
     return found
 
 
-def _wall_clock_matches(rule: str, wall_after: datetime, anchor: datetime) -> Iterator[datetime]:
-    """Naive wall-clock times matching `rule`, strictly after `wall_after`, in order."""
+def _wall_clock_matches(
+    rule: str, tz: ZoneInfo, wall_after: datetime, anchor: datetime, *, counted: bool = True
+) -> Iterator[datetime]:
+    """Naive wall-clock times in `tz` matching `rule`, strictly after `wall_after`, in
+    order; `counted=False` leaves an RRULE's COUNT out."""
     rule = rule.strip()
     if not rule:
         raise InvalidRule("empty rule")
     if is_rrule(rule):
-        upper = rule.upper()
-        if re.search(r"(^|[;:])COUNT=", upper) and re.search(r"(^|[;:])UNTIL=", upper):
-            # RFC 5545 forbids both; dateutil only warns and keeps a guess of its own.
-            raise InvalidRule("not a valid RRULE: give COUNT or UNTIL, not both")
-        try:
-            parsed = rrulestr(rule, dtstart=anchor, ignoretz=True)
-        except (ValueError, TypeError, KeyError, IndexError) as exc:
-            raise InvalidRule(f"not a valid RRULE: {exc}") from exc
-        if not isinstance(parsed, rrule):
-            raise InvalidRule("give one RRULE, not a set")
-        if not _some_day_matches(rule):
-            raise InvalidRule("the RRULE never fires: no date matches its BYxxx parts")
-        wall = parsed.after(wall_after)
-        while wall is not None:
-            yield wall
-            wall = parsed.after(wall)
+        yield from _rrule_matches(rule, tz, wall_after, anchor, counted=counted)
         return
     if len(rule.split()) != 5:
         raise InvalidRule("a cron expression has 5 fields: minute hour day month weekday")
@@ -116,6 +154,62 @@ def _wall_clock_matches(rule: str, wall_after: datetime, anchor: datetime) -> It
             yield matches.get_next(datetime)
         except (CroniterError, ValueError) as exc:  # e.g. "0 0 31 2 *" never matches
             raise InvalidRule(f"cron expression never fires: {exc}") from exc
+
+
+def _rrule_matches(
+    rule: str, tz: ZoneInfo, wall_after: datetime, anchor: datetime, *, counted: bool
+) -> Iterator[datetime]:
+    """`_wall_clock_matches` of an RRULE."""
+    parsed = _parse_rrule(rule, anchor)
+    if not counted:
+        parsed = parsed.replace(count=None)
+    until = _utc_until(rule)
+    if until is not None:
+        # dateutil walks the wall clock and would read the UTC time as one: it gets a
+        # loose wall-clock bound, and the instant each match is placed at decides.
+        parsed = parsed.replace(until=_loose_wall_bound(until, tz))
+    wall = parsed.after(wall_after)
+    # `place` never goes back as the wall clock goes on: the first match past UNTIL ends it.
+    while wall is not None and (until is None or place(wall, tz) <= until):
+        yield wall
+        wall = parsed.after(wall)
+
+
+def _loose_wall_bound(until: datetime, tz: ZoneInfo) -> datetime | None:
+    """A wall-clock time in `tz` no match placed at or before `until` comes after."""
+    try:
+        return until.astimezone(tz).replace(tzinfo=None) + _DST_SLACK
+    except OverflowError:  # past year 9999: dateutil ends there anyway
+        return None
+
+
+def _parse_rrule(rule: str, anchor: datetime) -> rrule:
+    """The RRULE read on the wall clock, `anchor` its DTSTART unless it has its own."""
+    upper = rule.upper()
+    if re.search(r"(^|[;:])COUNT=", upper) and re.search(r"(^|[;:])UNTIL=", upper):
+        # RFC 5545 forbids both; dateutil only warns and keeps a guess of its own.
+        raise InvalidRule("not a valid RRULE: give COUNT or UNTIL, not both")
+    try:
+        parsed = rrulestr(rule, dtstart=anchor, ignoretz=True)
+    except (ValueError, TypeError, KeyError, IndexError) as exc:
+        raise InvalidRule(f"not a valid RRULE: {exc}") from exc
+    if not isinstance(parsed, rrule):
+        raise InvalidRule("give one RRULE, not a set")
+    if not _some_day_matches(rule):
+        raise InvalidRule("the RRULE never fires: no date matches its BYxxx parts")
+    return parsed
+
+
+def _utc_until(rule: str) -> datetime | None:
+    """The RRULE's UNTIL as an aware instant when given in UTC, else None (floating or none)."""
+    found = _UTC_UNTIL.search(rule)
+    if found is None:
+        return None
+    try:
+        # Read as rrulestr reads it (it has read it already), then put back in UTC.
+        return parser.parse(found.group(1), ignoretz=True).replace(tzinfo=UTC)
+    except (ValueError, OverflowError) as exc:
+        raise InvalidRule(f"not a valid RRULE: invalid until date {found.group(1)!r}") from exc
 
 
 # The Gregorian calendar repeats every 400 years: a date no year of one cycle has never comes.

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from notifications.databases import DatabaseNow
 from notifications.models import USER_FIELDS, Notification, attachment_files, attachments, states, validation
+from notifications.rules import schedule
 from notifications.services import wake
 
 NO_OCCURRENCE_LEFT = "The rule has no occurrence left after now."
@@ -161,18 +162,22 @@ def start(
 ) -> None:
     """The due-time rule, in memory: `row`'s schedule starts at `start_at`.
 
-    `starts_at` = `start_at`: an RRULE's time of day, phase and COUNT count from it.
     `next_fire_at` = `fire_at`, or without one the first due time: `start_at` for a
-    one-shot row, the rule's first occurrence after it for a recurring one. Raises
-    ValidationError on `recurrence_rule` when the rule has no occurrence left. A due time
-    inside the row's quiet hours moves to the window's end (at `now`).
+    one-shot row, the rule's first occurrence after it for a recurring one. `starts_at`
+    (an RRULE's DTSTART: its time of day, phase and COUNT count from it) = `start_at`,
+    or the first due time when the rule picks it: the first firing sent, never the
+    moment of scheduling (but at a DST gap's end, `schedule.first_occurrence`).
+    Raises ValidationError on `recurrence_rule` when the rule has no occurrence left. A
+    due time inside the row's quiet hours moves to the window's end (at `now`).
     """
     row.starts_at = start_at
-    if fire_at is None:
-        fire_at = row.next_occurrence(start_at) if row.is_recurring else start_at
-        if fire_at is None:  # COUNT or UNTIL already spent: the row would never fire
+    if fire_at is None and row.is_recurring:
+        # `start_at` is not sent: the rule counts its COUNT from its first due time instead.
+        first = schedule.first_occurrence(row.recurrence_rule, row.timezone, start_at)
+        if first is None:  # COUNT or UNTIL already spent: the row would never fire
             raise ValidationError({"recurrence_rule": [NO_OCCURRENCE_LEFT]})
-    row.next_fire_at = fire_at
+        fire_at, row.starts_at = first
+    row.next_fire_at = fire_at or start_at
     row.leave_quiet_hours(now or timezone.now())
 
 
