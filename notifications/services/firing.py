@@ -56,8 +56,22 @@ def _owe_recipients(row: Notification, results: list[ChannelResult]) -> None:
 
 
 def record_internal_error(row: Notification, exc: BaseException, now: datetime, policy: Policy) -> Outcome:
-    """An unexpected exception is a full failure of the row, so poison walks to the dead letters."""
-    return _fail(row, now, f"internal: {type(exc).__name__}: {exc}"[:500], policy)
+    """An unexpected exception is a full failure of the row, so poison walks to the dead letters.
+
+    Never raises: the tick waits for every claimed row's outcome, so one that cannot even
+    be given a retry (a `backoff` step past the calendar) is dead-lettered at once.
+    """
+    error = f"internal: {type(exc).__name__}: {exc}"[:500]
+    try:
+        return _fail(row, now, error, policy)
+    except Exception as second:  # logged; the row must still get an outcome
+        logger.exception("notification %s: no retry could be scheduled; dead-lettered", row.pk)
+        row.dead_lettered_at = now
+        row.note_error(f"{error}; no retry could be scheduled: {type(second).__name__}: {second}"[:500])
+        row.set_due(None)
+        row.error_count = policy.max_retries
+        row.release_claim(now)
+        return Outcome(row, Kind.DEAD_LETTERED, detail=row.last_error or error)
 
 
 def record_invalid(row: Notification, errors: dict[str, list[str]], now: datetime, policy: Policy) -> Outcome:
