@@ -95,7 +95,10 @@ class Workers:
     def hand_back(self, job: Job, outcome: Outcome, attempts: list[DeliveryAttempt]) -> None:
         """Hand a delivered row's outcome to the tick, telling the breaker first, in this
         thread: no further send to a target failing again and again starts meanwhile."""
-        self.watch(job, outcome)
+        try:
+            self.watch(job, outcome)
+        except Exception:  # the tick waits for every claimed row: its outcome goes back whatever
+            logger.exception("notification %s: the circuit breaker could not take its outcome", job.row.pk)
         self.results.put((job, outcome, attempts))
 
     def attempt(self, job: Job) -> tuple[Outcome, list[DeliveryAttempt]] | None:
