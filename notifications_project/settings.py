@@ -100,6 +100,9 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
+# Email attachments are kept through the default storage: an absolute path, so a tick run
+# by cron from another directory finds what schedule() stored (not inside the app's package).
+MEDIA_ROOT = env.path("MEDIA_ROOT", default=BASE_DIR / "media")
 
 # Notifications: see the README's settings table. The webhook secret signs every
 # webhook whose row has no secret of its own. While rotating, list the new key first:

@@ -33,7 +33,7 @@ def project_settings(**variables: str) -> dict:
     code = (
         "import json, notifications_project.settings as s; print(json.dumps({"
         "'secret': s.NOTIFICATIONS_WEBHOOK_SECRET, 'networks': s.NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS, "
-        "'cronjobs': s.CRONJOBS, 'debug': s.DEBUG}))"
+        "'cronjobs': s.CRONJOBS, 'debug': s.DEBUG, 'media': str(s.MEDIA_ROOT)}))"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=REPO, env=environment(**variables), capture_output=True, text=True, timeout=60
@@ -51,6 +51,13 @@ def check(**variables: str) -> subprocess.CompletedProcess:
         text=True,
         timeout=120,
     )
+
+
+def test_attachments_are_kept_under_an_absolute_media_root_beside_manage_py(tmp_path):
+    # Relative, they would land inside the app's package and be lost to a tick cron runs
+    # from another directory (django-crontab's line does not cd).
+    assert project_settings()["media"] == str(REPO / "media")
+    assert project_settings(MEDIA_ROOT=str(tmp_path))["media"] == str(tmp_path)
 
 
 @pytest.mark.parametrize("separator", [",", " ", ", "])
