@@ -282,3 +282,27 @@ def test_racing_ticks_send_exactly_one_probe(children, webhook_server, ticks):
     assert Notification.objects.filter(error_count=1).count() == 1  # only the probe spent a retry
     target = Target.objects.get(key=key)
     assert (target.state, target.cooldown) == ("open", 120)
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(NOTIFICATIONS_CIRCUIT_BREAKER=BREAKER)
+@pytest.mark.parametrize("field", ["next_fire_at", "webhook_url"])
+def test_a_held_row_edited_by_hand_is_not_moved_when_the_circuit_closes(make_row, webhook_server, clock, field):
+    from notifications.services import creating
+
+    webhook_server.reply.status = 503
+    hooks(make_row, webhook_server.url(), 3)
+    run_tick()  # the circuit opens
+    row = make_row(channels=["webhook"], webhook_url=webhook_server.url())
+    run_tick()
+    row.refresh_from_db()
+    assert row.held_for == key_of(webhook_server)
+    value = {"next_fire_at": START + timedelta(days=1), "webhook_url": "https://hooks.example.com/moved"}[field]
+    setattr(row, field, value)
+    creating.edit(row, [field], version=row.updated_at)
+    due = row.next_fire_at  # as the operator left it
+
+    close(key_of(webhook_server))
+
+    row.refresh_from_db()
+    assert (row.next_fire_at, row.held_for) == (due, None)

@@ -34,6 +34,8 @@ EDIT_GONE = "This notification no longer exists (delivered, cancelled or purged 
 RULE_FIELDS = frozenset({"recurrence_rule", "timezone"})
 # Editing any of these may put the due time inside quiet hours: it moves to the window's end.
 QUIET_FIELDS = frozenset({"next_fire_at", "quiet_hours", "timezone"})
+# Editing any of these may send the row to another target (`notifications.flow.targets`).
+TARGET_FIELDS = frozenset({"channels", "webhook_url"})
 
 
 def schedule_notification(
@@ -250,6 +252,11 @@ def _edit(
     if "next_fire_at" in written:  # a due time set afresh: a waiting firing is due then
         row.firing_due_at = None
         written.append("firing_due_at")
+    if row.held_for is not None and ("next_fire_at" in written or TARGET_FIELDS & edited):
+        # Held for the old due time or target: the next tick decides afresh (an open circuit
+        # holds it again), and closing that circuit no longer moves the due time set here.
+        row.held_for = None
+        written.append("held_for")
     if not dry_run:
         row.save(update_fields=[*written, "updated_at"])
         wake.announce_due(row.next_fire_at)
