@@ -64,6 +64,8 @@ def key_of(server) -> str:
         ("https://user:pw@hooks.example.com:8443/x", ["webhook"], ["hooks.example.com:8443"]),
         ("https://hooks.example.com/x", ["email", "webhook"], ["email", "hooks.example.com"]),
         ("", ["email"], ["email"]),
+        ("https://hooks.example.com./x", ["webhook"], ["hooks.example.com"]),  # the same receiver
+        ("https://Bücher.Example:8443/x", ["webhook"], ["xn--bcher-kva.example:8443"]),  # as the request names it
     ],
 )
 def test_targets_are_hosts_with_a_port_only_when_it_is_not_the_default(url, channels, expected):

@@ -13,7 +13,8 @@ from django.test import override_settings
 
 from notifications.api import run_tick
 from notifications.flow.control import SLOT_GRACE, FlowControl
-from notifications.flow.ratelimit import Limit, limit_errors, parse, take
+from notifications.flow.ratelimit import Limit, limit_errors, limits_for, parse, read_limits, take
+from notifications.flow.targets import host_target
 from notifications.models import Notification
 
 
@@ -41,6 +42,21 @@ def test_the_setting_is_validated():
     assert limit_errors({"Hooks.Example.com": "5/s"})
     assert limit_errors({"email": "5/week"})
     assert limit_errors(["5/s"])
+
+
+@pytest.mark.parametrize(
+    ("url", "key"),
+    [
+        ("https://hooks.example.com./x", "hooks.example.com"),
+        ("https://bücher.example/x", "bücher.example"),  # the key as people write it
+        ("https://xn--bcher-kva.example/x", "bücher.example"),
+        ("https://bücher.example:8443/x", "bücher.example:8443"),
+        ("http://[::1]:8080/x", "[::1]:8080"),
+    ],
+)
+def test_a_limit_applies_to_every_spelling_of_its_receiver(url, key):
+    with override_settings(NOTIFICATIONS_RATE_LIMITS={key: "1/m"}):
+        assert limits_for(read_limits(), host_target(url)) == (Limit(1, "m"),)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -26,7 +26,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from notifications.conf import app_settings
-from notifications.flow.targets import EMAIL
+from notifications.flow.targets import EMAIL, ascii_host
 from notifications.models import RateBucket
 
 UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -95,7 +95,15 @@ def read_limits() -> dict[str, tuple[Limit, ...]]:
     value = app_settings.RATE_LIMITS
     if limit_errors(value):
         return {}
-    return {target: parse(spec) for target, spec in value.items()}
+    return {_as_target(target): parse(spec) for target, spec in value.items()}
+
+
+def _as_target(key: str) -> str:
+    """A setting's key as `host_target` spells targets (`bücher.example` is its ASCII form)."""
+    if key in (EMAIL, ANY_WEBHOOK) or key.startswith("["):  # an IPv6 literal is ASCII already
+        return key
+    host, colon, port = key.partition(":")
+    return ascii_host(host) + colon + port
 
 
 def limits_for(limits: Mapping[str, tuple[Limit, ...]], target: str) -> tuple[Limit, ...]:

@@ -2,10 +2,12 @@
 
 A webhook's target is its URL's host, lowercased, with `:port` when the port is not the
 scheme's default (`hooks.example.com`, `127.0.0.1:8081`): one receiver however its URLs
-spell it. Email's is the word `email`. A row with both channels has two targets: it is
-held while either is, and takes a slot of each rate limit. The dispatcher, the circuit
-breaker and the rate limits all read a row's targets from here, so a row is queued,
-capped, held and limited under the same names.
+spell it (a trailing dot dropped and a Unicode name in its ASCII form, as the request
+goes out: `bücher.example.` is `xn--bcher-kva.example`). Email's is the word `email`.
+A row with both channels has two targets: it is held while either is, and takes a slot
+of each rate limit. The dispatcher, the circuit breaker and the rate limits all read a
+row's targets from here, so a row is queued, capped, held and limited under the same
+names.
 """
 
 from __future__ import annotations
@@ -27,9 +29,20 @@ def host_target(url: str) -> str:
         host, port = parts.hostname or "", parts.port
     except ValueError:
         return ""
-    if ":" in host:
-        host = f"[{host}]"  # an IPv6 literal
+    host = f"[{host}]" if ":" in host else ascii_host(host)  # an IPv6 literal in brackets
     return host if port is None or port == DEFAULT_PORTS.get(parts.scheme.lower()) else f"{host}:{port}"
+
+
+def ascii_host(host: str) -> str:
+    """A host name as one receiver: lowercased, without a trailing dot, IDNA-encoded (a
+    name IDNA cannot encode is kept lowercased; the channel refuses it)."""
+    host = host.lower().rstrip(".") or host.lower()
+    if host.isascii():
+        return host
+    try:
+        return host.encode("idna").decode("ascii")
+    except UnicodeError:
+        return host
 
 
 def channel_target(row: Notification, channel: str) -> str:
