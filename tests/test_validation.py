@@ -25,6 +25,7 @@ EMAIL = {"channels": ["email"], "email_to": "ada@example.com", "subject": "Hi", 
 WEBHOOK = {"channels": ["webhook"], "webhook_url": "https://example.com/hook"}
 
 # (case id, fields, the field the error must name)
+FULL_WIDTH_HOST = "https://\uff48\uff4f\uff4f\uff4b\uff53.example.com/h"  # no IDNA label
 BAD = [
     ("unknown channel", {**EMAIL, "channels": ["email", "sms"]}, "channels"),
     ("no channels", {**EMAIL, "channels": []}, "channels"),
@@ -37,6 +38,7 @@ BAD = [
     ("file URL", {**WEBHOOK, "webhook_url": "file:///etc/passwd"}, "webhook_url"),
     ("javascript URL", {**WEBHOOK, "webhook_url": "javascript:alert(1)"}, "webhook_url"),
     ("credentials in URL", {**WEBHOOK, "webhook_url": "https://user:pw@example.com/"}, "webhook_url"),
+    ("host no request can name", {**WEBHOOK, "webhook_url": FULL_WIDTH_HOST}, "webhook_url"),
     ("bad cron", {**EMAIL, "recurrence_rule": "61 * * * *"}, "recurrence_rule"),
     ("cron with 4 fields", {**EMAIL, "recurrence_rule": "0 9 * *"}, "recurrence_rule"),
     ("cron that never fires", {**EMAIL, "recurrence_rule": "0 0 31 2 *"}, "recurrence_rule"),
@@ -143,6 +145,7 @@ def test_every_bad_field_is_named_at_once():
         "https:///no-host",
         "https://user:pw@example.com/hook",
         "https://example.com:99999/hook",
+        FULL_WIDTH_HOST,
     ],
 )
 def test_the_webhook_channel_applies_the_same_url_rule_at_send_time(url):

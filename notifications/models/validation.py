@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+import requests
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
@@ -91,6 +92,11 @@ def url_errors(url: str) -> list[str]:
         return [f"The webhook URL's host is longer than {MAX_HOST_CHARS} characters."]
     if parts.username is not None or parts.password is not None:
         return ["Put credentials in the payload or the signature, not in the URL."]
+    if not parts.hostname.isascii():
+        try:  # as the request will name it: requests IDNA-encodes the host (IDNA 2008)
+            requests.PreparedRequest().prepare_url(url, None)
+        except requests.exceptions.InvalidURL:
+            return ["The webhook URL's host is not a name a request can be sent to (IDNA)."]
     return []
 
 
