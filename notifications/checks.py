@@ -32,6 +32,7 @@ A bad value is reported here rather than by a crash mid-tick.
 | E024 | ATTACHMENT_STORAGE names no storage in STORAGES |
 | E025 | LOW_PRIORITY_AGING is not a positive number |
 | E026 | the queue's MariaDB/MySQL server has no SKIP LOCKED (MariaDB < 10.6, MySQL < 8.0.11) (database check) |
+| E027 | the tick's email backend setting (or a NOTIFICATIONS_MAILERS alias's) names no email backend class |
 | W001 | BACKOFF has fewer steps than MAX_RETRIES - 1 |
 | W002 | the SMTP backend is in use and its timeout (EMAIL_TIMEOUT, or the default mailer's) is unset |
 | W003 | django_crontab is installed but there is no `crontab` binary |
@@ -43,6 +44,9 @@ A bad value is reported here rather than by a crash mid-tick.
 | W009 | a queue table on MariaDB/MySQL in a non-transactional engine such as MyISAM (database check) |
 | W100 | no tick has finished lately (database check) |
 | W101 | a host's clock is further than MAX_CLOCK_OFFSET from the database's (database check) |
+
+A number above its bound (`notifications.conf.MAXIMUMS`: more than a datetime, a column or a
+tick can hold) is reported by its setting's id as any other invalid value is.
 """
 
 from __future__ import annotations
@@ -62,7 +66,16 @@ from django.core import checks
 from django.db import connections, router
 
 from notifications.channels.email.mailers import mail_timeout
-from notifications.conf import Defaults, app_settings, is_backoff, is_positive, lease_too_short
+from notifications.conf import (
+    MAX_DELAY_SECONDS,
+    MAXIMUMS,
+    Defaults,
+    app_settings,
+    is_backoff,
+    is_positive,
+    is_usable,
+    lease_too_short,
+)
 from notifications.rules import quiet
 from notifications.rules.secrets import secret_errors
 
@@ -75,9 +88,12 @@ Messages = list[checks.CheckMessage]
 
 
 def _number(name: str, value: Any, *, integer: bool, id: str) -> Messages:
-    if is_positive(value, integer=integer):
+    if is_usable(name, value, integer=integer):
         return []
     what = "a positive integer" if integer else "a positive number"
+    if is_positive(value, integer=integer):  # too large: see conf.MAXIMUMS
+        bound, unit = MAXIMUMS[name]
+        what += f" no larger than {bound:,.0f} ({unit})"
     default = getattr(Defaults, name)
     hint = f"Remove NOTIFICATIONS_{name} to use the default"
     hint += f" ({default!r})." if default is not None else "."
@@ -122,6 +138,18 @@ def _check_backoff() -> Messages:
             checks.Error(
                 f"NOTIFICATIONS_BACKOFF must be a non-empty list of positive seconds, not {backoff!r}.",
                 hint="For example [60, 300, 1800].",
+                id="notifications.E006",
+            )
+        ]
+    too_long = [step for step in backoff if step > MAX_DELAY_SECONDS]
+    if too_long:
+        _, unit = MAXIMUMS["BACKOFF"]
+        return [
+            checks.Error(
+                f"NOTIFICATIONS_BACKOFF steps must be no larger than {MAX_DELAY_SECONDS:,} ({unit}), "
+                f"not {too_long[0]!r}.",
+                hint="For example [60, 300, 1800]. Until it is fixed, ticks use the default "
+                f"({list(Defaults.BACKOFF)!r}).",
                 id="notifications.E006",
             )
         ]
@@ -183,7 +211,7 @@ def _check_quiet_hours() -> Messages:
 
 def _check_lease() -> Messages:
     lease, budget, timeout = app_settings.LEASE, app_settings.TICK_BUDGET, app_settings.CHANNEL_TIMEOUT
-    if not (is_positive(budget, integer=False) and is_positive(timeout, integer=False)):
+    if not (is_usable("TICK_BUDGET", budget, integer=False) and is_usable("CHANNEL_TIMEOUT", timeout, integer=False)):
         return []  # E003/E004 already say what is wrong
     if lease_too_short(lease, budget, timeout) is None:
         return []
@@ -307,28 +335,60 @@ def _check_attachment_storage() -> Messages:
 
 @checks.register()
 def check_mailer(app_configs: Any = None, **kwargs: Any) -> Messages:
-    """E022: email must not be sent through the queue itself (each send would queue another row)."""
-    from notifications.mailers import aliases_setting, choose
+    """E022: email must not be sent through the queue itself (each send would queue another row).
+    E027: the backend the tick (or a mailer alias) sends through must be an email backend class."""
+    from notifications.mailers import alias_problems, aliases_setting, choose
 
+    messages: Messages = []
     choice = choose()
-    if choice.problem is None:
-        return []
-    on_mailers = aliases_setting() == "MAILERS"
+    if choice.problem is not None:
+        messages.append(
+            checks.Error(
+                f"The tick cannot send email as configured: {choice.problem}. Rows with email are held "
+                "(nothing sent, no retry spent) until this is fixed.",
+                hint=_alias_hint(choice.alias)
+                if choice.broken and choice.alias and aliases_setting() == "NOTIFICATIONS_MAILERS"
+                else _backend_hint(aliases_setting() == "MAILERS", broken=choice.broken),
+                id="notifications.E027" if choice.broken else "notifications.E022",
+            )
+        )
+    for alias, bad in alias_problems().items():
+        if choice.problem is not None and alias == choice.alias:
+            continue  # said above
+        messages.append(
+            checks.Error(
+                f"Rows whose mailer is {alias!r} cannot be sent: {bad.problem}. schedule() refuses them, and "
+                "the tick holds those already queued (nothing sent, no retry spent) until this is fixed.",
+                hint=_alias_hint(alias),
+                id="notifications.E027" if bad.broken else "notifications.E022",
+            )
+        )
+    return messages
+
+
+def _alias_hint(alias: str) -> str:
+    return (
+        f'Give NOTIFICATIONS_MAILERS[{alias!r}] a real backend, e.g. {{"BACKEND": '
+        '"django.core.mail.backends.smtp.EmailBackend", "OPTIONS": {...}}, or remove the alias.'
+    )
+
+
+def _backend_hint(on_mailers: bool, *, broken: bool) -> str:
+    if on_mailers:
+        return (
+            'Name the real mailer: NOTIFICATIONS_MAILER = "smtp" with MAILERS["smtp"] = {"BACKEND": '
+            '"django.core.mail.backends.smtp.EmailBackend", "OPTIONS": {...}}.'
+        )
     hint = (
-        'Name the real mailer: NOTIFICATIONS_MAILER = "smtp" with MAILERS["smtp"] = {"BACKEND": '
-        '"django.core.mail.backends.smtp.EmailBackend", "OPTIONS": {...}}.'
-        if on_mailers
-        else 'Name the real backend: NOTIFICATIONS_EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend" '
+        "Give the dotted path of an email backend class (a subclass of "
+        "django.core.mail.backends.base.BaseEmailBackend), e.g. "
+        if broken
+        else "Name the real backend: "
+    )
+    return (
+        hint + 'NOTIFICATIONS_EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend" '
         "(or a provider's, e.g. django-anymail's)."
     )
-    return [
-        checks.Error(
-            f"The tick cannot send email as configured: {choice.problem}. Rows with email are held "
-            "(nothing sent, no retry spent) until this is fixed.",
-            hint=hint,
-            id="notifications.E022",
-        )
-    ]
 
 
 @checks.register()
@@ -408,7 +468,7 @@ def check_sqlite_concurrency(app_configs: Any = None, **kwargs: Any) -> Messages
     if WAL_PATTERN.search(str(options.get("init_command", ""))):
         return []
     budget, timeout = app_settings.TICK_BUDGET, app_settings.CHANNEL_TIMEOUT
-    if not (is_positive(budget, integer=False) and is_positive(timeout, integer=False)):
+    if not (is_usable("TICK_BUDGET", budget, integer=False) and is_usable("CHANNEL_TIMEOUT", timeout, integer=False)):
         return []
     longest_tick = budget + timeout + TICK_OVERRUN_GRACE
     interval = cron_interval()

@@ -83,6 +83,27 @@ class Defaults:
 # and clock drift between hosts.
 LEASE_MARGIN = 60.0  # seconds
 
+# The longest delay from now any setting or row may ask for: a hundred years, which every
+# datetime the queue computes (now plus a delay, now minus a retention) and every database
+# column it ends in can hold. A row's `backoff` may share it.
+MAX_DELAY_SECONDS = 100 * 365 * 86_400
+
+# Upper bounds of numeric settings, in each setting's own unit (BACKOFF: each step), and the
+# unit as messages name it. A value above its bound is reported by the setting's check id as
+# any other invalid value is, and the tick reads the default instead: a larger one would
+# overflow the datetime arithmetic or the database column it ends in (or hold a worker for
+# longer than a tick can wait).
+MAXIMUMS: dict[str, tuple[float, str]] = {
+    "TICK_LIMIT": (1_000_000, "rows, as runtick --limit"),
+    "CHANNEL_TIMEOUT": (3_600, "seconds: an hour"),
+    "TICK_BUDGET": (86_400, "seconds: a day, as runtick --budget"),
+    "LEASE": (7 * 86_400, "seconds: a week"),
+    "BACKOFF": (MAX_DELAY_SECONDS, "seconds: a hundred years"),
+    "ATTEMPT_RETENTION_DAYS": (MAX_DELAY_SECONDS // 86_400, "days: a hundred years"),
+    "MAX_CLOCK_OFFSET": (MAX_DELAY_SECONDS, "seconds: a hundred years"),
+    "LOW_PRIORITY_AGING": (MAX_DELAY_SECONDS, "seconds: a hundred years"),
+}
+
 
 class Settings:
     """Attribute access to the app's raw settings, e.g. `app_settings.TICK_LIMIT`."""
@@ -121,6 +142,17 @@ def is_positive(value: Any, *, integer: bool) -> bool:
     return bool(value > 0) and math.isfinite(value)
 
 
+def maximum(name: str) -> float:
+    """The largest value `NOTIFICATIONS_<name>` may take (see MAXIMUMS); infinity if unbounded."""
+    bound = MAXIMUMS.get(name)
+    return math.inf if bound is None else bound[0]
+
+
+def is_usable(name: str, value: Any, *, integer: bool) -> bool:
+    """`value` is positive (see `is_positive`) and within the bound of `NOTIFICATIONS_<name>`."""
+    return is_positive(value, integer=integer) and value <= maximum(name)
+
+
 def derived_lease(budget: float, timeout: float) -> float:
     """The lease when NOTIFICATIONS_LEASE is unset: see LEASE_MARGIN."""
     return budget + 2 * timeout + LEASE_MARGIN
@@ -137,13 +169,13 @@ def lease_too_short(lease: float, budget: float, timeout: float) -> str | None:
 def positive_int(name: str) -> int:
     """`NOTIFICATIONS_<name>` if it is a positive integer, else its default."""
     value = getattr(app_settings, name)
-    return value if is_positive(value, integer=True) else int(getattr(Defaults, name))
+    return value if is_usable(name, value, integer=True) else int(getattr(Defaults, name))
 
 
 def positive_number(name: str) -> float:
-    """`NOTIFICATIONS_<name>` as a float if it is a positive number, else its default."""
+    """`NOTIFICATIONS_<name>` as a float if it is a positive number within its bound, else its default."""
     value = getattr(app_settings, name)
-    return float(value if is_positive(value, integer=False) else getattr(Defaults, name))
+    return float(value if is_usable(name, value, integer=False) else getattr(Defaults, name))
 
 
 def is_backoff(value: Any) -> bool:
@@ -163,6 +195,15 @@ def parse_backoff(value: Any) -> tuple[float, ...] | None:
     if not all(not isinstance(s, bool) and isinstance(s, (int, float)) and s >= 0 for s in value):
         return None
     return tuple(float(s) for s in value)
+
+
+def site_backoff() -> tuple[float, ...]:
+    """NOTIFICATIONS_BACKOFF as seconds if usable (`parse_backoff`) and no step is above
+    MAX_DELAY_SECONDS (E006 says why), else the default."""
+    backoff = parse_backoff(app_settings.BACKOFF)
+    if backoff is None or max(backoff) > MAX_DELAY_SECONDS:
+        return tuple(float(s) for s in Defaults.BACKOFF)
+    return backoff
 
 
 def max_attachment_bytes() -> int:
@@ -290,13 +331,13 @@ class TickSettings:
         return cls(
             limit=positive_int("TICK_LIMIT"),
             budget=budget,
-            lease=float(lease) if is_positive(lease, integer=False) else derived_lease(budget, timeout),
+            lease=float(lease) if is_usable("LEASE", lease, integer=False) else derived_lease(budget, timeout),
             channel_timeout=timeout,
             concurrency=positive_int("CONCURRENCY"),
             target_concurrency=positive_int("TARGET_CONCURRENCY"),
             policy=Policy(
                 max_retries=positive_int("MAX_RETRIES"),
-                backoff=parse_backoff(app_settings.BACKOFF) or tuple(float(s) for s in Defaults.BACKOFF),
+                backoff=site_backoff(),
             ),
             webhook_secrets=parse_secrets(app_settings.WEBHOOK_SECRET),
             allowed_networks=parse_networks(app_settings.WEBHOOK_ALLOWED_NETWORKS),
@@ -312,7 +353,7 @@ class TickSettings:
         grows with a longer budget (never shrinks); a lease set by hand must still outlive it
         (ValueError says why not)."""
         lease = self.lease
-        if is_positive(app_settings.LEASE, integer=False):
+        if is_usable("LEASE", app_settings.LEASE, integer=False):
             problem = lease_too_short(lease, budget, self.channel_timeout)
             if problem:
                 raise ValueError(f"{problem}: raise NOTIFICATIONS_LEASE or give a shorter budget")

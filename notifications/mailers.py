@@ -15,8 +15,10 @@ In order:
 A configuration that ends at the queue itself would turn each send into another queued
 row, for ever. `manage.py check` reports it (notifications.E022), and the tick holds the
 rows it concerns (no retry spent, nothing sent) until it is fixed; so is an alias that
-names no mailer. On a site that has MAILERS and puts the queue in `MAILERS["default"]`,
-step 4 has no SMTP settings to fall back on: name the real mailer in NOTIFICATIONS_MAILER.
+names no mailer, and a backend setting that names no email backend class (a typo in its
+dotted path, or not a string: notifications.E027), which would fail every send. On a
+site that has MAILERS and puts the queue in `MAILERS["default"]`, step 4 has no SMTP
+settings to fall back on: name the real mailer in NOTIFICATIONS_MAILER.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from __future__ import annotations
 import functools
 import re
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 from django.conf import settings
@@ -32,7 +34,7 @@ from django.core import mail
 from django.core.mail.backends.base import BaseEmailBackend
 from django.utils.module_loading import import_string
 
-from notifications.conf import app_mailers, email_backend, mailer
+from notifications.conf import app_mailers, app_settings, email_backend, mailer
 
 QUEUE_BACKEND = "notifications.mail.QueuedEmailBackend"
 SMTP_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
@@ -64,6 +66,7 @@ class Choice:
     options: dict[str, Any] = field(default_factory=dict)
     source: str = ""  # the setting that chose it, for messages
     problem: str | None = None  # why it cannot be used (the queue itself, an unknown alias)
+    broken: bool = False  # the problem is the backend setting itself (E027), not the choice (E022)
 
 
 @functools.lru_cache(maxsize=64)
@@ -74,6 +77,24 @@ def _is_queue_class(path: str) -> bool:
         return False
     # The queued backend says so itself (notifications.mail sits above this module's layer).
     return isinstance(backend, type) and bool(getattr(backend, "queues_notifications", False))
+
+
+@functools.lru_cache(maxsize=64)
+def _backend_class_problem(path: str) -> str | None:
+    try:
+        backend = import_string(path)
+    except (ImportError, AttributeError) as exc:  # import_string turns a missing name into ImportError
+        return f"cannot be imported ({type(exc).__name__}: {exc})"
+    if not (isinstance(backend, type) and issubclass(backend, BaseEmailBackend)):
+        return "is not an email backend (a subclass of django.core.mail.backends.base.BaseEmailBackend)"
+    return None
+
+
+def backend_problem(path: Any) -> str | None:
+    """Why `path` (a BACKEND setting) names no email backend class, or None (notifications.E027)."""
+    if not isinstance(path, str) or not path:
+        return f"must be a dotted path to an email backend class, not {path!r}"
+    return _backend_class_problem(path)
 
 
 def is_queue(path: Any) -> bool:
@@ -100,11 +121,12 @@ def _from_alias(alias: str, source: str) -> Choice:
     backend = config.get("BACKEND", SMTP_BACKEND)
     options = config.get("OPTIONS") or {}
     if not isinstance(backend, str) or not isinstance(options, dict):
-        return Choice("", alias, source=source, problem=f"{aliases_setting()}[{alias!r}] is malformed")
+        problem = f"{aliases_setting()}[{alias!r}] is malformed"
+        return Choice("", alias, source=source, problem=problem, broken=True)
     choice = Choice(backend, alias, dict(options), source)
     if is_queue(backend):
         return Choice(backend, alias, dict(options), source, problem=f"{source} {alias!r} is the queue itself")
-    return choice
+    return _usable(choice, f"{aliases_setting()}[{alias!r}]['BACKEND']")
 
 
 def choose(row_mailer: str = "") -> Choice:
@@ -114,12 +136,16 @@ def choose(row_mailer: str = "") -> Choice:
     if mailer():
         return _from_alias(mailer(), "NOTIFICATIONS_MAILER")
     path = email_backend()
+    if path is None and app_settings.EMAIL_BACKEND not in (None, ""):  # set, but not a string
+        unusable = backend_problem(app_settings.EMAIL_BACKEND)
+        problem = f"NOTIFICATIONS_EMAIL_BACKEND {unusable}"
+        return Choice("", source="NOTIFICATIONS_EMAIL_BACKEND", problem=problem, broken=True)
     if path is not None:
         if is_queue(path):
             return Choice(
                 path, source="NOTIFICATIONS_EMAIL_BACKEND", problem="NOTIFICATIONS_EMAIL_BACKEND is the queue itself"
             )
-        return Choice(path, source="NOTIFICATIONS_EMAIL_BACKEND")
+        return _usable(Choice(path, source="NOTIFICATIONS_EMAIL_BACKEND"), "NOTIFICATIONS_EMAIL_BACKEND")
     mailers = site_mailers()
     if mailers is not None:
         default = mailers.get("default") or {}
@@ -136,7 +162,26 @@ def choose(row_mailer: str = "") -> Choice:
     backend = email_setting("EMAIL_BACKEND", SMTP_BACKEND)
     if is_queue(backend):
         return Choice(SMTP_BACKEND, source="NOTIFICATIONS_EMAIL_BACKEND's default")
-    return Choice(backend, source="EMAIL_BACKEND")
+    return _usable(Choice(backend, source="EMAIL_BACKEND"), "EMAIL_BACKEND")
+
+
+def _usable(choice: Choice, setting: str) -> Choice:
+    """`choice`, or the same with a problem when its backend names no email backend class:
+    each send would fail (a retry spent, in the end a dead letter) until the setting is fixed."""
+    unusable = backend_problem(choice.backend)
+    if unusable is None:
+        return choice
+    return replace(choice, problem=f"{setting} ({choice.backend!r}) {unusable}", broken=True)
+
+
+def alias_problems() -> dict[str, Choice]:
+    """The NOTIFICATIONS_MAILERS aliases rows may name but cannot be sent through (the queue
+    itself, malformed, a backend that cannot be imported): alias -> its choice, problem set.
+    Empty on sites with Django's MAILERS, whose aliases host code may also use for itself."""
+    if site_mailers() is not None:
+        return {}
+    choices = {alias: _from_alias(alias, "NOTIFICATIONS_MAILERS") for alias in app_mailers()}
+    return {alias: choice for alias, choice in choices.items() if choice.problem is not None}
 
 
 def problem(row_mailer: str = "") -> str | None:

@@ -103,7 +103,7 @@ class Capture:
         status: int = 200,
         *,
         url: str | None = None,
-        body: bytes = b"",
+        body: bytes | str = b"",
         headers: dict[str, str] | None = None,
         exception: BaseException | None = None,
     ) -> None:
@@ -111,8 +111,15 @@ class Capture:
 
         `respond(503)` makes every webhook fail so the row retries; `respond(410)` makes it
         a permanent failure (dead letter at once); `respond(exception=requests.ConnectTimeout())`
-        looks like an endpoint that never answers.
+        looks like an endpoint that never answers. `body` is bytes, or a str sent as UTF-8;
+        anything else is a TypeError here, not a failed delivery later.
         """
+        if isinstance(body, str):
+            body = body.encode()
+        elif isinstance(body, (bytearray, memoryview)):
+            body = bytes(body)
+        elif not isinstance(body, bytes):
+            raise TypeError(f"respond(body=...) must be bytes or str, not {type(body).__name__}")
         reply = Reply(status, body, dict(headers or {}), exception)
         with self._lock:
             if url is None:

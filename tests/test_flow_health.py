@@ -84,7 +84,8 @@ def test_closing_a_circuit_clears_the_header(admin_client):
     assert "nq-open-circuit" not in page
 
 
-def test_status_lists_open_circuits_and_targets_at_their_limit(capsys):
+def test_status_lists_open_circuits_and_targets_at_their_limit(capsys, settings):
+    settings.NOTIFICATIONS_RATE_LIMITS = {"hooks.example.com": "5/s,600/m", "email": "14/s"}
     open_target("down.example.com", held=2)
     take("hooks.example.com", (Limit(5, "s"), Limit(600, "m")), 5)  # the per-second bucket is empty now
     take("email", (Limit(14, "s"),), 3)  # 11 left: not at its limit
@@ -97,7 +98,8 @@ def test_status_lists_open_circuits_and_targets_at_their_limit(capsys):
     assert "email" not in out and "(600/m)" not in out
 
 
-def test_status_json_lists_them_too(capsys):
+def test_status_json_lists_them_too(capsys, settings):
+    settings.NOTIFICATIONS_RATE_LIMITS = {"hooks.example.com": "5/s"}
     open_target("down.example.com", held=2)
     take("hooks.example.com", (Limit(5, "s"),), 9)
 
@@ -111,7 +113,8 @@ def test_status_json_lists_them_too(capsys):
     assert 0 < limited["wait_seconds"] <= 0.2 + 0.01
 
 
-def test_a_bucket_that_refilled_is_no_longer_at_its_limit():
+def test_a_bucket_that_refilled_is_no_longer_at_its_limit(settings):
+    settings.NOTIFICATIONS_RATE_LIMITS = {"*": "5/s"}  # hooks.example.com's through the wildcard
     now = timezone.now()
     take("hooks.example.com", (Limit(5, "s"),), 5, now.timestamp())
     assert [a.target for a in flow_health(now).at_limit] == ["hooks.example.com"]

@@ -79,3 +79,12 @@ def test_a_failure_to_tell_the_circuit_breaker_still_writes_the_row_back(webhook
 
     assert tick_within(60).counts()["succeeded"] == 1
     assert not Notification.objects.filter(pk=row.pk).exists()
+
+
+def test_schedule_refuses_a_backoff_step_past_a_hundred_years():
+    from django.core.exceptions import ValidationError
+
+    with pytest.raises(ValidationError) as refused:
+        schedule(channels=["email"], email_to="a@example.com", subject="s", body="b", backoff=PAST_THE_CALENDAR)
+
+    assert "at most 3,153,600,000 seconds" in str(refused.value.message_dict["backoff"])

@@ -33,7 +33,7 @@ from django.utils import timezone
 
 from notifications import services, signals
 from notifications.channels import ChannelResult, ErrorClass
-from notifications.conf import Defaults, app_settings
+from notifications.conf import MAX_DELAY_SECONDS, Defaults, app_settings
 from notifications.flow.targets import channel_target, targets_of
 from notifications.models import Notification, Target
 
@@ -75,8 +75,10 @@ def breaker_errors(value: Any) -> list[str]:
         errors.append(f"'failures' must be an integer >= 0 (0 turns the breaker off), not {failures!r}")
     for key in ("cooldown", "max_cooldown"):
         seconds = value.get(key, 1)
-        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds <= 0:
-            errors.append(f"{key!r} must be a positive number of seconds, not {seconds!r}")
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 0 < seconds <= MAX_DELAY_SECONDS:
+            errors.append(
+                f"{key!r} must be a positive number of seconds no larger than {MAX_DELAY_SECONDS:,}, not {seconds!r}"
+            )
     if not errors:
         merged = {**Defaults.CIRCUIT_BREAKER, **value}
         if merged["max_cooldown"] < merged["cooldown"]:

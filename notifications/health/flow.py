@@ -17,7 +17,7 @@ from django.db.models import Count, F, OuterRef, Subquery, Window
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from notifications.flow.ratelimit import parse
+from notifications.flow.ratelimit import limits_for, parse, read_limits
 from notifications.models import Notification, RateBucket, Target
 
 # Open circuits and targets at their limit shown at most (the worst first: the most rows
@@ -135,8 +135,11 @@ def open_circuits(shown: int = SHOWN) -> tuple[list[OpenCircuit], int]:
 
 
 def at_limit(now: datetime) -> list[AtLimit]:
-    """Buckets that hold less than one token at `now`. A bucket only fills with time, so
-    the ones that had a token left when last taken are not read."""
+    """Buckets of limits in force now (NOTIFICATIONS_RATE_LIMITS, read as the tick reads it)
+    that hold less than one token at `now`. A bucket only fills with time, so the ones that
+    had a token left when last taken are not read; one whose limit is no longer configured
+    holds nothing back and is not shown."""
+    limits = read_limits()
     stamp = now.timestamp()
     found = []
     for bucket in RateBucket.objects.filter(tokens__lt=1).order_by("key"):
@@ -145,6 +148,8 @@ def at_limit(now: datetime) -> list[AtLimit]:
             (limit,) = parse(spec)
         except ValueError:
             continue  # not a bucket this version wrote
+        if limit not in limits_for(limits, target):
+            continue  # a limit since removed or changed: the tick no longer takes from it
         tokens = min(float(limit.count), bucket.tokens + max(stamp - bucket.stamp, 0.0) * limit.rate)
         if tokens < 1:
             found.append(AtLimit(target, str(limit), (1 - tokens) / limit.rate))

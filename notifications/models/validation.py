@@ -18,7 +18,7 @@ import requests
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from notifications.conf import Defaults, app_settings, is_backoff, is_positive, parse_networks
+from notifications.conf import MAX_DELAY_SECONDS, Defaults, app_settings, is_backoff, is_positive, parse_networks
 from notifications.content import email as email_content
 from notifications.content.templating import template_errors
 from notifications.models import addresses, attachments
@@ -403,6 +403,9 @@ def _limit_errors(row: Notification) -> Errors:
         ]
     if row.backoff is not None and not is_backoff(row.backoff):
         errors["backoff"] = ["Give a non-empty list of positive seconds, e.g. [60, 300, 1800]."]
+    elif row.backoff is not None and max(row.backoff) > MAX_DELAY_SECONDS:
+        # A retry that far off is past what a date can hold: the write-back could not schedule it.
+        errors["backoff"] = [f"Give steps of at most {MAX_DELAY_SECONDS:,} seconds (a hundred years)."]
     return errors
 
 
