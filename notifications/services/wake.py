@@ -214,7 +214,7 @@ class DueListener:
                 time.sleep(step)
             else:
                 self._receive(step)
-        self._receive(0, stop_after=None)  # all that is queued now is served by the tick about to start
+        self._flush()  # all that was announced by now is served by the tick about to start
         self._served(time.monotonic() + DUE_GRACE)
         return woken and not stop.is_set()
 
@@ -223,6 +223,26 @@ class DueListener:
             with contextlib.suppress(Exception):
                 self.conn.close()
             self.conn = None
+
+    def _flush(self) -> None:
+        """Take every notification committed before now, including a burst still in transit.
+
+        A round trip on the listening connection: the server sends the notifications it
+        holds for us before the answer to a query, so after it nothing announced earlier
+        can arrive late and wake the loop a second time for rows this tick claims. psycopg
+        (3.2.4+) keeps those that arrive during the query for `notifies()`.
+        """
+        if self.conn is None:
+            return
+        import psycopg
+
+        try:
+            self.conn.execute("SELECT 1")
+        except psycopg.Error as exc:
+            self.close()
+            self._schedule_retry(f"lost the LISTEN connection ({exc})")
+            return
+        self._receive(0, stop_after=None)
 
     def _receive(self, timeout: float, stop_after: int | None = 1) -> None:
         """Take the notifications arriving within `timeout` s (by default returning at the
