@@ -16,6 +16,7 @@ from django.utils import timezone
 from notifications import services
 from notifications.api import run_tick
 from notifications.models import Notification, Suppression
+from notifications.models.addresses import normalise
 from tests.support.mail_doubles import schedule_email
 
 pytestmark = pytest.mark.django_db
@@ -81,3 +82,33 @@ def test_an_address_suppressed_in_unicode_keeps_its_idna_spelling_out(smtp):
     assert not Notification.objects.filter(pk=row.pk).exists()
     (delivered,) = smtp.delivered
     assert delivered.rcpt_tos == ["ada@example.com"]
+
+
+# 190 characters as typed, 255 once its domain is IDNA-encoded (every label then at most 63).
+EXPANDS = (
+    "a" * 64
+    + "@"
+    + ".".join(
+        [
+            "ùüáéóòóûçëéóäç",
+            "úäÿòáàùéãäääûõäçýëñäôàò",
+            "õàåàýàòâäñõûéêûâéãÿôñôýëâ",
+            "ùóôçùöóàçñýêåõÿýåüò",
+            "êôçåóäóöâÿúùù",
+            "ûêêôàäëõõàçôåùåòáýõúäç",
+            "com",
+        ]
+    )
+)
+
+
+def test_an_address_too_long_once_encoded_is_an_error_on_the_admin_add_page(admin_client):
+    from django.urls import reverse
+
+    assert len(EXPANDS) <= 254 < len(normalise(EXPANDS))
+
+    response = admin_client.post(reverse("admin:notifications_suppression_add"), {"address": EXPANDS, "reason": "x"})
+
+    assert response.status_code == 200  # the form again, not a 500 (nor a value the column cannot hold)
+    assert "at most 254 characters" in response.context["adminform"].form.errors["address"][0]
+    assert not Suppression.objects.exists()

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
-from notifications.models.addresses import normalise, storable
+from notifications.models.addresses import MAX_STORED_ADDRESS, normalise, storable
 
 LOOKUP_CHUNK = 500  # addresses per query: well within every backend's parameter limit
 
@@ -54,7 +55,16 @@ class Suppression(models.Model):
     def clean(self) -> None:
         # Before the uniqueness check of a form (the admin's add page): `Foo@Example.com`
         # is the entry `foo@example.com` already holds, an error rather than a 500 on save.
+        # The field's own check saw the address as typed: its IDNA spelling may be longer
+        # than the column.
         self.address = normalise(self.address)
+        if self.address and storable(self.address) is None:
+            raise ValidationError(
+                {
+                    "address": f"Spelled as mail is sent (its domain IDNA-encoded) this address has "
+                    f"{len(self.address)} characters; the list holds at most {MAX_STORED_ADDRESS} characters."
+                }
+            )
 
 
 class SuppressionLift(models.Model):
