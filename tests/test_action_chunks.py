@@ -14,12 +14,15 @@ import threading
 from datetime import timedelta
 
 import pytest
+from django.contrib.admin.models import CHANGE, LogEntry
+from django.contrib.auth.models import User
 from django.db import connection, connections, transaction
 from django.utils import timezone
 
 from notifications import services
 from notifications.models import Notification
 from notifications.services.actions import ACTION_BATCH
+from tests.support.admin_forms import CHANGELIST
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -119,3 +122,60 @@ def test_a_select_all_purge_lets_the_host_write_between_chunks():
     assert deleted == ROWS
     assert probe.outcome == {"updated": 1, "undone": ROWS - ACTION_BATCH}
     assert not Notification.objects.exists()
+
+
+class LoggedPerTransaction:
+    """How many admin log entries each of the connection's transactions wrote, in order."""
+
+    def __init__(self) -> None:
+        self.blocks: list[object] = []  # each transaction's outermost atomic block, kept alive
+        self.logged: list[int] = []
+
+    def count(self, before: int) -> None:
+        self.logged.append(LogEntry.objects.count() - before)
+
+    def __call__(self, execute, sql, params, many, context):
+        if connection.in_atomic_block and not any(b is connection.atomic_blocks[0] for b in self.blocks):
+            self.blocks.append(connection.atomic_blocks[0])
+            before = LogEntry.objects.count()  # the transaction's first statement has not run yet
+            transaction.on_commit(lambda: self.count(before))
+        return execute(sql, params, many, context)
+
+
+@pytest.mark.parametrize(
+    ("action", "state", "message"),
+    [
+        ("requeue", DEAD, "Requeued: due now with a clean retry count."),
+        ("pause", {}, "Paused."),
+        ("run_now", {}, "Run now: made due now."),
+    ],
+)
+def test_a_select_all_in_the_admin_logs_its_rows_a_chunk_at_a_time(client, action, state, message):
+    """The admin logs the rows an action changed with each chunk, not all of them in one
+    transaction after the last chunk (on SQLite the host's writes waited behind it, and every
+    changed row, payload and all, was held in memory until then)."""
+    user = User.objects.create_superuser("operator", password="pw")
+    client.force_login(user)
+    make_rows(ROWS, **state)
+    shown = list(Notification.objects.order_by("-pk").values_list("pk", flat=True)[:100])
+    probe = LoggedPerTransaction()
+
+    with connection.execute_wrapper(probe):
+        response = client.post(
+            CHANGELIST, {"action": action, "select_across": "1", "index": "0", "_selected_action": shown}
+        )
+
+    assert response.status_code == 302
+    assert LogEntry.objects.filter(action_flag=CHANGE, change_message=message).count() == ROWS
+    assert sum(probe.logged) == ROWS
+    assert max(probe.logged) <= ACTION_BATCH
+
+
+def test_an_action_given_on_chunk_hands_it_each_chunk_and_keeps_no_rows():
+    make_rows(ROWS, **DEAD)
+    chunks: list[int] = []
+
+    result = services.requeue(Notification.objects.all(), NOW, on_chunk=lambda rows: chunks.append(len(rows)))
+
+    assert result.changed == ROWS and result.rows == []
+    assert chunks == [ACTION_BATCH, ACTION_BATCH, ROWS - 2 * ACTION_BATCH]

@@ -85,3 +85,26 @@ def test_the_change_page_carries_the_rows_version(admin_client, make_row):
 
     version = Notification.objects.get(pk=row.pk).updated_at.isoformat()
     assert f'type="hidden" name="version" value="{version}"' in page
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("slow_deadline")
+def test_an_edit_saved_after_the_lease_ran_out_is_not_undone_by_the_late_firing(webhook_server, admin_client):
+    """A tick stalled past its lease (a paused VM, a stopped process) still holds its claim
+    token: the row is no longer in flight, so the edit is taken, and it fences the late
+    firing as `replace` does. Without the fence its success deleted the edited row."""
+    row = schedule(channels=["webhook"], webhook_url=webhook_server.url("/old"), payload={"order": 7})
+    tick = HeldTick(webhook_server, 200)
+    lapsed = timezone.now() - timedelta(seconds=1)
+    Notification.objects.filter(pk=row.pk).update(claimed_until=lapsed)  # the lease ran out
+    loaded = Notification.objects.get(pk=row.pk)
+
+    response = admin_client.post(change_url(row), change_form(loaded, payload='{"order": 8}'))
+
+    assert response.status_code == 302
+    tick.finish()
+    stored = Notification.objects.get(pk=row.pk)  # the late firing's success wrote nothing back
+    assert stored.payload == {"order": 8} and stored.claim_token is None
+    assert run_tick().counts()["succeeded"] == 1  # the edited row goes out as edited
+    assert [r.path for r in webhook_server.received] == ["/old", "/old"]
+    assert b'"order":8' in webhook_server.received[-1].body.replace(b" ", b"")

@@ -8,7 +8,7 @@ only the row itself, and the health header is two aggregate queries.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any, cast
 
@@ -592,48 +592,42 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
 
     @admin.action(description=_("Requeue selected dead letters and partial failures"), permissions=["change"])
     def requeue(self, request: HttpRequest, queryset: QuerySet[Notification]) -> None:
-        result = services.requeue(queryset)
+        log = ChunkLog(request, "Requeued: due now with a clean retry count.", lambda r: bool(r.pending_channels))
+        result = services.requeue(queryset, on_chunk=log)
         done = ngettext("Requeued %(count)d notification.", "Requeued %(count)d notifications.", result.changed)
-        resends = any(r.pending_channels for r in result.rows)
-        note = gettext("Partial failures resend only their failed channels.") if resends else ""
-        self.report(request, result, done, "Requeued: due now with a clean retry count.", note)
+        note = gettext("Partial failures resend only their failed channels.") if log.noted else ""
+        self.report(request, result, done, note)
 
     @admin.action(description=_("Run selected notifications now"), permissions=["change"])
     def run_now(self, request: HttpRequest, queryset: QuerySet[Notification]) -> None:
-        result = services.act(services.RUN_NOW, queryset)
+        log = ChunkLog(request, "Run now: made due now.", lambda r: r.is_recurring)
+        result = services.act(services.RUN_NOW, queryset, on_chunk=log)
         done = ngettext("Made %(count)d notification due now.", "Made %(count)d notifications due now.", result.changed)
-        recurring = any(r.is_recurring for r in result.rows)
-        note = gettext("Recurring ones then continue their schedule.") if recurring else ""
-        self.report(request, result, done, "Run now: made due now.", note)
+        note = gettext("Recurring ones then continue their schedule.") if log.noted else ""
+        self.report(request, result, done, note)
 
     @admin.action(description=_("Pause selected notifications"), permissions=["change"])
     def pause(self, request: HttpRequest, queryset: QuerySet[Notification]) -> None:
-        result = services.act(services.PAUSE, queryset)
+        result = services.act(services.PAUSE, queryset, on_chunk=ChunkLog(request, "Paused."))
         done = ngettext("Paused %(count)d notification.", "Paused %(count)d notifications.", result.changed)
         note = gettext("Paused rows send nothing until resumed.") if result.changed else ""
-        self.report(request, result, done, "Paused.", note)
+        self.report(request, result, done, note)
 
     @admin.action(description=_("Resume selected paused notifications"), permissions=["change"])
     def resume(self, request: HttpRequest, queryset: QuerySet[Notification]) -> None:
-        result = services.act(services.RESUME, queryset)
+        log = ChunkLog(request, "Resumed.", lambda r: r.is_recurring)
+        result = services.act(services.RESUME, queryset, on_chunk=log)
         done = ngettext("Resumed %(count)d notification.", "Resumed %(count)d notifications.", result.changed)
         note = (
             gettext("Recurring ones continue at their next occurrence; missed occurrences are not sent.")
-            if any(r.is_recurring for r in result.rows)
+            if log.noted
             else ""
         )
-        self.report(request, result, done, "Resumed.", note)
+        self.report(request, result, done, note)
 
-    def report(self, request: HttpRequest, result: services.ActionResult, done: str, logged: str, note: str) -> None:
-        """Log the changed rows and tell the operator: `done` (with a `%(count)d`), what was
-        skipped and why, then `note`."""
-        if result.rows:
-            LogEntry.objects.log_actions(
-                user_id=cast(int, request.user.pk),  # the admin requires a logged-in user
-                queryset=result.rows,
-                action_flag=CHANGE,
-                change_message=logged,
-            )
+    def report(self, request: HttpRequest, result: services.ActionResult, done: str, note: str) -> None:
+        """Tell the operator: `done` (with a `%(count)d`), what was skipped and why, then `note`.
+        The changed rows were logged as the action went (`ChunkLog`)."""
         message = sentences(done % {"count": result.changed}, *skipped_sentences(result.skipped), note)
         level = messages.SUCCESS if result.changed and not result.skipped else messages.WARNING
         self.message_user(request, message, level)
@@ -732,6 +726,34 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
         }
         request.current_app = self.admin_site.name
         return TemplateResponse(request, "notifications/admin/purge_confirmation.html", context)
+
+
+class ChunkLog:
+    """An action's `on_chunk`: logs each chunk's changed rows in the chunk's own transaction
+    (as Django logs a change with its save), and notes whether any of them is `noteworthy`.
+
+    The rows are not kept, so a select-all of 100,000 rows neither holds them all in memory
+    nor writes their log entries in one transaction after the last chunk (on SQLite, the
+    host site's writes would wait behind it).
+    """
+
+    def __init__(self, request: HttpRequest, message: str, noteworthy: Callable[[Notification], bool] | None = None):
+        self.user_id = cast(int, request.user.pk)  # the admin requires a logged-in user
+        self.message = message
+        self.noteworthy = noteworthy
+        self.noted = False
+
+    def __call__(self, rows: list[Notification]) -> None:
+        if not rows:
+            return
+        LogEntry.objects.log_actions(
+            user_id=self.user_id,
+            queryset=rows,  # a list works: it is only iterated
+            action_flag=CHANGE,
+            change_message=self.message,
+        )
+        if self.noteworthy is not None and not self.noted:
+            self.noted = any(self.noteworthy(r) for r in rows)
 
 
 def confirmed_selection(

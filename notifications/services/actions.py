@@ -42,7 +42,7 @@ class ActionResult:
 
     changed: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
-    rows: list[Notification] = field(default_factory=list)  # the rows changed
+    rows: list[Notification] = field(default_factory=list)  # the rows changed (none with `on_chunk`)
 
     def skip(self, reason: str) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
@@ -67,13 +67,23 @@ class RowAction:
 ACTION_BATCH = 500
 
 
-def act(action: RowAction, rows: Iterable[Notification], now: datetime | None = None) -> ActionResult:
+OnChunk = Callable[[list[Notification]], None]
+
+
+def act(
+    action: RowAction, rows: Iterable[Notification], now: datetime | None = None, on_chunk: OnChunk | None = None
+) -> ActionResult:
     """Apply `action` to `rows`; rows it does not apply to are skipped with a reason.
 
     In chunks of ACTION_BATCH rows, each in a transaction of its own: the chunk is re-read
     (locked on PostgreSQL) and its changes saved with one bulk UPDATE, so a tick's claim or
     write-back in between is never overwritten, and the host site's writes and ticks get
     their turn between chunks.
+
+    `on_chunk(changed)`, when given, is called with each chunk's changed rows inside that
+    chunk's transaction (the admin logs them there), and the rows are not kept in
+    `result.rows`: memory, and whatever the caller writes per row, then stay a chunk's
+    worth however big the selection.
     """
     now = now or timezone.now()
     result = ActionResult()
@@ -84,7 +94,7 @@ def act(action: RowAction, rows: Iterable[Notification], now: datetime | None = 
         if start:
             let_others_write(held)
         began = time.monotonic()
-        changed = _act_on_chunk(action, pks[start : start + ACTION_BATCH], now, result)
+        changed = _act_on_chunk(action, pks[start : start + ACTION_BATCH], now, result, on_chunk)
         held = time.monotonic() - began
         if action.wakes:
             due = min((r.next_fire_at for r in changed if r.next_fire_at), default=None)
@@ -94,7 +104,9 @@ def act(action: RowAction, rows: Iterable[Notification], now: datetime | None = 
     return result
 
 
-def _act_on_chunk(action: RowAction, pks: list[Any], now: datetime, result: ActionResult) -> list[Notification]:
+def _act_on_chunk(
+    action: RowAction, pks: list[Any], now: datetime, result: ActionResult, on_chunk: OnChunk | None
+) -> list[Notification]:
     """One chunk of `act`, in one short transaction; returns the rows it changed."""
     changed: list[Notification] = []
     with transaction.atomic():
@@ -114,13 +126,16 @@ def _act_on_chunk(action: RowAction, pks: list[Any], now: datetime, result: Acti
             changed.append(row)
         # The chunk is locked (PostgreSQL) or under the write lock (SQLite): every row is there.
         result.changed += update_rows(Notification, changed, list(dict.fromkeys([*action.fields, "updated_at"])))
-    result.rows.extend(changed)
+        if on_chunk is not None:
+            on_chunk(changed)
+    if on_chunk is None:
+        result.rows.extend(changed)
     for _ in range(len(pks) - len(fresh) - len(unloadable)):
         result.skip("no longer exists")
     return changed
 
 
-def requeue(rows: Iterable[Notification], now: datetime | None = None) -> ActionResult:
+def requeue(rows: Iterable[Notification], now: datetime | None = None, on_chunk: OnChunk | None = None) -> ActionResult:
     """Make dead letters and partial failures due now, with a clean retry count.
 
     A partial failure owes only the channels that failed, and only those are sent; a
@@ -132,9 +147,9 @@ def requeue(rows: Iterable[Notification], now: datetime | None = None) -> Action
     takes it again). Other rows are skipped with a reason: requeueing a healthy row would
     fire it early, and a retrying row retries by itself.
     Rows are re-read inside the transaction (locked on PostgreSQL) so a tick's claim or
-    write-back in between is never overwritten (see `act`).
+    write-back in between is never overwritten (see `act`, and for `on_chunk` too).
     """
-    return act(REQUEUE, rows, now)
+    return act(REQUEUE, rows, now, on_chunk)
 
 
 def _requeue(row: Notification, now: datetime) -> None:

@@ -215,7 +215,9 @@ def edit(
     An existing row is fenced (`_lock_for_edit`): the edit is refused with a ValidationError
     while a firing of the row is in flight, whose write-back would delete or advance the row
     over it, and when the row's `updated_at` is no longer `version` (the edit began from an
-    older copy); the row stays locked until the caller's transaction ends.
+    older copy); the row stays locked until the caller's transaction ends. A claim whose
+    lease ran out (a tick stalled past it) is released with the edit, so that tick's late
+    write-back does not delete or overwrite it.
 
     `dry_run=True` edits a copy and saves nothing: a form learns what the edit would
     raise, and the edit itself, given the same `now`, then does exactly that.
@@ -224,15 +226,19 @@ def edit(
     if dry_run:
         row = copy.copy(row)
     with transaction.atomic():  # a stored row stays locked from its check to its save
-        if not row._state.adding:
-            _lock_for_edit(row, version)
-        return _edit(row, fields, changed, now, dry_run)
+        lapsed = not row._state.adding and _lock_for_edit(row, version)
+        return _edit(row, fields, changed, now, dry_run, lapsed)
 
 
 def _edit(
-    row: Notification, fields: Iterable[str], changed: Iterable[str] | None, now: datetime, dry_run: bool
+    row: Notification,
+    fields: Iterable[str],
+    changed: Iterable[str] | None,
+    now: datetime,
+    dry_run: bool,
+    lapsed: bool = False,
 ) -> list[str]:
-    """`edit` once the stored row is known to take it."""
+    """`edit` once the stored row is known to take it; `lapsed`: it holds a claim whose lease ran out."""
     if row._state.adding:
         start(row, row.next_fire_at or now, fire_at=row.next_fire_at, now=now)
         if not dry_run:
@@ -257,15 +263,22 @@ def _edit(
         # holds it again), and closing that circuit no longer moves the due time set here.
         row.held_for = None
         written.append("held_for")
+    if lapsed:
+        # A tick stalled past its lease still holds the token, and its late write-back would
+        # delete or overwrite the edit: release the claim, as `replace` does, so that
+        # write-back finds nothing (it is fenced by the token).
+        row.claim_token = row.claimed_until = None
+        written += ["claim_token", "claimed_until"]
     if not dry_run:
         row.save(update_fields=[*written, "updated_at"])
         wake.announce_due(row.next_fire_at)
     return written
 
 
-def _lock_for_edit(row: Notification, version: datetime | None) -> None:
+def _lock_for_edit(row: Notification, version: datetime | None) -> bool:
     """Lock the stored `row` (PostgreSQL, MariaDB/MySQL; SQLite's write transaction does the
-    same) and raise ValidationError if an edit of it must not be saved (see `edit`).
+    same) and raise ValidationError if an edit of it must not be saved (see `edit`). Returns
+    whether it holds a claim whose lease ran out.
 
     A tick's write-back is fenced by its claim, not by what an operator saved meanwhile: a
     one-shot row edited while its firing is in flight would be deleted by that firing's
@@ -276,14 +289,15 @@ def _lock_for_edit(row: Notification, version: datetime | None) -> None:
     if connection.features.has_select_for_update:
         rows = rows.select_for_update()  # held to the end of the caller's transaction
     live = ExpressionWrapper(states.claim_live(lease_clock=DatabaseNow()), output_field=BooleanField())
-    stored = rows.annotate(live=live).values_list("live", "updated_at").first()
+    stored = rows.annotate(live=live).values_list("live", "updated_at", "claimed_until").first()
     if stored is None:
         raise ValidationError(EDIT_GONE, code="gone")
-    in_flight, updated_at = stored
+    in_flight, updated_at, claimed_until = stored
     if in_flight:
         raise ValidationError(EDIT_IN_FLIGHT, code="in_flight")
     if version is not None and updated_at != version:
         raise ValidationError(EDIT_STALE, code="stale")
+    return claimed_until is not None  # and not live: its lease ran out
 
 
 # What an edit may write: the fields host code sets and the due time, never the queue's own.
