@@ -196,6 +196,32 @@ def test_a_failed_probe_doubles_the_cooldown_up_to_the_maximum(make_row, webhook
 
 
 @pytest.mark.django_db(transaction=True)
+@override_settings(NOTIFICATIONS_CIRCUIT_BREAKER=BREAKER, NOTIFICATIONS_BACKOFF=[3600, 3600])
+@pytest.mark.parametrize("state", ["open", "half_open"])
+def test_a_circuit_left_by_a_clock_an_hour_fast_holds_a_correct_host_no_longer_than_its_cooldown(
+    make_row, webhook_server, clock, state
+):
+    # A tick on a host an hour fast opened the circuit (or claimed its probe and died): its
+    # retry_at was an hour past the cooldown, and correct hosts held the target that long.
+    webhook_server.reply.status = 503
+    url = webhook_server.url()
+    hooks(make_row, url, 3)
+    run_tick(now=START + timedelta(hours=1))
+    key = key_of(webhook_server)
+    if state == "half_open":
+        Target.objects.start_probe(key, now=START + timedelta(hours=2), until=START + timedelta(hours=2, minutes=3))
+    assert Target.objects.get(key=key).state == state
+    webhook_server.reply.status = 200
+    hooks(make_row, url, 5)
+
+    first = run_tick()  # the correct clock: one probe, which closes the circuit
+    assert (first.counts()["succeeded"], first.counts()["deferred"]) == (1, 4)
+    assert Target.objects.get(key=key).state == "closed"
+    assert run_tick().counts()["succeeded"] == 4  # released at once, not an hour later
+    assert len(webhook_server.received) == 3 + 5
+
+
+@pytest.mark.django_db(transaction=True)
 @override_settings(NOTIFICATIONS_CIRCUIT_BREAKER=BREAKER)
 def test_permanent_answers_end_the_streak(make_row, webhook_server):
     webhook_server.reply.status = 404

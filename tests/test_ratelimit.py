@@ -170,6 +170,32 @@ def test_a_tick_waits_for_a_slot_that_came_due_but_was_not_claimed():
 
 
 @pytest.mark.django_db(transaction=True)
+def test_an_empty_bucket_beside_a_full_one_says_when_the_next_token_comes():
+    # The 2/s bucket is empty; the 1000/h one, asked for what it granted (none), is nearly
+    # full. Its wait (none) made the slot: rows came back every 2 ms, claimed and deferred.
+    limits = (Limit(2, "s"), Limit(1000, "h"))
+    t = 4_000_000.0
+    assert take("both", limits, 2, t).granted == 2
+    grant = take("both", limits, 5, t)
+    assert grant.granted == 0
+    assert grant.next_at == pytest.approx(t + 0.5, abs=0.01)
+    assert grant.rate == 2.0
+    assert take("both", limits, 5, grant.next_at).granted == 1
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(NOTIFICATIONS_RATE_LIMITS={"*": "2/s,1000/h"})
+def test_a_target_with_two_limits_sends_at_the_tighter_rate(make_row, webhook_server):
+    for n in range(8):
+        make_row(channels=["webhook"], webhook_url=webhook_server.url(f"/two/{n}"))
+
+    report = run_tick(budget=5)
+
+    assert report.counts()["succeeded"] == 8  # 2 at once, then 2 a second
+    assert report.counts()["deferred"] <= 8  # each row deferred about once, not every 2 ms
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_stamp_left_in_the_future_by_a_fast_clock_is_set_back_by_the_next_take():
     two = (Limit(2, "s"),)
     t = 3_000_000.0

@@ -40,6 +40,11 @@ from notifications.models import Notification, Target
 logger = logging.getLogger("notifications.tick")
 
 ERROR_SHOWN = 500  # characters of the last error kept on a target
+# How far a circuit's `retry_at` may be past what its cooldown (or a probe's lease) allows
+# and still count (seconds). Further ahead, it was written by a host whose clock runs fast
+# (an hour, say): the cooldown counts as over and the probe is claimed on that very value, so
+# a correct host probes the target at once instead of holding it until the clocks catch up.
+RETRY_AHEAD = 30.0
 BREAKER_KEYS = ("failures", "cooldown", "max_cooldown")
 
 
@@ -152,7 +157,11 @@ class Breaker:
             target = self.known.get(key)
             if target is None or target.state == Target.State.CLOSED:
                 continue
-            if target.retry_at is not None and target.retry_at <= now and probe_for is None:
+            if (
+                target.retry_at is not None
+                and (target.retry_at <= now or self._ahead(target, now))
+                and probe_for is None
+            ):
                 probe_for = key  # due for a probe: claimed below, if nothing else holds the row
                 continue
             return self._held_until(target, now), key
@@ -163,8 +172,14 @@ class Breaker:
             admission.probes[row.pk] = probe_for
         return None
 
+    def _ahead(self, target: Target, now: datetime) -> bool:
+        """`target.retry_at` is further ahead than a cooldown or a probe's lease from now can
+        put it: written by a host whose clock runs fast (see RETRY_AHEAD)."""
+        allowed = max(target.cooldown, self.probe_lease) + RETRY_AHEAD
+        return target.retry_at is not None and target.retry_at > now + timedelta(seconds=allowed)
+
     def _held_until(self, target: Target, now: datetime) -> datetime:
-        if target.retry_at is not None and target.retry_at > now:
+        if target.retry_at is not None and target.retry_at > now and not self._ahead(target, now):
             return target.retry_at
         # Held open by hand, or a probe someone else just claimed: look again later.
         return now + timedelta(seconds=self.settings.max_cooldown if target.manual else self.probe_lease)
@@ -172,8 +187,9 @@ class Breaker:
     def _claim_probe(self, key: str, now: datetime) -> bool:
         """Take the one probe of `key`'s cooldown: True for the tick whose UPDATE wins."""
         until = now + timedelta(seconds=self.probe_lease)
-        won = Target.objects.start_probe(key, now=now, until=until)
         target = self.known[key]
+        stale = target.retry_at if self._ahead(target, now) else None
+        won = Target.objects.start_probe(key, now=now, until=until, stale=stale)
         target.retry_at = until
         target.state = Target.State.HALF_OPEN
         if won:

@@ -141,11 +141,18 @@ def take(target: str, limits: tuple[Limit, ...], want: int, now: float | None = 
         for limit, got, _ in taken:
             if got > granted:
                 _give_back(bucket_key(target, limit), limit, got - granted)
-    # The bucket that granted least (the slowest, on a tie) says when the next token comes.
-    binding, _, left = min(taken, key=lambda t: (t[1], t[0].rate))
-    # Until the next whole token, and a little (SLOT_MARGIN) so it is there when the row comes.
-    wait = max(0.0, 1.0 - max(left, 0.0)) / binding.rate + SLOT_MARGIN
-    return Grant(granted, now + wait, binding.rate)
+    # The next row needs a token from every bucket: the one whose next whole token is furthest
+    # off (the slowest, on a tie) says when it comes. A bucket asked only for what an earlier
+    # one granted (none, when it was empty) may be full: it must not make that slot now.
+    waits = [(_until_next(left + got - granted, limit), limit) for limit, got, left in taken]
+    wait, binding = max(waits, key=lambda w: (w[0], -w[1].rate))
+    # And a little (SLOT_MARGIN) so the token is there when the row comes.
+    return Grant(granted, now + wait + SLOT_MARGIN, binding.rate)
+
+
+def _until_next(left: float, limit: Limit) -> float:
+    """Seconds until a bucket with `left` tokens has a whole one."""
+    return max(0.0, 1.0 - max(left, 0.0)) / limit.rate
 
 
 # --- the buckets' SQL: the one place it differs per database ----------------------------

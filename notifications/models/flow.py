@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.db import models
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from notifications.databases import SettledOnMySQL
@@ -26,11 +26,15 @@ class TargetQuerySet(models.QuerySet["Target"]):
             updated_at=now,
         )
 
-    def start_probe(self, key: str, *, now: datetime, until: datetime) -> int:
-        """open (cooldown over), or half_open (a probe never reported back) -> half_open until `until`."""
-        return self.filter(
-            key=key, state__in=[Target.State.OPEN, Target.State.HALF_OPEN], manual=False, retry_at__lte=now
-        ).update(state=Target.State.HALF_OPEN, retry_at=until, updated_at=now)
+    def start_probe(self, key: str, *, now: datetime, until: datetime, stale: datetime | None = None) -> int:
+        """open (cooldown over), or half_open (a probe never reported back) -> half_open until `until`.
+
+        `stale`: a `retry_at` left far ahead by a fast clock, taken as over while it is still
+        the stored value (so one tick wins that probe too)."""
+        due = Q(retry_at__lte=now) if stale is None else Q(retry_at__lte=now) | Q(retry_at=stale)
+        return self.filter(due, key=key, state__in=[Target.State.OPEN, Target.State.HALF_OPEN], manual=False).update(
+            state=Target.State.HALF_OPEN, retry_at=until, updated_at=now
+        )
 
     def reopen(self, key: str, *, now: datetime, cooldown: float, failures: int) -> int:
         """half_open -> open: the probe failed; `failures` more on the streak."""
