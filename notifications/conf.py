@@ -139,7 +139,8 @@ def is_positive(value: Any, *, integer: bool) -> bool:
     numbers, and infinity is not a number of seconds a tick can plan with."""
     if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
         return False
-    return bool(value > 0) and math.isfinite(value)
+    # An int is always finite; math.isfinite() would raise OverflowError past 1e308.
+    return bool(value > 0) and (isinstance(value, int) or math.isfinite(value))
 
 
 def maximum(name: str) -> float:

@@ -22,13 +22,17 @@ else:
 SECRET_FIELD = "webhook_secret"  # noqa: S105 - a field name, not a secret
 
 
-class PayloadField(forms.JSONField):
-    """The payload as JSON text; nesting past `max_payload_depth()` is refused before anything recurses.
+class CheckedJSONField(forms.JSONField):
+    """JSON text; what Django's field would raise on is an error on the field instead.
 
     Django's JSON decoding and the model field's own check are recursive: posted JSON
-    nested a few hundred levels deep would end in RecursionError (a 500) instead of an
-    error on the field.
+    nested a few hundred levels deep would end in RecursionError (a 500), and an integer
+    past Python's 4,300 digits in ValueError, instead of an error on the field. Nesting
+    past `max_payload_depth()` is refused before anything recurses.
     """
+
+    unreadable_message = _("Give only JSON values: %(reason)s.")
+    too_deep_message = _("This is nested deeper than %(depth)d levels.")
 
     def to_python(self, value: Any) -> Any:
         try:
@@ -37,15 +41,9 @@ class PayloadField(forms.JSONField):
         except RecursionError:
             too_deep = True
         except ValueError as exc:  # not JSONDecodeError: an integer past Python's 4,300 digits
-            raise ValidationError(
-                _("The payload must hold only JSON values: %(reason)s."), code="invalid", params={"reason": exc}
-            ) from None
+            raise ValidationError(self.unreadable_message, code="invalid", params={"reason": exc}) from None
         if too_deep:
-            raise ValidationError(
-                _("The payload is nested deeper than %(depth)d levels."),
-                code="invalid",
-                params={"depth": max_payload_depth()},
-            )
+            raise ValidationError(self.too_deep_message, code="invalid", params={"depth": max_payload_depth()})
         return converted
 
     def bound_data(self, data: Any, initial: Any) -> Any:
@@ -63,14 +61,21 @@ class PayloadField(forms.JSONField):
         return value
 
 
-class OptionalJSONField(forms.JSONField):
+class PayloadField(CheckedJSONField):
+    """The payload as JSON text (see `CheckedJSONField`)."""
+
+    unreadable_message = _("The payload must hold only JSON values: %(reason)s.")
+    too_deep_message = _("The payload is nested deeper than %(depth)d levels.")
+
+
+class OptionalJSONField(CheckedJSONField):
     """A JSON value that may be left out: an empty box, not the word `null`, when there is none."""
 
     def prepare_value(self, value: Any) -> Any:
         return "" if value is None else super().prepare_value(value)
 
 
-class HeadersField(forms.JSONField):
+class HeadersField(CheckedJSONField):
     """Extra headers as a JSON object; an empty box is none (`{}`)."""
 
     def to_python(self, value: Any) -> Any:

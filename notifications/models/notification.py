@@ -365,6 +365,10 @@ class Notification(SettledOnMySQL, models.Model):
         unstorable = validation.storable_errors(self)
         if unstorable:
             exclude = {*(exclude or ()), *unstorable}
+        # Django's IntegerField raises OverflowError on float("inf"): clean() refuses it.
+        infinite = [n for n in ("max_delay", "max_retries") if validation.not_finite(getattr(self, n))]
+        if infinite:
+            exclude = {*(exclude or ()), *infinite}
         super().clean_fields(exclude)
 
     def clean(self) -> None:

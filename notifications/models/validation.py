@@ -9,6 +9,7 @@ message instead of crashing the tick.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -235,8 +236,12 @@ TEXT_FIELDS = (
     "recurrence_rule",
     "timezone",
     "quiet_hours",
+    "from_email",
+    "mailer",
 )
 ADDRESS_FIELDS = ("email_to", "email_cc", "email_bcc", "reply_to")
+# JSON a row stores: every string inside (keys too) is held to the same rule.
+JSON_FIELDS = ("payload", "headers", "attachments", "message")
 NUL_MESSAGE = "Remove the NUL character (\\u0000): no database stores it."
 SURROGATE_MESSAGE = "Remove the unpaired surrogate (\\ud800-\\udfff): it is not Unicode text."
 
@@ -262,11 +267,16 @@ def text_errors(value: Any) -> list[str]:
     return []
 
 
+def not_finite(value: Any) -> bool:
+    """Whether `value` is a float infinity or NaN (no integer field can read it)."""
+    return isinstance(value, float) and not math.isfinite(value)
+
+
 def storable_errors(row: Notification) -> Errors:
     """Text fields, addresses and the payload holding what no database stores (NUL, an
     unpaired surrogate), by field; the other rules are not asked of such a field."""
     errors: Errors = {}
-    for name in (*TEXT_FIELDS, *ADDRESS_FIELDS, "payload"):
+    for name in (*TEXT_FIELDS, *ADDRESS_FIELDS, *JSON_FIELDS):
         messages = text_errors(getattr(row, name, None))
         if messages:
             errors[name] = messages
@@ -340,10 +350,11 @@ def message_errors(row: Notification) -> list[str]:
         isinstance(a, dict) and isinstance(a.get("mimetype"), str) for a in alternatives
     ):
         return ["This row's queued message is malformed (its alternatives are not a list of parts)."]
-    size = len((row.body or "").encode())
+    # surrogatepass: a lone surrogate is refused on its field (`storable_errors`), not here.
+    size = len((row.body or "").encode("utf-8", "surrogatepass"))
     for alternative in alternatives:
         content = alternative.get("content")
-        size += len(content.encode()) if isinstance(content, str) else len(str(content))
+        size += len(content.encode("utf-8", "surrogatepass")) if isinstance(content, str) else len(str(content))
     if size > MAX_MESSAGE_BYTES:
         return [f"The message's text is larger than {MAX_MESSAGE_BYTES:,} bytes."]
     return []

@@ -24,7 +24,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterError, croniter
 from dateutil import parser
-from dateutil.rrule import YEARLY, rrule, rrulestr
+from dateutil.rrule import HOURLY, MINUTELY, MONTHLY, WEEKLY, YEARLY, rrule, rrulestr
 
 # More wall-clock matches than this that all land at or before `after` means the rule
 # cannot advance (it would loop); a real rule needs at most a handful (DST gap/fold).
@@ -197,6 +197,8 @@ def _parse_rrule(rule: str, anchor: datetime) -> rrule:
         raise InvalidRule("give one RRULE, not a set")
     if not _some_day_matches(rule):
         raise InvalidRule("the RRULE never fires: no date matches its BYxxx parts")
+    if not _some_position_exists(parsed):
+        raise InvalidRule("the RRULE never fires: no period has as many occurrences as its BYSETPOS asks for")
     return parsed
 
 
@@ -246,6 +248,38 @@ def _some_day_matches(rule: str) -> bool:
         bysecond=None,
     )
     return dates.after(start, inc=True) is not None
+
+
+def _some_position_exists(parsed: rrule) -> bool:
+    """Whether a period of the rule can hold the occurrence its BYSETPOS picks:
+    `FREQ=MINUTELY;BYSECOND=0;BYSETPOS=2` asks for the second of one occurrence a minute.
+
+    dateutil looks period by period until year 9999 for such a rule: hours of CPU for a
+    minutely one. A period holds at most its days (one for DAILY and finer; for WEEKLY,
+    MONTHLY and YEARLY at most 7, 31 and 366, fewer when BYDAY or BYMONTHDAY name fewer)
+    times its times of day (the rule's time parts finer than its frequency). An upper
+    bound: only a rule that can never fire is refused.
+    """
+    positions = getattr(parsed, "_bysetpos", None)
+    if not positions:
+        return True
+    freq = parsed._freq  # type: ignore[attr-defined]
+    if freq < HOURLY:
+        times = len(parsed._timeset)  # type: ignore[attr-defined]
+    elif freq == HOURLY:
+        times = len(parsed._byminute) * len(parsed._bysecond)  # type: ignore[attr-defined]
+    elif freq == MINUTELY:
+        times = len(parsed._bysecond)  # type: ignore[attr-defined]
+    else:
+        times = 1
+    days = {YEARLY: 366, MONTHLY: 31, WEEKLY: 7}.get(freq, 1)
+    if freq == WEEKLY and parsed._byweekday:  # type: ignore[attr-defined]
+        days = min(days, len(parsed._byweekday))  # type: ignore[attr-defined]
+    monthdays = len(parsed._bymonthday or ()) + len(parsed._bynmonthday or ())  # type: ignore[attr-defined]
+    if freq == MONTHLY and monthdays:
+        days = min(days, monthdays)
+    # The n-th (or n-th from last) occurrence needs ceil(n / times) days of the period.
+    return any((abs(position) - 1) // max(times, 1) < days for position in positions)
 
 
 def place(wall: datetime, tz: ZoneInfo) -> datetime:
