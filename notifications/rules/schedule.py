@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as _datetime
 import functools
+import math
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -24,7 +25,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterError, croniter
 from dateutil import parser
-from dateutil.rrule import HOURLY, MINUTELY, MONTHLY, WEEKLY, YEARLY, rrule, rrulestr
+from dateutil.rrule import YEARLY, rrule, rrulestr
 
 # More wall-clock matches than this that all land at or before `after` means the rule
 # cannot advance (it would loop); a real rule needs at most a handful (DST gap/fold).
@@ -197,7 +198,7 @@ def _parse_rrule(rule: str, anchor: datetime) -> rrule:
         raise InvalidRule("give one RRULE, not a set")
     if not _some_day_matches(rule):
         raise InvalidRule("the RRULE never fires: no date matches its BYxxx parts")
-    if not _some_position_exists(parsed):
+    if not _some_position_exists(rule):
         raise InvalidRule("the RRULE never fires: no period has as many occurrences as its BYSETPOS asks for")
     return parsed
 
@@ -250,36 +251,49 @@ def _some_day_matches(rule: str) -> bool:
     return dates.after(start, inc=True) is not None
 
 
-def _some_position_exists(parsed: rrule) -> bool:
+# The time parts finer than each frequency: a period holds one time per combination of them.
+_FINER_TIME_PARTS = {
+    "SECONDLY": (),
+    "MINUTELY": ("BYSECOND",),
+    "HOURLY": ("BYMINUTE", "BYSECOND"),
+}
+_ALL_TIME_PARTS = ("BYHOUR", "BYMINUTE", "BYSECOND")  # DAILY and coarser
+_DAYS_PER_PERIOD = {"YEARLY": 366, "MONTHLY": 31, "WEEKLY": 7}  # DAILY and finer: 1
+
+
+def _rule_part(upper: str, name: str) -> list[str]:
+    """The comma-separated values of one part of an upper-cased RRULE (none when absent)."""
+    found = re.search(rf"(?:^|[;:]){name}=([^;\s]*)", upper)
+    return [v for v in found.group(1).split(",") if v] if found else []
+
+
+@functools.lru_cache(maxsize=1024)
+def _some_position_exists(rule: str) -> bool:
     """Whether a period of the rule can hold the occurrence its BYSETPOS picks:
     `FREQ=MINUTELY;BYSECOND=0;BYSETPOS=2` asks for the second of one occurrence a minute.
 
     dateutil looks period by period until year 9999 for such a rule: hours of CPU for a
     minutely one. A period holds at most its days (one for DAILY and finer; for WEEKLY,
     MONTHLY and YEARLY at most 7, 31 and 366, fewer when BYDAY or BYMONTHDAY name fewer)
-    times its times of day (the rule's time parts finer than its frequency). An upper
-    bound: only a rule that can never fire is refused.
+    times its times (one per combination of the time parts finer than its frequency; an
+    absent part is the start's one value). An upper bound, read from the rule's text: only
+    a rule that can never fire is refused.
     """
-    positions = getattr(parsed, "_bysetpos", None)
+    upper = rule.upper()
+    try:
+        positions = [int(p) for p in _rule_part(upper, "BYSETPOS")]
+    except ValueError:
+        return True  # not readable here: the caller's own parse says why
     if not positions:
         return True
-    freq = parsed._freq  # type: ignore[attr-defined]
-    if freq < HOURLY:
-        times = len(parsed._timeset)  # type: ignore[attr-defined]
-    elif freq == HOURLY:
-        times = len(parsed._byminute) * len(parsed._bysecond)  # type: ignore[attr-defined]
-    elif freq == MINUTELY:
-        times = len(parsed._bysecond)  # type: ignore[attr-defined]
-    else:
-        times = 1
-    days = {YEARLY: 366, MONTHLY: 31, WEEKLY: 7}.get(freq, 1)
-    if freq == WEEKLY and parsed._byweekday:  # type: ignore[attr-defined]
-        days = min(days, len(parsed._byweekday))  # type: ignore[attr-defined]
-    monthdays = len(parsed._bymonthday or ()) + len(parsed._bynmonthday or ())  # type: ignore[attr-defined]
-    if freq == MONTHLY and monthdays:
-        days = min(days, monthdays)
+    freq = next(iter(_rule_part(upper, "FREQ")), "")
+    times = math.prod(max(len(_rule_part(upper, part)), 1) for part in _FINER_TIME_PARTS.get(freq, _ALL_TIME_PARTS))
+    days = _DAYS_PER_PERIOD.get(freq, 1)
+    named_days = {"WEEKLY": "BYDAY", "MONTHLY": "BYMONTHDAY"}.get(freq)
+    if named_days and _rule_part(upper, named_days):
+        days = min(days, len(_rule_part(upper, named_days)))
     # The n-th (or n-th from last) occurrence needs ceil(n / times) days of the period.
-    return any((abs(position) - 1) // max(times, 1) < days for position in positions)
+    return any((abs(position) - 1) // times < days for position in positions)
 
 
 def place(wall: datetime, tz: ZoneInfo) -> datetime:
