@@ -9,25 +9,21 @@ error or a hung worker.
   (`math.isfinite`), in `schedule()` and as a 500 in the admin; `float("inf")` in
   `max_delay` or `max_retries` did so in Django's IntegerField. The admin's `headers` and
   `backoff` boxes gave a 500 for an integer of 5,000 digits, as the payload's once did.
-- An RRULE whose BYSETPOS no period can hold (`FREQ=MINUTELY;BYSECOND=0;BYSETPOS=2`, the
-  second of one occurrence a minute) never fires: dateutil searched until year 9999 for
-  it, hours of CPU in `schedule()`, the admin and the tick.
+
+An RRULE whose BYSETPOS no period can hold is in tests/test_rule_bounds.py.
 """
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 
 import pytest
-from django.core import mail
 from django.core.exceptions import ValidationError
 from django.core.mail import EmailMultiAlternatives
 from django.test.utils import override_settings
-from django.urls import reverse
 from django.utils import timezone
 
-from notifications.api import Attachment, run_tick, schedule
+from notifications.api import Attachment, schedule
 from notifications.models import Notification
 from tests.support.admin_forms import change_form, change_url
 
@@ -115,70 +111,3 @@ def test_the_admin_change_form_refuses_it_on_its_field(admin_client, field, valu
     assert response.status_code == 200
     assert list(response.context["adminform"].form.errors) == [field]
     assert Notification.objects.get(pk=row.pk).updated_at == row.updated_at
-
-
-NEVER = [
-    "FREQ=MINUTELY;BYSECOND=0;BYSETPOS=2",
-    "FREQ=HOURLY;BYMINUTE=0;BYSETPOS=-2",
-    "FREQ=DAILY;BYHOUR=9;BYMINUTE=0;BYSETPOS=2",
-    "FREQ=WEEKLY;BYDAY=MO;BYSETPOS=2",
-]
-MESSAGE = "The RRULE never fires: no period has as many occurrences as its BYSETPOS asks for."
-
-
-@pytest.mark.parametrize("rule", NEVER)
-def test_schedule_refuses_a_bysetpos_no_period_holds_at_once(rule):
-    started = time.monotonic()
-    with pytest.raises(ValidationError) as refused:
-        schedule(**EMAIL, recurrence_rule=rule)
-    assert time.monotonic() - started < 2
-    assert refused.value.message_dict["recurrence_rule"] == [MESSAGE]
-
-
-@pytest.mark.parametrize(
-    "rule",
-    [
-        "FREQ=MINUTELY;BYSECOND=0,30;BYSETPOS=-2",
-        "FREQ=DAILY;BYHOUR=9,17;BYMINUTE=0;BYSETPOS=2",
-        "FREQ=WEEKLY;BYDAY=MO,FR;BYSETPOS=2",
-        "FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1",
-    ],
-)
-def test_bysetpos_a_period_holds_still_schedules(rule):
-    assert schedule(**EMAIL, recurrence_rule=rule).next_fire_at is not None
-
-
-def test_the_admin_add_form_refuses_such_a_rule_at_once(admin_client):
-    data = {
-        **{k: v for k, v in EMAIL.items() if k != "channels"},
-        "channels": ["email"],
-        "payload": "{}",
-        "timezone": "UTC",
-        "recurrence_rule": NEVER[0],
-        "next_fire_at_0": "",
-        "next_fire_at_1": "",
-    }
-    started = time.monotonic()
-    response = admin_client.post(reverse("admin:notifications_notification_add"), data)
-
-    assert time.monotonic() - started < 5
-    assert response.status_code == 200
-    assert list(response.context["adminform"].form.errors) == ["recurrence_rule"]
-
-
-def test_the_tick_dead_letters_a_bulk_created_row_with_such_a_rule_and_sends_the_rest():
-    now = timezone.now()
-    (never,) = Notification.objects.bulk_create(
-        [Notification(**EMAIL, recurrence_rule=NEVER[0], timezone="UTC", next_fire_at=now - timedelta(minutes=1))]
-    )
-    schedule(**{**EMAIL, "email_to": "bob@example.com"}, fire_at=now)
-
-    started = time.monotonic()
-    report = run_tick(now=now)
-
-    assert time.monotonic() - started < 5
-    assert (report.counts()["dead_lettered"], report.counts()["succeeded"]) == (1, 1)
-    assert [m.to for m in mail.outbox] == [["bob@example.com"]]
-    row = Notification.objects.get(pk=never.pk)
-    assert row.dead_lettered_at is not None and row.next_fire_at is None
-    assert row.last_error == f"invalid: recurrence_rule: {MESSAGE}"
