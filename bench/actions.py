@@ -6,6 +6,10 @@ admin's "select all" does, and are timed; while the requeue runs, the host site 
 one row of its own every 50 ms from another connection, and the longest of those saves
 is reported: each action works in chunks of `ACTION_BATCH` rows, one short transaction
 each, so the host's writes get their turn between chunks.
+
+Then the operator's own path: "Select all" and "Requeue" posted to the admin's list of
+dead letters by a logged-in superuser, which also writes one `LogEntry` per row (a
+chunk's entries in the chunk's transaction).
 """
 
 from __future__ import annotations
@@ -111,6 +115,37 @@ def scenario_actions(table: Any, rows: int) -> None:
         table.add(f"{name} a select-all of {rows:,} rows ({vendor})", f"{seconds:.1f} s ({result.changed:,} changed)")
     seconds, deleted = timed(lambda: services.purge(selection))
     table.add(f"purge a select-all of {rows:,} rows ({vendor})", f"{seconds:.1f} s ({deleted:,} deleted)")
+    clear()
+    admin_requeue(table, rows, vendor)
+
+
+def admin_requeue(table: Any, rows: int, vendor: str) -> None:
+    """Select all -> Requeue on the admin's list of dead letters, as an operator posts it."""
+    from django.contrib.admin.models import LogEntry
+    from django.contrib.auth.models import User
+    from django.test import Client
+    from django.urls import reverse
+
+    from notifications.models import Notification
+
+    from .run import clear
+
+    make_dead_rows(rows)
+    operator = User.objects.create_superuser("bench-operator", "operator@example.com", None)
+    client = Client()
+    client.force_login(operator)
+    page = list(Notification.objects.order_by("pk").values_list("pk", flat=True)[:100])  # the boxes of one page
+    form = {"action": "requeue", "select_across": "1", "index": "0", "_selected_action": page}
+    url = reverse("admin:notifications_notification_changelist") + "?state=dead"
+    seconds, response = timed(lambda: client.post(url, form))
+    requeued = Notification.objects.filter(dead_lettered_at__isnull=True, error_count=0).count()
+    logged = LogEntry.objects.count()
+    table.add(
+        f"requeue a select-all of {rows:,} dead letters through the admin ({vendor})",
+        f"{seconds:.1f} s (HTTP {response.status_code}, {requeued:,} requeued, {logged:,} log entries)",
+    )
+    LogEntry.objects.all().delete()
+    User.objects.filter(pk=operator.pk).delete()
     clear()
 
 

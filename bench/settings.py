@@ -13,12 +13,36 @@ DEBUG = False
 USE_TZ = True
 TIME_ZONE = "UTC"
 INSTALLED_APPS = [
+    "django.contrib.admin",  # the actions scenario's select-all goes through the admin too
     "django.contrib.contenttypes",
     "django.contrib.auth",
+    "django.contrib.sessions",
+    "django.contrib.messages",
     "notifications",
     "post_office",  # the peer in the email comparison
 ]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+ROOT_URLCONF = "bench.urls"
+ALLOWED_HOSTS = ["testserver"]  # the actions scenario's test client
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
 DATABASES = {"default": json.loads(os.environ["BENCH_DATABASE"])}
 
 # Both queues send through the same do-nothing backend: the comparison is the queue.
