@@ -124,7 +124,29 @@ def _attachment(item: Any) -> Any:
     filename, content, mimetype = item  # Django's EmailAttachment, or the tuple before it
     from notifications.models.attachments import Attachment
 
+    # A message/rfc822 attachment may be a message itself (Django's `attach()` takes an
+    # EmailMessage or an email.message.Message): kept as its bytes, which Django parses back.
+    if isinstance(content, EmailMessage):
+        content = content.message().as_bytes()
+    elif isinstance(content, Message):
+        content = content.as_bytes()
+    if not filename and isinstance(content, str | bytes):
+        return _unnamed_part(content, mimetype)
     return Attachment(filename or "", content, mimetype)
+
+
+def _unnamed_part(content: str | bytes, mimetype: str | None) -> Any:
+    """An attachment without a file name, as Django sends one: a MIME part with no
+    Content-Disposition, kept whole (a row's attachments otherwise need a name)."""
+    import email.policy
+    from email.message import MIMEPart
+
+    maintype, _, subtype = (mimetype or "application/octet-stream").partition("/")
+    part = MIMEPart(policy=email.policy.default)
+    params = {"charset": "utf-8"} if maintype == "text" and isinstance(content, str) else None
+    data = content.encode() if isinstance(content, str) else content
+    part.set_content(data, maintype=maintype, subtype=subtype or "octet-stream", params=params)
+    return part
 
 
 def _queue(queued: list[QueuedMessage], fail_silently: bool) -> None:

@@ -2,8 +2,10 @@
 
 A message without recipients is skipped; an invalid one raises at once, or with
 `fail_silently` is skipped while the others are queued; a message over the attachment
-limits is refused when it is sent, before the caller's transaction commits; and
-django-anymail's `send_at` given as a date comes back a date.
+limits is refused when it is sent, before the caller's transaction commits;
+django-anymail's `send_at` given as a date comes back a date; and what Django's `attach()`
+takes beyond a named file (a message as `message/rfc822`, content without a file name) is sent
+as Django sends it.
 """
 
 from __future__ import annotations
@@ -87,3 +89,45 @@ def test_an_anymail_send_at_date_is_sent_as_a_date():
 
     (sent,) = mail.outbox
     assert sent.send_at == date(2030, 12, 25)
+
+
+def test_a_message_attached_as_message_rfc822_is_queued_and_sent_whole():
+    # Django's attach() takes an EmailMessage, or an email.message.Message, as message/rfc822.
+    forwarded = EmailMessage("Original", "The first message.", "grace@example.com", ["ada@example.com"])
+    message = EmailMessage("Fwd: Original", "See below.", to=["ada@example.com"])
+    message.attach("original.eml", forwarded, "message/rfc822")
+    message.attach("second.eml", forwarded.message(), "message/rfc822")
+
+    assert message.send() == 1
+    assert run_tick().counts()["succeeded"] == 1
+
+    (sent,) = mail.outbox
+    parts = [p for p in sent.message().walk() if p.get_content_type() == "message/rfc822"]
+    assert [p.get_filename() for p in parts] == ["original.eml", "second.eml"]
+    for part in parts:
+        (inner,) = part.get_payload()
+        assert (inner["Subject"], inner["From"], inner.get_payload().strip()) == (
+            "Original",
+            "grace@example.com",
+            "The first message.",
+        )
+
+
+def test_an_attachment_without_a_file_name_is_queued_and_sent_as_django_sends_it():
+    message = EmailMessage("Data", "Attached.", to=["ada@example.com"])
+    message.attach(None, "Grüße\n", "text/plain")
+    message.attach(None, b"\x00\x01\x02", "application/octet-stream")
+
+    assert message.send() == 1
+    assert run_tick().counts()["succeeded"] == 1
+
+    def attached(msg):
+        return [
+            (p.get_content_type(), p.get_filename(), p.get_content_disposition(), p.get_payload(decode=True))
+            for p in list(msg.message().walk())[2:]
+        ]
+
+    (sent,) = mail.outbox
+    got = attached(sent)
+    assert [(t, f, d) for t, f, d, _ in got] == [(t, f, d) for t, f, d, _ in attached(message)]
+    assert [data for *_, data in got] == ["Grüße\n".encode(), b"\x00\x01\x02"]
