@@ -222,6 +222,26 @@ def test_a_circuit_left_by_a_clock_an_hour_fast_holds_a_correct_host_no_longer_t
 
 
 @pytest.mark.django_db(transaction=True)
+@override_settings(NOTIFICATIONS_CIRCUIT_BREAKER={"failures": 3, "cooldown": 60, "max_cooldown": 3600})
+def test_a_circuit_opened_by_hand_with_no_cooldown_on_record_holds_until_its_retry_at(make_row, webhook_server, clock):
+    # Host code (or a fixture) may open a circuit from the documented fields alone: its
+    # retry_at is the operator's word, not a fast clock's, as long as max_cooldown allows it.
+    key = key_of(webhook_server)
+    Target.objects.create(key=key, state="open", failures=10, opened_at=START, retry_at=START + timedelta(minutes=30))
+    hooks(make_row, webhook_server.url(), 2)
+
+    assert run_tick().counts()["deferred"] == 2  # held until the circuit's retry_at
+    assert set(Notification.objects.values_list("next_fire_at", flat=True)) == {START + timedelta(minutes=30)}
+    clock.shift(timedelta(minutes=29))
+    assert run_tick().counts()["claimed"] == 0
+    assert webhook_server.received == []
+
+    clock.shift(timedelta(minutes=2))
+    assert run_tick().counts()["succeeded"] == 1  # the probe
+    assert Target.objects.get(key=key).state == "closed"
+
+
+@pytest.mark.django_db(transaction=True)
 @override_settings(NOTIFICATIONS_CIRCUIT_BREAKER=BREAKER)
 def test_permanent_answers_end_the_streak(make_row, webhook_server):
     webhook_server.reply.status = 404

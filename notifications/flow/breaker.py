@@ -174,8 +174,10 @@ class Breaker:
 
     def _ahead(self, target: Target, now: datetime) -> bool:
         """`target.retry_at` is further ahead than a cooldown or a probe's lease from now can
-        put it: written by a host whose clock runs fast (see RETRY_AHEAD)."""
-        allowed = max(target.cooldown, self.probe_lease) + RETRY_AHEAD
+        put it: written by a host whose clock runs fast (see RETRY_AHEAD). A circuit with no
+        cooldown on record (opened by hand, or by host code) may wait up to `max_cooldown`."""
+        cooldown = target.cooldown or self.settings.max_cooldown
+        allowed = max(cooldown, self.probe_lease) + RETRY_AHEAD
         return target.retry_at is not None and target.retry_at > now + timedelta(seconds=allowed)
 
     def _held_until(self, target: Target, now: datetime) -> datetime:
