@@ -180,6 +180,7 @@ def mime_part(data: bytes) -> Any:
         from email.parser import BytesParser
 
         return BytesParser(_class=MIMEPart, policy=email.policy.default).parsebytes(data)  # type: ignore[arg-type]  # any Message subclass
+    from email import encoders
     from email.mime.base import MIMEBase
 
     parsed = email.message_from_bytes(data)
@@ -188,5 +189,12 @@ def mime_part(data: bytes) -> Any:
         del part[name]
     for name, value in parsed.items():
         part[name] = value
-    part.set_payload(parsed.get_payload())
+    if str(parsed.get("Content-Transfer-Encoding", "")).lower() in ("8bit", "binary"):
+        # Parsed back, 8-bit text is a str of escaped bytes that the legacy Message class
+        # cannot write out again (UnicodeEncodeError on send): the same bytes, in base64.
+        del part["Content-Transfer-Encoding"]
+        part.set_payload(parsed.get_payload(decode=True))
+        encoders.encode_base64(part)
+    else:
+        part.set_payload(parsed.get_payload())
     return part

@@ -135,17 +135,12 @@ def _attachment(item: Any) -> Any:
     return Attachment(filename or "", content, mimetype)
 
 
-def _unnamed_part(content: str | bytes, mimetype: str | None) -> Any:
-    """An attachment without a file name, as Django sends one: a MIME part with no
-    Content-Disposition, kept whole (a row's attachments otherwise need a name)."""
-    import email.policy
-    from email.message import MIMEPart
-
-    maintype, _, subtype = (mimetype or "application/octet-stream").partition("/")
-    part = MIMEPart(policy=email.policy.default)
-    params = {"charset": "utf-8"} if maintype == "text" and isinstance(content, str) else None
-    data = content.encode() if isinstance(content, str) else content
-    part.set_content(data, maintype=maintype, subtype=subtype or "octet-stream", params=params)
+def _unnamed_part(content: str | bytes, mimetype: str | None) -> Message:
+    """An attachment without a file name, kept whole as the MIME part Django itself makes
+    of it (a row's attachments otherwise need a name). Asked of Django's own `message()`:
+    its headers differ between versions (no Content-Disposition on 5.2, `attachment` on 6)."""
+    made = EmailMessage(attachments=[(None, content, mimetype)]).message()  # type: ignore[list-item] # None: no name
+    part: Message = made.get_payload()[-1]  # multipart/mixed: the (empty) body, if any, then it
     return part
 
 

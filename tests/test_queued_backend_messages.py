@@ -10,6 +10,8 @@ as Django sends it.
 
 from __future__ import annotations
 
+import email
+import email.policy
 from datetime import date
 
 import pytest
@@ -122,9 +124,11 @@ def test_an_attachment_without_a_file_name_is_queued_and_sent_as_django_sends_it
     assert run_tick().counts()["succeeded"] == 1
 
     def attached(msg):
+        """The attachments as a recipient reads them: the message's bytes, parsed."""
+        received = email.message_from_bytes(msg.message().as_bytes(), policy=email.policy.default)
         return [
             (p.get_content_type(), p.get_filename(), p.get_content_disposition(), p.get_payload(decode=True))
-            for p in list(msg.message().walk())[2:]
+            for p in list(received.walk())[2:]
         ]
 
     (sent,) = mail.outbox
