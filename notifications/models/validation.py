@@ -447,6 +447,14 @@ def policy_errors(row: Notification) -> dict[str, list[str]]:
     return errors
 
 
+def stored_attachment_errors(value: Any) -> Errors:
+    """Why a row's stored `attachments` list (what `attachments.store` returned) cannot be
+    saved: the rules `Notification.full_clean` runs on that field, for a row validated
+    before its attachments were stored."""
+    messages = text_errors(value) or attachments.describe_errors(value)
+    return {"attachments": messages} if messages else {}
+
+
 def validate(row: Notification) -> None:
     """Raise a ValidationError naming each bad field of `row`."""
     errors = field_errors(row)
