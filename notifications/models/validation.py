@@ -249,6 +249,10 @@ SURROGATE_MESSAGE = "Remove the unpaired surrogate (\\ud800-\\udfff): it is not 
 def text_errors(value: Any) -> list[str]:
     """Why the string `value` (or any string inside a list or object, keys too) cannot be
     stored: a NUL, or an unpaired surrogate. Iterative: no depth raises RecursionError."""
+    if not value:  # most of a row's fields: blank, empty or None
+        return []
+    if type(value) is str and value.isascii():  # no surrogate: a NUL is all there is to find
+        return [NUL_MESSAGE] if "\x00" in value else []
     stack = [value]
     while stack:
         item = stack.pop()
@@ -283,10 +287,12 @@ def storable_errors(row: Notification) -> Errors:
     return errors
 
 
-def field_errors(row: Notification) -> Errors:
-    """Every problem of `row`, by field name; empty when the row can be delivered."""
+def field_errors(row: Notification, unstorable: Errors | None = None) -> Errors:
+    """Every problem of `row`, by field name; empty when the row can be delivered.
+
+    `unstorable`: `storable_errors(row)` when the caller has just computed it."""
     channels = row.channels if isinstance(row.channels, list) else []
-    errors: Errors = storable_errors(row)
+    errors: Errors = dict(unstorable) if unstorable is not None else storable_errors(row)
     unstorable = set(errors)
     for part in (
         {"channels": channel_errors(row.channels)},
@@ -455,9 +461,9 @@ def stored_attachment_errors(value: Any) -> Errors:
     return {"attachments": messages} if messages else {}
 
 
-def validate(row: Notification) -> None:
-    """Raise a ValidationError naming each bad field of `row`."""
-    errors = field_errors(row)
+def validate(row: Notification, unstorable: Errors | None = None) -> None:
+    """Raise a ValidationError naming each bad field of `row` (`unstorable`: see `field_errors`)."""
+    errors = field_errors(row, unstorable)
     for field, messages in policy_errors(row).items():
         errors.setdefault(field, []).extend(messages)
     if errors:

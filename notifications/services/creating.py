@@ -109,7 +109,8 @@ def prepare(
     if fire_at is not None and timezone.is_naive(fire_at):
         raise ValueError("fire_at must be an aware datetime (USE_TZ is on)")
     # The key's uniqueness is the database's to decide (`_save_keyed`): a check here would race.
-    row.full_clean(exclude=["next_fire_at"], validate_constraints=False)
+    # No unique field either (the pk is new): Django's validate_unique would find nothing to ask.
+    row.full_clean(exclude=["next_fire_at"], validate_unique=False, validate_constraints=False)
     if given and "email" not in row.channel_list:
         raise ValidationError({"attachments": ["Attachments go with the email channel."]})
     now = now or timezone.now()
