@@ -287,12 +287,13 @@ def storable_errors(row: Notification) -> Errors:
     return errors
 
 
-def field_errors(row: Notification, unstorable: Errors | None = None) -> Errors:
+def field_errors(row: Notification, storable: Errors | None = None) -> Errors:
     """Every problem of `row`, by field name; empty when the row can be delivered.
 
-    `unstorable`: `storable_errors(row)` when the caller has just computed it."""
+    `storable`: `storable_errors(row)` when the caller has just computed it."""
     channels = row.channels if isinstance(row.channels, list) else []
-    errors: Errors = dict(unstorable) if unstorable is not None else storable_errors(row)
+    known = storable if storable is not None else storable_errors(row)
+    errors: Errors = {field: list(messages) for field, messages in known.items()}
     unstorable = set(errors)
     for part in (
         {"channels": channel_errors(row.channels)},
@@ -461,9 +462,9 @@ def stored_attachment_errors(value: Any) -> Errors:
     return {"attachments": messages} if messages else {}
 
 
-def validate(row: Notification, unstorable: Errors | None = None) -> None:
-    """Raise a ValidationError naming each bad field of `row` (`unstorable`: see `field_errors`)."""
-    errors = field_errors(row, unstorable)
+def validate(row: Notification, storable: Errors | None = None) -> None:
+    """Raise a ValidationError naming each bad field of `row` (`storable`: see `field_errors`)."""
+    errors = field_errors(row, storable)
     for field, messages in policy_errors(row).items():
         errors.setdefault(field, []).extend(messages)
     if errors:
