@@ -8,6 +8,7 @@ message instead of crashing the tick.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sys
@@ -101,6 +102,20 @@ def url_errors(url: str) -> list[str]:
     return []
 
 
+def allowed_networks() -> tuple[Any, ...]:
+    """NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS parsed (`conf.parse_networks`), once per value
+    of the setting rather than once per row validated."""
+    value = app_settings.WEBHOOK_ALLOWED_NETWORKS
+    if isinstance(value, list | tuple) and all(isinstance(entry, str) for entry in value):
+        return _parsed_networks(tuple(value))
+    return parse_networks(value)
+
+
+@functools.lru_cache(maxsize=16)
+def _parsed_networks(entries: tuple[str, ...]) -> tuple[Any, ...]:
+    return parse_networks(entries)
+
+
 def address_errors(url: str) -> list[str]:
     """A URL whose host is a literal refused address (any spelling) is refused up front.
 
@@ -111,7 +126,7 @@ def address_errors(url: str) -> list[str]:
         host = urlsplit(url).hostname
     except ValueError:
         return []
-    refused = network.literal_refusal(host, parse_networks(app_settings.WEBHOOK_ALLOWED_NETWORKS)) if host else None
+    refused = network.literal_refusal(host, allowed_networks()) if host else None
     if refused is None:
         return []
     address, reason = refused
