@@ -10,7 +10,7 @@ schedule_many([{"channels": ["webhook"], "webhook_url": url, "payload": {"n": n}
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -63,7 +63,7 @@ def schedule(
     return schedule_notification(fire_at=fire_at, key=key, on_conflict=on_conflict, **fields)
 
 
-def schedule_many(rows: Sequence[Mapping[str, Any]], on_conflict: str = "error") -> list[Notification]:
+def schedule_many(rows: Iterable[Mapping[str, Any]], on_conflict: str = "error") -> list[Notification]:
     """Validate and enqueue many notifications at once, all or none; returns the saved rows
     in the same order.
 

@@ -108,6 +108,23 @@ def test_schedule_many_is_one_multi_row_insert_and_one_wake_up():
     assert len(rows) == 200
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_that_replaces_rows_still_wakes_the_fast_lane_once():
+    schedule(**HOOK, key="a")
+    schedule(**HOOK, key="b")
+    with Recorded() as queries:
+        schedule_many([{**HOOK, "key": "a"}, {**HOOK, "key": "b"}, HOOK, HOOK], on_conflict="replace")
+
+    assert statements(queries).count("NOTIFY") == len(wake_up())
+    assert Notification.objects.count() == 4
+
+
+def test_schedule_many_takes_any_iterable_of_dicts(db):
+    rows = schedule_many({**HOOK, "payload": {"n": n}} for n in range(3))
+
+    assert [row.payload for row in rows] == [{"n": 0}, {"n": 1}, {"n": 2}]
+
+
 @pytest.mark.django_db
 def test_schedule_many_returns_the_saved_rows_in_order_with_their_pks():
     rows = schedule_many([{**HOOK, "payload": {"n": n}, "fire_at": NOW + timedelta(minutes=n)} for n in range(30)])

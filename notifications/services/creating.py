@@ -194,7 +194,7 @@ def _insert_keyed(row: Notification) -> bool:
     return True
 
 
-def _replace_keyed(row: Notification) -> Notification | None:
+def _replace_keyed(row: Notification, *, announce: bool = True) -> Notification | None:
     """Give the row holding `row.key` every field of `row`: a fresh start. None if no row holds it.
 
     One UPDATE by key, so concurrent replaces queue on the row (its lock on PostgreSQL,
@@ -214,7 +214,8 @@ def _replace_keyed(row: Notification) -> Notification | None:
         replaced = Notification.objects.get(key=row.key)
         kept = {item["file"] for item in attachments.stored(replaced.attachments)}
         attachments.delete_files([item for item in old_files if item["file"] not in kept])  # on commit
-    wake.announce_due(replaced.next_fire_at)
+    if announce:  # schedule_many() wakes the fast lane once for its whole batch
+        wake.announce_due(replaced.next_fire_at)
     return replaced
 
 

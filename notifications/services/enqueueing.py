@@ -20,7 +20,7 @@ holds work of its own.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,13 +57,13 @@ class _KeyMoved(Exception):
     """A key was taken or freed by a concurrent call during the attempt: plan again."""
 
 
-def schedule_many(rows: Sequence[Mapping[str, Any]], on_conflict: str = "error") -> list[Notification]:
+def schedule_many(rows: Iterable[Mapping[str, Any]], on_conflict: str = "error") -> list[Notification]:
     """Validate and save every row of `rows` (dicts of schedule()'s keyword arguments), or
     none; returns the saved rows in the same order. See the module for keys."""
     check_policy(on_conflict)
-    if isinstance(rows, str | bytes | Mapping) or not isinstance(rows, Sequence):
+    if isinstance(rows, str | bytes | Mapping) or not isinstance(rows, Iterable):
         raise TypeError(f"schedule_many() takes a list of dicts, not {type(rows).__name__}")
-    return save_batch(_validated(rows, on_conflict))
+    return save_batch(_validated(list(rows), on_conflict))
 
 
 def save_batch(batch: list[Prepared]) -> list[Notification]:
@@ -145,7 +145,7 @@ def _attempt(batch: list[Prepared]) -> list[Notification]:
                 raise inserting.constraint_error(exc) from exc
             for slot in written:
                 if slot.kind == "replace":
-                    replaced = _replace_keyed(slot.row)
+                    replaced = _replace_keyed(slot.row, announce=False)
                     if replaced is None:  # cancelled since the look: plan again
                         raise _KeyMoved
                     slot.row = replaced
