@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from notifications.conf import MAX_DELAY_SECONDS, Defaults, app_settings, is_backoff, is_positive, parse_networks
 from notifications.content import email as email_content
+from notifications.databases import MARIADB_JSON_DEPTH
 from notifications.content.templating import template_errors
 from notifications.models import addresses, attachments
 from notifications.rules import headers as header_rules
@@ -190,13 +191,15 @@ def _measure(value: Any, stop_above: int) -> tuple[bool, int]:
 def payload_unencodable(payload: Any) -> bool:
     """Whether `payload` cannot be encoded as JSON at all (an integer of 4,300+ digits, a set,
     nesting too deep): Django's own JSONField check would raise on it, not refuse it."""
-    if payload_too_deep(payload):
-        return True
     try:
-        json.dumps(payload)
+        text = json.dumps(payload)  # a nesting thousands deep raises RecursionError here, at once
     except (TypeError, ValueError, RecursionError):
         return True
-    return False
+    # Each level of nesting opens a bracket: a text with few of them (every real payload)
+    # cannot be too deep, and is not walked in Python.
+    if text.count("[") + text.count("{") <= MARIADB_JSON_DEPTH:
+        return False
+    return payload_too_deep(payload)
 
 
 def payload_too_deep(payload: Any) -> bool:
