@@ -108,6 +108,13 @@ def test_schedule_many_is_one_multi_row_insert_and_one_wake_up():
     assert len(rows) == 200
 
 
+@pytest.mark.django_db
+def test_a_plain_batch_inside_a_transaction_is_its_insert_alone(django_assert_num_queries):
+    """No savepoint around it: one INSERT is all or nothing by itself."""
+    with django_assert_num_queries(1):
+        schedule_many([{**HOOK, "payload": {"n": n}} for n in range(50)])
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_batch_that_replaces_rows_still_wakes_the_fast_lane_once():
     schedule(**HOOK, key="a")

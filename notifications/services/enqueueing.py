@@ -20,6 +20,7 @@ holds work of its own.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -123,14 +124,19 @@ def _by_field(exc: ValidationError) -> dict[str, list[ValidationError]]:
 
 
 def _attempt(batch: list[Prepared]) -> list[Notification]:
-    """One try at saving the batch in one transaction (a savepoint inside the caller's)."""
+    """One try at saving the batch in one transaction (a savepoint inside the caller's).
+
+    A batch without keys that one INSERT holds needs none: that statement is all or
+    nothing by itself.
+    """
     stored: list[dict[str, Any]] = []
     for item in batch:  # unsaved again: an attempt rolled back may have given them pks
         item.row.pk = None
         item.row._state.adding = True
+    keys = sorted({item.row.key for item in batch if item.row.key})
+    alone = not keys and inserting.fits_one_statement(len(batch))
     try:
-        with transaction.atomic(using=inserting.alias()):
-            keys = sorted({item.row.key for item in batch if item.row.key})
+        with contextlib.nullcontext() if alone else transaction.atomic(using=inserting.alias()):
             taken = {row.key: row for row in Notification.objects.filter(key__in=keys).order_by()} if keys else {}
             slots, results = _plan(batch, taken)
             written = [slot for slot in slots if slot.kind != "kept"]

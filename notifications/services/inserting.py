@@ -104,6 +104,16 @@ def insert_many(rows: Sequence[Notification]) -> None:
         raise DatabaseError(f"{len(missing)} inserted rows did not come back with an id")
 
 
+def fits_one_statement(rows: int) -> bool:
+    """Whether `insert_many` inserts `rows` rows with one INSERT (and its ids come back with it)."""
+    connection = connections[alias()]
+    columns = len(compat.concrete_fields(Notification)) - 1  # the pk is not inserted
+    return (
+        compat.can_return_rows_from_bulk_insert(connection)
+        and compat.insert_batch_size(connection, columns, rows) >= rows
+    )
+
+
 def _firing_key(value: Any) -> str:
     """A firing id as text, however the driver returned it (UUID, 32 hex digits, bytes)."""
     return str(value).replace("-", "").lower()
