@@ -9,7 +9,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, OperationalError, connection, connections, transaction
-from django.db.models import BooleanField, ExpressionWrapper, Model
+from django.db.models import BooleanField, ExpressionWrapper
 from django.utils import timezone
 
 from notifications.databases import DatabaseNow
@@ -178,12 +178,13 @@ def _insert_keyed(row: Notification) -> bool:
 
     Inside the caller's transaction in a savepoint, so a refusal leaves it usable. The
     refusal itself says it was the key (`inserting.is_key_violation`): no look afterwards,
-    which a cancel could answer "no row" to. Validated by schedule(); Notification.save()
-    would validate again, and its check of the key would race the constraint that decides.
+    which a cancel could answer "no row" to. Validated by schedule(): inserted as it is
+    (Notification.save() would validate again, and its check of the key would race the
+    constraint that decides).
     """
     try:
         with inserting.savepoint_if_needed():
-            Model.save(row, force_insert=True)
+            inserting.insert_many([row])
     except IntegrityError as exc:
         if not inserting.is_key_violation(exc):
             raise inserting.constraint_error(exc) from exc

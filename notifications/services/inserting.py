@@ -16,7 +16,6 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import DatabaseError, IntegrityError, connections, router, transaction
-from django.db.models import Model
 from django.utils import timezone
 
 from notifications import compat
@@ -40,10 +39,12 @@ def alias() -> str:
 def insert_one(row: Notification) -> None:
     """INSERT `row` (validated already) and nothing else: no query first, no validation again.
 
-    A database constraint it violates is raised as a ValidationError naming the field.
+    The statement `insert_many` builds, for one row: cheaper than `Model.save()`'s
+    compiling, and like `bulk_create()` it sends no `pre_save`/`post_save` signal. A
+    database constraint it violates is raised as a ValidationError naming the field.
     """
     try:
-        Model.save(row, force_insert=True)
+        insert_many([row])
     except IntegrityError as exc:
         raise constraint_error(exc) from exc
 
