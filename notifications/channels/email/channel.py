@@ -25,6 +25,7 @@ What the channel adds to a plain send:
 from __future__ import annotations
 
 import contextlib
+import os
 import smtplib
 import threading
 from collections.abc import Iterator, Sequence
@@ -72,7 +73,14 @@ def message_id(firing: Firing) -> str:
 
 
 class AttachmentMissing(Exception):
-    """An attachment's file could not be read from storage (the message says which, never its content)."""
+    """An attachment's file could not be read from storage (the message says which, never its
+    content). Permanent only for a file known to be gone: missing from a storage at an absolute
+    location. A read error (storage down) is transient, and so is a file missing from a
+    storage relative to the working directory, which another directory may hold."""
+
+    def __init__(self, message: str, error_class: ErrorClass = ErrorClass.PERMANENT) -> None:
+        super().__init__(message)
+        self.error_class = error_class
 
 
 def build_message(firing: Firing, content: Content, to: list[str], cc: list[str], bcc: list[str]) -> EmailMessage:
@@ -117,9 +125,21 @@ def _attach(message: EmailMessage, item: dict[str, Any]) -> None:
     try:
         data = attachments.read(item)
     except FileNotFoundError:
-        raise AttachmentMissing(f"the attachment {name[:60]!r} is gone from storage") from None
-    except Exception as exc:  # noqa: BLE001 - whichever storage: its message may name paths or keys
-        raise AttachmentMissing(f"the attachment {name[:60]!r} could not be read ({type(exc).__name__})") from None
+        relative = attachments.relative_location()
+        if relative is None:
+            raise AttachmentMissing(f"the attachment {name[:60]!r} is gone from storage") from None
+        # Under a relative location each working directory has its own files: not a loss
+        # until the operator says so (notifications.E028).
+        where = os.path.join(os.path.abspath(relative), str(item["file"]))
+        raise AttachmentMissing(
+            f"the attachment {name[:60]!r} is not at {where} ({attachments.location_setting()} is relative "
+            "to the working directory; notifications.E028)",
+            ErrorClass.TRANSIENT,
+        ) from None
+    except Exception as exc:  # noqa: BLE001 - whichever storage: an outage is retried
+        reason = attachments.describe_failure(exc)  # never the message: it may name paths or keys
+        failure = f"the attachment {name[:60]!r} could not be read ({reason})"
+        raise AttachmentMissing(failure, ErrorClass.TRANSIENT) from None
     if item.get("kind") == "part":
         message.attach(compat.mime_part(data))
     else:
@@ -191,7 +211,8 @@ class EmailChannel(Channel):
         try:
             message = build_message(firing, content, to, cc, bcc)
         except AttachmentMissing as exc:
-            return ChannelResult(self.name, f"email: {exc}", ErrorClass.PERMANENT)
+            # Nothing reached the mail server: not its failure, so the breaker does not count it.
+            return ChannelResult(self.name, f"email: {exc}", exc.error_class, answered=True)
         self._local.connection = None
         try:
             conn = self._connection(row.mailer or "")
