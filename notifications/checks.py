@@ -128,6 +128,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> Messages:
     errors += _check_flow_control()
     errors += _number("MAX_ATTACHMENT_BYTES", app_settings.MAX_ATTACHMENT_BYTES, integer=True, id="notifications.E023")
     errors += _check_attachment_storage()
+    errors += _number(
+        "ATTACHMENT_BYTES_IN_FLIGHT", app_settings.ATTACHMENT_BYTES_IN_FLIGHT, integer=True, id="notifications.E029"
+    )
     errors += _number("LOW_PRIORITY_AGING", app_settings.LOW_PRIORITY_AGING, integer=False, id="notifications.E025")
     errors += _check_unknown_settings()
     return errors

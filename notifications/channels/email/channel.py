@@ -38,10 +38,11 @@ from django.core.mail.utils import DNS_NAME
 
 from notifications import compat
 from notifications.channels.base import Channel, ChannelResult, ErrorClass, Firing
-from notifications.channels.email import providers
+from notifications.channels.email import inflight, providers
 from notifications.channels.email.mailers import (
     site_mailers as site_mailers,  # the checks' and the test double's answer too
 )
+from notifications.conf import positive_number
 from notifications.content.email import Content, render_content
 from notifications.content.queued import ANYMAIL_ATTRIBUTES, SHAPE_ATTRIBUTES, restore
 from notifications.content.templating import TemplateRenderError
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
     from notifications.models import Notification
 
 ALL_SUPPRESSED = "email: all recipients suppressed"
+IN_FLIGHT_SETTING = "NOTIFICATIONS_ATTACHMENT_BYTES_IN_FLIGHT"
 # A server's refusal of one mail transaction: smtplib resets it and the session serves the
 # next message. Any other failure (a refused login, greeting or HELO, a lost connection)
 # leaves a session not worth reusing.
@@ -208,6 +210,21 @@ class EmailChannel(Channel):
         to, cc, bcc = (self._deliverable(v, owed) for v in (row.email_to, row.email_cc, row.email_bcc))
         if not (to or cc or bcc):
             return ChannelResult(self.name, ALL_SUPPRESSED, ErrorClass.PERMANENT)
+        size = attachments.total_size(row.attachments)
+        if not size:
+            return self._send(firing, content, to, cc, bcc)
+        # Attachments are held in memory while the message is built and sent: wait for their
+        # turn in this process's budget (notifications.channels.email.inflight).
+        wait = positive_number("CHANNEL_TIMEOUT")
+        with inflight.budget().holding(size, wait) as ready:
+            if not ready:
+                error = f"email: its attachments waited {wait:g}s for their turn ({IN_FLIGHT_SETTING})"
+                return ChannelResult(self.name, error, ErrorClass.TRANSIENT, answered=True, not_sent=True)
+            return self._send(firing, content, to, cc, bcc)
+
+    def _send(self, firing: Firing, content: Content, to: list[str], cc: list[str], bcc: list[str]) -> ChannelResult:
+        """Build the message of `firing` and send it on this thread's connection."""
+        row = firing.notification
         try:
             message = build_message(firing, content, to, cc, bcc)
         except AttachmentMissing as exc:
