@@ -22,8 +22,8 @@ from django.utils import timezone
 
 from notifications.conf import MAX_DELAY_SECONDS, Defaults, app_settings, is_backoff, is_positive, parse_networks
 from notifications.content import email as email_content
-from notifications.databases import MARIADB_JSON_DEPTH
 from notifications.content.templating import template_errors
+from notifications.databases import MARIADB_JSON_DEPTH
 from notifications.models import addresses, attachments
 from notifications.rules import headers as header_rules
 from notifications.rules import network, quiet, schedule
