@@ -114,3 +114,30 @@ def test_a_row_whose_turn_does_not_come_waits_without_spending_a_retry():
     assert (row.error_count, row.dead_lettered_at) == (0, None)
     assert row.next_fire_at <= now  # still due: its turn comes at the next tick
     assert DeliveryAttempt.objects.get().error.startswith("email: its attachments waited 0.2s for their turn")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_webhook_sent_beside_an_email_that_waited_is_not_sent_again(webhook_server):
+    with override_settings(NOTIFICATIONS_ATTACHMENT_BYTES_IN_FLIGHT=1000, NOTIFICATIONS_CHANNEL_TIMEOUT=0.2):
+        row = schedule(
+            **{**EMAIL, "channels": ["email", "webhook"]},
+            webhook_url=webhook_server.url(),
+            attachments=[Attachment("r.bin", bytes(100))],
+        )
+        full = inflight.budget()
+        taken = full.take(1000, timeout=0)
+        try:
+            run_tick(now=timezone.now(), budget=0)
+        finally:
+            full.give_back(taken)
+        row.refresh_from_db()
+        assert (row.pending_channels, row.error_count, row.failed_channels) == (["email"], 0, None)
+        assert len(webhook_server.received) == 1
+
+        run_tick(now=timezone.now())  # the email's turn: only it goes
+
+    assert not Notification.objects.exists()
+    assert len(webhook_server.received) == 1
+    from django.core import mail
+
+    assert len(mail.outbox) == 1

@@ -28,14 +28,14 @@ pytestmark = [
 ]
 
 
-def run(*args: str | Path, cwd: Path | None = None, timeout: float = 600) -> str:
+def run(*args: str | Path, cwd: Path | None = None, timeout: float = 600, status: int = 0) -> str:
     """Run a command as a user's shell would: no test settings, no repo on the path."""
     env = {k: v for k, v in os.environ.items() if k not in {"DJANGO_SETTINGS_MODULE", "PYTHONPATH", "VIRTUAL_ENV"}}
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     done = subprocess.run(
         [str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
     )
-    assert done.returncode == 0, f"{args} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
+    assert done.returncode == status, f"{args} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
     return done.stdout + done.stderr
 
 
@@ -96,12 +96,17 @@ def test_a_fresh_project_installs_migrates_schedules_and_delivers(wheel, tmp_pat
     on_mailers = "MAILERS" in settings_py.read_text()
 
     # Before any further settings: the checks point at what a production site must set.
-    checked = run(python, "manage.py", "check", cwd=site)
+    # A fresh project keeps files under each process's working directory (MEDIA_ROOT unset):
+    # attachments stored there are not found by a tick cron starts elsewhere.
+    checked = run(python, "manage.py", "check", cwd=site, status=1)
+    assert "(notifications.E028) Email attachments are kept in the storage 'default'" in checked
+    assert "whose location (MEDIA_ROOT) is unset" in checked
     assert "(notifications.W004) The queue's SQLite database ('default') is not in WAL mode" in checked
     smtp_warning = "(notifications.W002) EMAIL_TIMEOUT is not set while the SMTP email backend is in use"
     assert (smtp_warning in checked) is not on_mailers
 
     more = 'DATABASES["default"]["OPTIONS"] = {"init_command": "PRAGMA journal_mode=WAL;", "timeout": 30}\n'
+    more += 'MEDIA_ROOT = BASE_DIR / "media"\n'
     if not on_mailers:
         more += 'EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"\n'
     settings_py.write_text(settings_py.read_text() + more)

@@ -45,8 +45,17 @@ WRITE_BACK_FIELDS = [
 
 # A deferred row's write-back: the due time moves (the firing's own due time is kept, or
 # moved with it by quiet hours), the claim goes, nothing else changes (`held_for` names the
-# open circuit holding it, if one does).
-DEFER_FIELDS = ["next_fire_at", "firing_due_at", "claim_token", "claimed_until", "held_for", "updated_at"]
+# open circuit holding it, if one does; `pending_channels` the channels still owed when some
+# went out and the rest did not get their turn).
+DEFER_FIELDS = [
+    "next_fire_at",
+    "firing_due_at",
+    "claim_token",
+    "claimed_until",
+    "held_for",
+    "pending_channels",
+    "updated_at",
+]
 
 
 def save_outcomes(
