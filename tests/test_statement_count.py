@@ -45,10 +45,13 @@ ROWS = 100
 # target's waiting rows would be held, not retried; opening adds a re-read for its signal).
 # Monitoring adds two: the write-back's upsert of the delivery totals and the tick
 # duration's (notifications.services.tallies).
+# PostgreSQL and MariaDB/MySQL add one to the write-back: the SELECT ... FOR UPDATE that
+# locks its rows in primary-key order first (persisting.lock_in_order: no deadlock with
+# a host's writes); SQLite locks the whole database instead.
 PINNED = {
     "sqlite": {"succeeded": 20, "recurring": 21, "retried": 25, "partial": 27},
-    "postgresql": {"succeeded": 23, "recurring": 23, "retried": 27, "partial": 28},
-    "mysql": {"succeeded": 24, "recurring": 24, "retried": 28, "partial": 29},
+    "postgresql": {"succeeded": 24, "recurring": 24, "retried": 28, "partial": 29},
+    "mysql": {"succeeded": 25, "recurring": 25, "retried": 29, "partial": 30},
 }
 
 
