@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 import pytest
-from django.db import InterfaceError, connection, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from notifications import services
@@ -26,10 +26,8 @@ from notifications.tick import engine
 from notifications.tick.engine import run_tick
 from tests.support.killing import backend_id, kill
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif("connection.vendor == 'sqlite'", reason="a server's connection to kill"),
-]
+pytestmark = pytest.mark.django_db(transaction=True)
+server_only = pytest.mark.skipif("connection.vendor == 'sqlite'", reason="a server's connection to kill")
 
 ROWS = 6
 
@@ -55,6 +53,7 @@ def assert_each_sent_once_and_settled(server, rows: list[Notification]) -> None:
     assert len(server.received) == len(rows)
 
 
+@server_only
 def test_a_connection_killed_before_the_write_back_is_reopened_and_the_write_back_retried(
     make_row, webhook_server, monkeypatch, caplog
 ):
@@ -79,6 +78,7 @@ def test_a_connection_killed_before_the_write_back_is_reopened_and_the_write_bac
     assert_each_sent_once_and_settled(webhook_server, rows)
 
 
+@server_only
 def test_a_connection_killed_before_a_claim_is_reopened_and_the_claim_retried(make_row, webhook_server, monkeypatch):
     rows = webhook_rows(make_row, webhook_server)
     real = claims.claim
@@ -98,6 +98,7 @@ def test_a_connection_killed_before_a_claim_is_reopened_and_the_claim_retried(ma
     assert_each_sent_once_and_settled(webhook_server, rows)
 
 
+@server_only
 def test_a_write_back_whose_commit_answer_was_lost_is_not_written_twice(make_row, webhook_server, monkeypatch):
     """The COMMIT took but its answer never came: the retry finds the records and stops."""
     rows = webhook_rows(make_row, webhook_server)
@@ -147,6 +148,7 @@ def waiting_for_a_lock() -> int:
         return int(cursor.fetchone()[0])
 
 
+@server_only
 def test_the_write_back_locks_in_primary_key_order_so_a_host_writer_does_not_deadlock_it(
     make_row, webhook_server, caplog
 ):
@@ -200,3 +202,29 @@ def test_the_write_back_locks_in_primary_key_order_so_a_host_writer_does_not_dea
     row = Notification.objects.get(pk=kept.pk)
     assert row.claim_token is None and row.next_fire_at > timezone.now()
     assert set(webhook_server.webhook_ids().values()) == {1}
+
+
+def test_a_claim_that_fails_for_good_ends_claiming_but_what_was_sent_is_written_back(
+    make_row, webhook_server, monkeypatch
+):
+    """The database refuses every claim after the first batch (retries spent): the tick
+    claims nothing more and fails, but the batch it sent is written back first, not left
+    claimed to go out again when the lease ends."""
+    rows = webhook_rows(make_row, webhook_server, 4)
+    real = claims.claim
+    calls = []
+
+    def down_after_the_first(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        if len(calls) > 1:
+            raise OperationalError("the database is down")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "claim", down_after_the_first)
+    with pytest.raises(OperationalError, match="the database is down"):
+        run_tick(limit=2)
+
+    sent = [r for r in rows if f"msg_{r.firing_id}" in webhook_server.webhook_ids()]
+    assert len(sent) == 2
+    assert not Notification.objects.filter(pk__in=[r.pk for r in sent]).exists()  # written back: deleted
+    assert not Notification.objects.filter(claim_token__isnull=False).exists()

@@ -380,7 +380,8 @@ class Tick:
         telemetry.count_deliveries(counts)
         now = self.fixed_now or timezone.now()
         try:  # the breakers' bookkeeping: a missed observation must not fail a tick that wrote its rows
-            reconnecting.retry(lambda: self.flow.observe((o for b in batches for o in b.outcomes), now), "breakers")
+            written = [o for b in batches for o in b.outcomes]
+            reconnecting.retry(lambda: self.flow.observe(written, now), "breakers")
         except reconnecting.DATABASE_ERRORS as exc:
             logger.error("circuit breakers not updated: %s", type(exc).__name__)
         self.next_write = time.monotonic() + WRITE_INTERVAL
