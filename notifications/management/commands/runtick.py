@@ -21,7 +21,7 @@ from django.db import connections
 from django.utils import timezone
 
 from notifications.conf import TickSettings
-from notifications.management.output import run_command_checks, stamp
+from notifications.management.output import run_command_checks, settle_output, stamp, with_log_output
 from notifications.models import Notification
 from notifications.services import TICK_COUNTS, Outcome, wake
 from notifications.services.claims import claim_order, load_defensively
@@ -79,6 +79,7 @@ class Command(BaseCommand):
         databases: Any = None,
     ) -> None:
         """Errors stop the tick, each on one line; warnings only when a `--loop` starts."""
+        with_log_output(self)
         run_command_checks(
             "runtick --loop" if self.show_check_warnings else "runtick",
             warn=self.stderr.write if self.show_check_warnings else None,
@@ -106,6 +107,14 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # A full disk under the log (or a closed pipe) must not end a tick or the loop.
+        with_log_output(self)
+        try:
+            self.run(options)
+        finally:
+            settle_output(self)
+
+    def run(self, options: dict[str, Any]) -> None:
         if options["budget"] is not None:
             try:
                 TickSettings.read().with_budget(options["budget"])
