@@ -67,6 +67,17 @@ def is_deadlock(exc: BaseException) -> bool:
     return code in ("40P01", "40001") or code in MYSQL_DEADLOCKS
 
 
+# A server that refuses writes: PostgreSQL's read_only_sql_transaction (a hot standby,
+# default_transaction_read_only); MariaDB/MySQL's --read-only (1290), a read-only
+# transaction (1792), innodb_read_only (1874).
+READ_ONLY = {"25006", 1290, 1792, 1874}
+
+
+def is_read_only(exc: BaseException) -> bool:
+    """The database refused a write because it is read-only (a replica, or set so)."""
+    return error_code(exc) in READ_ONLY
+
+
 def is_lost_connection(exc: BaseException) -> bool:
     """The connection broke under the step (not the data's fault)."""
     if isinstance(exc, InterfaceError):

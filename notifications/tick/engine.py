@@ -227,6 +227,8 @@ class Tick:
         try:
             claimed = claim(batch_now, size, self.lease)  # lost connections and deadlocks retried
         except reconnecting.DATABASE_ERRORS as exc:
+            if not self.held and not self.finished:
+                raise  # nothing to finish: the caller reports it
             self.give_up_claiming(exc)
             return False
         try:

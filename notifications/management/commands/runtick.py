@@ -23,7 +23,7 @@ from django.utils import timezone
 from notifications.conf import TickSettings
 from notifications.management.output import run_command_checks, settle_output, stamp, with_log_output
 from notifications.models import Notification
-from notifications.services import TICK_COUNTS, Outcome, wake
+from notifications.services import TICK_COUNTS, Outcome, reconnecting, wake
 from notifications.services.claims import claim_order, load_defensively
 from notifications.tick.engine import TickReport, run_tick
 
@@ -54,6 +54,17 @@ def interval(value: str) -> float:
     if not (number > 0 and math.isfinite(number)):
         raise argparse.ArgumentTypeError("must be a positive number of seconds")
     return number
+
+
+def database_trouble(exc: BaseException) -> str:
+    """One line for a tick the database failed (`--traceback` shows the rest)."""
+    if reconnecting.is_read_only(exc):
+        return (
+            "the database is read-only (a replica, or read-only by default): a tick writes its claims "
+            "and outcomes, so point DATABASES at a writable primary"
+        )
+    first = (str(exc).strip().splitlines() or [""])[0][:200]
+    return f"the tick failed on the database: {type(exc).__name__}: {first}"
 
 
 # Seconds a woken `--loop` lets pass after a tick before the next: a flood of
@@ -126,7 +137,10 @@ class Command(BaseCommand):
         stop = threading.Event()
         received = self.install_signal_handlers(stop)
         if options["loop"] is None:
-            self.tick(options, stop)  # a failure is cron's to report: non-zero exit
+            try:
+                self.tick(options, stop)
+            except reconnecting.DATABASE_ERRORS as exc:  # cron's to report: one line, non-zero exit
+                raise CommandError(database_trouble(exc)) from exc
         else:
             self.loop(options, stop, options["loop"])
         if received:
