@@ -24,6 +24,8 @@ row, runtick without the monitoring totals, as shipped, and with the OpenTelemet
 queries over a delivery log of `--attempts` records (default 1,000,000).
 `--scenario prune`: one tick with nothing due over `--prune-attempts` delivery records past
 retention (default 200,000): how fast the tick's housekeeping catches up.
+`--scenario tick-chart` (bench/tick_chart.py): the Notifications list's activity chart and
+page over a day of `--tick-records` tick records (default 345,600: four hosts, every second).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ sys.path.insert(0, str(ROOT))
 from bench.actions import scenario_actions  # noqa: E402
 from bench.flow import scenario_flow  # noqa: E402
 from bench.sink import Sink, ceiling  # noqa: E402
+from bench.tick_chart import scenario_tick_chart  # noqa: E402
 
 PAYLOAD = {"order": 12345, "status": "shipped", "customer": "Ada Lovelace", "items": [1, 2, 3]}
 
@@ -1055,7 +1058,7 @@ def scenario_charts(table: Table, attempts: int, repeats: int) -> None:
     from django.test.utils import CaptureQueriesContext
     from django.utils import timezone
 
-    from notifications import charts
+    from notifications.admin import charts
     from notifications.models import DeliveryAttempt
 
     now = timezone.now()
@@ -1153,6 +1156,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--prune-attempts", type=int, default=200_000, help="delivery records past retention (scenario 15, prune)"
     )
+    parser.add_argument(
+        "--tick-records", type=int, default=345_600, help="tick records of 24 h (scenario 16, tick-chart)"
+    )
     parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the benchmark runs")
     parser.add_argument("--out", help="results file (default bench/results/<database>-<time>.md)")
     args = parser.parse_args(argv)
@@ -1164,6 +1170,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.action_rows = 2_000
         args.attempts = 5_000
         args.prune_attempts = 3_000
+        args.tick_records = 20_000
     return args
 
 
@@ -1219,6 +1226,8 @@ def main(argv: list[str] | None = None) -> Path:
                 scenario_actions(table, args.action_rows)
             if "charts" in only:  # scenario 14: not in the default set
                 scenario_charts(table, args.attempts, max(args.repeats, 5))
+            if "tick-chart" in only:  # scenario 16, bench/tick_chart.py: not in the default set
+                scenario_tick_chart(table, args.tick_records, max(args.repeats, 5))
             if "prune" in only:  # scenario 15: not in the default set
                 scenario_prune(table, args.prune_attempts)
             if "instrumentation" in only:  # scenario 13: not in the default set
