@@ -179,9 +179,16 @@ class Tick:
         # History past retention goes until none is left or the budget is spent; a stopping
         # tick prunes one batch.
         until = None if self.stop.is_set() else self.started + self.budget
-        services.prune(report.finished_at, self.settings.attempt_retention_days, also=prune_idle, until=until)
-        services.record_tick(
-            report.started_at, report.finished_at, report.batches, report.counts(), clock_offset=clock_offset
+        # Housekeeping and the tick's record, retried like the write-back (a connection lost
+        # while the last rows were in flight would otherwise fail a tick that did its work).
+        finished = report.finished_at
+        retention = self.settings.attempt_retention_days
+        reconnecting.retry(lambda: services.prune(finished, retention, also=prune_idle, until=until), "housekeeping")
+        reconnecting.retry(
+            lambda: services.record_tick(
+                report.started_at, finished, report.batches, report.counts(), clock_offset=clock_offset
+            ),
+            "tick record",
         )
         logger.debug("tick %s", report.summary(), extra={"host": socket.gethostname(), "pid": os.getpid()})
         return report
