@@ -228,3 +228,27 @@ def test_a_claim_that_fails_for_good_ends_claiming_but_what_was_sent_is_written_
     assert len(sent) == 2
     assert not Notification.objects.filter(pk__in=[r.pk for r in sent]).exists()  # written back: deleted
     assert not Notification.objects.filter(claim_token__isnull=False).exists()
+
+
+def test_a_write_back_that_fails_for_good_releases_only_the_rows_it_sent_nothing_for(
+    make_row, webhook_server, monkeypatch, settings
+):
+    """The database refuses every write-back: the tick fails. A row it sent keeps its claim
+    (released, it would be due at once and sent again); rows a rate limit deferred, for
+    which nothing went out, are released at once rather than held until the lease ends."""
+    target = f"127.0.0.1:{webhook_server.port}"
+    settings.NOTIFICATIONS_RATE_LIMITS = {target: "1/h"}
+    rows = webhook_rows(make_row, webhook_server, 3)
+
+    def refused(*args: Any, **kwargs: Any) -> None:
+        raise OperationalError("the database is down")
+
+    monkeypatch.setattr(services, "save_outcomes", refused)
+    with pytest.raises(OperationalError, match="the database is down"):
+        run_tick()
+
+    assert len(webhook_server.received) == 1
+    sent = next(r for r in rows if f"msg_{r.firing_id}" in webhook_server.webhook_ids())
+    assert Notification.objects.get(pk=sent.pk).claim_token is not None  # kept: the lease guards it
+    unsent = Notification.objects.exclude(pk=sent.pk)
+    assert unsent.count() == 2 and not unsent.filter(claim_token__isnull=False).exists()
