@@ -1,4 +1,4 @@
-"""Scenario 16 of the benchmark: the Notifications list's activity chart over a busy day
+"""Scenario 17 of the benchmark: the Notifications list's activity chart over a busy day
 of tick records (issue 34, finding 10).
 
 `python bench/run.py --scenario tick-chart` (`--tick-records 345600`, the default: four
@@ -88,19 +88,19 @@ def scenario_tick_chart(table: Any, records: int, repeats: int) -> None:
     now = timezone.now()
     summed, statements = timed(lambda: charts.activity(now), repeats)
     table.add(
-        f"16. activity chart over {records:,} tick records of 24 h ({vendor}), summed by the database",
+        f"17. activity chart over {records:,} tick records of 24 h ({vendor}), summed by the database",
         f"**{summed * 1000:.0f} ms** in {statements} query (median of {repeats}; records made in {filled:.0f} s)",
         "< 250 ms",
         summed < 0.25,
     )
     every, _ = timed(lambda: read_every_record(now), repeats)
-    table.add(f"16. the same chart read record by record, as before ({vendor})", f"{every * 1000:.0f} ms")
+    table.add(f"17. the same chart read record by record, as before ({vendor})", f"{every * 1000:.0f} ms")
     User.objects.filter(username="bench-chart").delete()
     operator = User.objects.create_superuser("bench-chart", "chart@example.com", None)
     client = Client()
     client.force_login(operator)
     url = reverse("admin:notifications_notification_changelist")
     page, _ = timed(lambda: client.get(url), repeats)
-    table.add(f"16. the Notifications list with that chart ({vendor})", f"{page * 1000:.0f} ms (median of {repeats})")
+    table.add(f"17. the Notifications list with that chart ({vendor})", f"{page * 1000:.0f} ms (median of {repeats})")
     TickRun.objects.all().delete()
     operator.delete()
