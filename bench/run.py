@@ -27,6 +27,8 @@ retention (default 200,000): how fast the tick's housekeeping catches up.
 `--scenario enqueue` (bench/enqueue.py, about a minute on SQLite): `schedule()`, `schedule_many()`
 and `send_mass_mail()` through `QueuedEmailBackend`, `--enqueue-rows` each (default 10,000), side
 by side with Django's own `Model.save()` and `bulk_create()` of the same rows.
+`--scenario tick-chart` (bench/tick_chart.py): the Notifications list's activity chart and
+page over a day of `--tick-records` tick records (default 345,600: four hosts, every second).
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from bench.actions import scenario_actions  # noqa: E402
 from bench.enqueue import scenario_enqueue  # noqa: E402
 from bench.flow import scenario_flow  # noqa: E402
 from bench.sink import Sink, ceiling  # noqa: E402
+from bench.tick_chart import scenario_tick_chart  # noqa: E402
 
 PAYLOAD = {"order": 12345, "status": "shipped", "customer": "Ada Lovelace", "items": [1, 2, 3]}
 
@@ -1059,7 +1062,7 @@ def scenario_charts(table: Table, attempts: int, repeats: int) -> None:
     from django.test.utils import CaptureQueriesContext
     from django.utils import timezone
 
-    from notifications import charts
+    from notifications.admin import charts
     from notifications.models import DeliveryAttempt
 
     now = timezone.now()
@@ -1161,6 +1164,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--enqueue-rows", type=int, default=10_000, help="rows enqueued by each method (scenario 16, enqueue)"
     )
+    parser.add_argument(
+        "--tick-records", type=int, default=345_600, help="tick records of 24 h (scenario 17, tick-chart)"
+    )
     parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the benchmark runs")
     parser.add_argument("--out", help="results file (default bench/results/<database>-<time>.md)")
     args = parser.parse_args(argv)
@@ -1173,6 +1179,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.attempts = 5_000
         args.prune_attempts = 3_000
         args.enqueue_rows = 200
+        args.tick_records = 20_000
     return args
 
 
@@ -1228,6 +1235,8 @@ def main(argv: list[str] | None = None) -> Path:
                 scenario_actions(table, args.action_rows)
             if "charts" in only:  # scenario 14: not in the default set
                 scenario_charts(table, args.attempts, max(args.repeats, 5))
+            if "tick-chart" in only:  # scenario 17, bench/tick_chart.py: not in the default set
+                scenario_tick_chart(table, args.tick_records, max(args.repeats, 5))
             if "prune" in only:  # scenario 15: not in the default set
                 scenario_prune(table, args.prune_attempts)
             if "instrumentation" in only:  # scenario 13: not in the default set

@@ -133,7 +133,37 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> Messages:
     )
     errors += _number("LOW_PRIORITY_AGING", app_settings.LOW_PRIORITY_AGING, integer=False, id="notifications.E025")
     errors += _check_unknown_settings()
+    errors += _check_metrics_token()
     return errors
+
+
+def _check_metrics_token() -> Messages:
+    """A metrics token a scraper can send: visible ASCII, nothing around it.
+
+    A WSGI server hands the Authorization header over as ISO-8859-1 text, whatever bytes
+    the client sent, so a token with a character beyond ASCII never compares equal; nor
+    does one with a control character (no header carries it) or with spaces around it
+    (the header's value is stripped). The message never shows the token.
+    """
+    token = app_settings.METRICS_TOKEN
+    if not token:
+        return []
+    if not isinstance(token, str):
+        problem = f"must be a string, not {type(token).__name__}"
+    elif not all(" " <= char <= "~" for char in token):
+        problem = "holds a character beyond printable ASCII, which no request's Authorization header can match"
+    elif token != token.strip():
+        problem = "starts or ends with a space, which no request's Authorization header can match"
+    else:
+        return []
+    return [
+        checks.Error(
+            f"NOTIFICATIONS_METRICS_TOKEN {problem}.",
+            hint="Use a random ASCII token, e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))'. "
+            "Until it is fixed, only staff users may read the metrics.",
+            id="notifications.E028",
+        )
+    ]
 
 
 def _check_backoff() -> Messages:

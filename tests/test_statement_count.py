@@ -46,10 +46,13 @@ ROWS = 100
 # Monitoring adds three: the write-back's upsert of the delivery totals, the tick
 # duration's, and the housekeeping's SELECT of idle targets' totals to fold into `other`
 # (notifications.services.tallies).
+# PostgreSQL and MariaDB/MySQL add one to the write-back: the SELECT ... FOR UPDATE that
+# locks its rows in primary-key order first (persisting.lock_in_order: no deadlock with
+# a host's writes); SQLite locks the whole database instead.
 PINNED = {
     "sqlite": {"succeeded": 21, "recurring": 22, "retried": 26, "partial": 28},
-    "postgresql": {"succeeded": 24, "recurring": 24, "retried": 28, "partial": 29},
-    "mysql": {"succeeded": 25, "recurring": 25, "retried": 29, "partial": 30},
+    "postgresql": {"succeeded": 25, "recurring": 25, "retried": 29, "partial": 30},
+    "mysql": {"succeeded": 26, "recurring": 26, "retried": 30, "partial": 31},
 }
 
 

@@ -19,8 +19,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from django.db.models import BooleanField, Count, F, Func, Q
+from django.db.models import BooleanField, Count, F, Func, IntegerField, Q, QuerySet, Sum, Value
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -72,24 +73,42 @@ def activity(now: datetime | None = None) -> dict[str, list[Series]]:
     now = now or timezone.now()
     hour, minute = timedelta(hours=1), timedelta(minutes=1)
     hours, minutes = _buckets(now, hour, HOURS), _buckets(now, minute, MINUTES)
-    per_hour = {name: [0.0] * HOURS for name in ("delivered", "failed", "dead")}
-    per_minute = {name: [0.0] * MINUTES for name in ("delivered", "failed", "dead")}
-    ticks = TickRun.objects.filter(finished_at__gte=hours[0], finished_at__lte=now).values_list(
-        "finished_at", "succeeded", "partial", "retried", "dead_lettered"
-    )
-    for finished, succeeded, partial, retried, dead in ticks.order_by():
-        counts = {"delivered": succeeded + partial, "failed": retried, "dead": dead}
-        h = int((finished - hours[0]) // hour)
-        m = int((finished - minutes[0]) // minute)
-        for name, value in counts.items():
-            if 0 <= h < HOURS:
-                per_hour[name][h] += value
-            if 0 <= m < MINUTES:
-                per_minute[name][m] += value
+    per_hour = {name: [0.0] * HOURS for name in ACTIVITY}
+    per_minute = {name: [0.0] * MINUTES for name in ACTIVITY}
+    for row in activity_rows(now, hours, minutes):
+        bucket = int(row["bucket"])
+        into, at = (per_hour, bucket) if bucket < HOURS else (per_minute, bucket - HOURS)
+        for name in ACTIVITY:
+            into[name][at] = float(row[name] or 0)
     return {
         "hours": _activity_series(per_hour, hours, hour),
         "minutes": _activity_series(per_minute, minutes, minute),
     }
+
+
+ACTIVITY = ("delivered", "failed", "dead")
+
+
+def activity_rows(now: datetime, hours: list[datetime], minutes: list[datetime]) -> QuerySet[TickRun, dict[str, Any]]:
+    """The tick records summed by the database, one row per bucket (`bucket`: the hours
+    0-23, then the minutes as 24-83): HOURS + MINUTES rows however many ticks ran (four
+    hosts ticking every second write 345,600 records a day; reading each took seconds).
+
+    One SELECT per bucket over its own range of the `finished_at` index, joined by UNION
+    ALL: each record is read once, with no date function (SQLite's are Python callbacks),
+    no CASE per record and no sort for a GROUP BY.
+    """
+    hour, minute = timedelta(hours=1), timedelta(minutes=1)
+    spans = [(start, start + hour) for start in hours] + [(start, start + minute) for start in minutes]
+    branches = [
+        TickRun.objects.filter(finished_at__gte=start, finished_at__lt=end, finished_at__lte=now)
+        .annotate(bucket=Value(i, output_field=IntegerField()))
+        .values("bucket")
+        .annotate(delivered=Sum(F("succeeded") + F("partial")), failed=Sum("retried"), dead=Sum("dead_lettered"))
+        .order_by()
+        for i, (start, end) in enumerate(spans)
+    ]
+    return branches[0].union(*branches[1:], all=True)
 
 
 def _activity_series(values: dict[str, list[float]], starts: list[datetime], step: timedelta) -> list[Series]:

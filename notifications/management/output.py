@@ -9,13 +9,18 @@ them once (`runtick --loop`), never on every tick (`manage.py check` shows them 
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from django.core import checks
-from django.core.management.base import SystemCheckError
+from django.core.management.base import BaseCommand, OutputWrapper, SystemCheckError
 from django.utils import timezone
+
+logger = logging.getLogger("notifications.tick")
 
 
 def stamp(line: str, now: datetime | None = None) -> str:
@@ -53,3 +58,67 @@ def run_command_checks(
         for message in messages:
             hint = f" Hint: {' '.join(str(message.hint).split())}" if message.hint else ""
             warn(stamp(f"{command}: {one_line(message)}{hint}"))
+
+
+class LogOutput(OutputWrapper):
+    """A command's stdout or stderr that a full disk or a closed pipe cannot stop.
+
+    `runtick --loop` runs for months with its output in a log file: when that file's
+    disk fills up (ENOSPC), or the pipe to a log reader closes (EPIPE), a write fails.
+    The loop must go on ticking: the failure is logged once (on the `notifications.tick`
+    logger, which may well write elsewhere), lines are dropped while it lasts, and
+    writing resumes by itself when it can. Each line is flushed at once, so a `tail -f`
+    sees it and a failure shows at the line that met it.
+    """
+
+    def __init__(self, wrapped: OutputWrapper, name: str) -> None:
+        stream: Any = wrapped._out  # the stream it wraps (Django's stubs type it as a callable)
+        super().__init__(stream, wrapped.ending)
+        self._style_func = wrapped._style_func
+        self.name = name
+        self.failing = False
+
+    def write(self, msg: str = "", style_func: Any = None, ending: str | None = None) -> None:  # type: ignore[override]
+        try:
+            super().write(msg, style_func, ending)
+            super().flush()
+        except OSError as exc:
+            if not self.failing:
+                self.failing = True
+                reason = os.strerror(exc.errno) if exc.errno else type(exc).__name__
+                logger.error("cannot write to %s (%s): lines are dropped until it can be written", self.name, reason)
+            return
+        self.failing = False
+
+    def flush(self) -> None:
+        with contextlib.suppress(OSError):
+            super().flush()
+
+    def settle(self) -> None:
+        """Before exit: lines the stream still holds and cannot write are dropped, so the
+        interpreter's own flush at exit does not fail (it would turn a clean stop into
+        exit status 120)."""
+        try:
+            super().flush()
+        except OSError:
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                stream: Any = self._out
+                os.dup2(devnull, stream.fileno())
+                os.close(devnull)
+                stream.flush()
+
+
+def with_log_output(command: BaseCommand) -> None:
+    """Give `command` `LogOutput` streams (once)."""
+    if not isinstance(command.stdout, LogOutput):
+        command.stdout = LogOutput(command.stdout, "stdout")
+    if not isinstance(command.stderr, LogOutput):
+        command.stderr = LogOutput(command.stderr, "stderr")
+
+
+def settle_output(command: BaseCommand) -> None:
+    """Before `command` exits: see `LogOutput.settle`."""
+    for stream in (command.stdout, command.stderr):
+        if isinstance(stream, LogOutput):
+            stream.settle()

@@ -19,7 +19,7 @@ from notifications.models import Notification
 from notifications.models.states import State
 from notifications.services import wake
 from notifications.services.claims import load_defensively
-from notifications.services.persisting import update_rows
+from notifications.services.persisting import lock_in_order, update_rows
 
 REQUEUE_FIELDS = [
     "pending_channels",
@@ -196,6 +196,9 @@ PURGE_BATCH = ACTION_BATCH  # rows per DELETE, each in its own short transaction
 def purge(rows: Iterable[Notification], on_batch: Callable[[int, int], None] | None = None) -> int:
     """Delete rows in small batches; returns how many went. Their delivery history stays until it expires.
 
+    Each batch locks its rows in primary-key order before deleting them, as every writer
+    of several rows does (`persisting.lock_in_order`): no deadlock with a tick's write-back.
+
     `on_batch(deleted, total)` is called after each batch: the progress of a big purge.
     """
     pks = sorted(set(_pks(rows)))
@@ -205,8 +208,10 @@ def purge(rows: Iterable[Notification], on_batch: Callable[[int, int], None] | N
         if start:
             let_others_write(held)
         began = time.monotonic()
+        chunk = pks[start : start + PURGE_BATCH]
         with transaction.atomic():
-            _, per_model = Notification.objects.filter(pk__in=pks[start : start + PURGE_BATCH]).delete()
+            lock_in_order(chunk)  # a DELETE locks in its scan's order: take them in the one order first
+            _, per_model = Notification.objects.filter(pk__in=chunk).delete()
         deleted += per_model.get(Notification._meta.label, 0)
         held = time.monotonic() - began
         if on_batch is not None:

@@ -36,6 +36,7 @@ from django.db.models.expressions import RawSQL
 from notifications.conf import low_priority_aging
 from notifications.databases import DatabaseNow
 from notifications.models import Notification, Priority
+from notifications.services import reconnecting
 
 logger = logging.getLogger("notifications.tick")
 
@@ -112,13 +113,37 @@ def claim_order(now: datetime) -> list[Any]:
 
 
 def claim(now: datetime, limit: int, lease: float) -> Claim:
-    """Claim up to `limit` due rows, in claim order, for `lease` seconds, and load them."""
-    token = uuid.uuid4()
-    if not mark(token, now, limit, lease):
-        return Claim(token)
-    claimed = Notification.objects.filter(claim_token=token).order_by(*claim_order(now))
-    rows, unloadable = load_defensively(claimed)
-    return Claim(token, rows, unloadable)
+    """Claim up to `limit` due rows, in claim order, for `lease` seconds, and load them.
+
+    A lost connection or deadlock is retried with a fresh token (`reconnecting.retry`);
+    before each retry, whatever the failed attempts' tokens hold is released: a claim
+    whose COMMIT took although its answer was lost, or whose rows were marked but not
+    loaded. Those rows were never handed to a worker, so releasing them sends nothing
+    twice, and they are not kept from every tick until the lease ends.
+    """
+    tokens: list[uuid.UUID] = []
+
+    def attempt() -> Claim:
+        token = uuid.uuid4()
+        tokens.append(token)
+        if not mark(token, now, limit, lease):
+            return Claim(token)
+        claimed = Notification.objects.filter(claim_token=token).order_by(*claim_order(now))
+        rows, unloadable = load_defensively(claimed)
+        return Claim(token, rows, unloadable)
+
+    return reconnecting.retry(attempt, "claim", before_retry=lambda: release_tokens(tokens))
+
+
+def release_tokens(tokens: list[uuid.UUID], only: list[Any] | None = None) -> int:
+    """Hand back every row still claimed with one of `tokens` (or only those of them whose
+    ids are in `only`): rows nothing was sent for, due again at once. Returns how many."""
+    if not tokens or only == []:
+        return 0
+    claimed = Notification.objects.filter(claim_token__in=tokens)
+    if only is not None:
+        claimed = claimed.filter(pk__in=only)
+    return claimed.update(claim_token=None, claimed_until=None)
 
 
 def mark(token: uuid.UUID, now: datetime, limit: int, lease: float) -> int:

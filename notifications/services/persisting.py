@@ -16,7 +16,7 @@ from django.utils import timezone
 from notifications import compat
 from notifications.models import DeliveryAttempt, Notification, Suppression
 from notifications.models.addresses import is_address, storable
-from notifications.services import tallies
+from notifications.services import reconnecting, tallies
 from notifications.services.outcomes import Kind, Outcome
 
 logger = logging.getLogger("notifications")
@@ -63,47 +63,114 @@ def save_outcomes(
     attempts: Sequence[DeliveryAttempt],
     counts: Mapping[tallies.Key, int] | None = None,
 ) -> None:
-    """Write batches back in one short transaction: one DELETE, one bulk UPDATE, one
-    UPDATE for released rows, the INSERT of the delivery log and the upsert of the
-    monitoring totals (`counts`, from `notifications.tick.tallies`).
+    """Write batches back in one short transaction: the rows locked in primary-key order,
+    one DELETE, one bulk UPDATE, one UPDATE for released rows, the INSERT of the delivery
+    log and the upsert of the monitoring totals (`counts`, from `notifications.tick.tallies`).
 
     Fenced by the batches' claim tokens: rows whose claim expired and passed to another
     tick are left alone. On SQLite the transaction holds the database's write lock,
     which the host site's writes wait for: the delivery log's statements are prepared
     before it begins.
+
+    A lost connection or a lost deadlock is retried, on a new connection where the old
+    one broke (`reconnecting.retry`): the rows were delivered, and a write-back given up
+    would leave them claimed until the lease ends, then send them again. Running it twice
+    is safe: a failed transaction wrote nothing, and the claim tokens fence the rows. Only
+    an error at COMMIT leaves it unknown whether the transaction took; the retry then
+    looks for what it wrote (`_already_written`) before writing again, so the delivery
+    log and the totals are not counted twice.
     """
     tokens: list[uuid.UUID] = []
     outcomes: list[Outcome] = []
     for token, batch in batches:
         tokens.append(token)
         outcomes.extend(batch)
+    if not tokens:
+        return
+    log = insert_statements(DeliveryAttempt, attempts)
+    committing = False
+
+    def write() -> None:
+        nonlocal committing
+        if committing and _already_written(tokens, outcomes, attempts):
+            logger.warning("write-back: the failed COMMIT had taken; not written again")
+            return
+        committing = False
+        with transaction.atomic():
+            _write(tokens, outcomes, log, counts)
+            committing = True  # from here on an error is the COMMIT's own: did it take?
+
+    reconnecting.retry(write, "write-back")
+
+
+def _write(
+    tokens: list[uuid.UUID],
+    outcomes: list[Outcome],
+    log: list[tuple[str, list[Any]]],
+    counts: Mapping[tallies.Key, int] | None,
+) -> None:
+    """The statements of `save_outcomes`, inside its transaction."""
     doomed = [o.row.pk for o in outcomes if o.delete]
     released = [o.row.pk for o in outcomes if o.kind == Kind.RELEASED]
     deferred = [o.row for o in outcomes if o.kind == Kind.DEFERRED]
     kept = [o.row for o in outcomes if not o.delete and o.kind not in (Kind.RELEASED, Kind.DEFERRED)]
-    log = insert_statements(DeliveryAttempt, attempts)
     refused = [refusal for o in outcomes for result in o.results for refusal in result.refused]
     claimed = Notification.objects.filter(claim_token__in=tokens)
-    with transaction.atomic():
-        if doomed:
-            # Attachments' files go with their rows; only rows with some cost a look-up.
-            with_files = any(o.row.attachments for o in outcomes if o.delete)
-            claimed.filter(pk__in=doomed).delete(with_attachments=with_files)
-        if kept:
-            claimed.bulk_update(kept, WRITE_BACK_FIELDS)
-        if deferred:
-            claimed.bulk_update(deferred, DEFER_FIELDS)
-        if released:
-            claimed.filter(pk__in=released).update(claim_token=None, claimed_until=None)
-        if log:
-            with connection.cursor() as cursor:
-                for sql, params in log:
-                    cursor.execute(sql, params)
-        if refused:  # addresses refused for good, whatever became of the claim
-            suppress(refused)
-        # Last: the totals' rows are shared by every tick, so their locks are held briefly.
-        if counts:
-            tallies.add_deliveries(counts)
+    lock_in_order([o.row.pk for o in outcomes])
+    if doomed:
+        # Attachments' files go with their rows; only rows with some cost a look-up.
+        with_files = any(o.row.attachments for o in outcomes if o.delete)
+        claimed.filter(pk__in=doomed).delete(with_attachments=with_files)
+    if kept:
+        claimed.bulk_update(kept, WRITE_BACK_FIELDS)
+    if deferred:
+        claimed.bulk_update(deferred, DEFER_FIELDS)
+    if released:
+        claimed.filter(pk__in=released).update(claim_token=None, claimed_until=None)
+    if log:
+        with connection.cursor() as cursor:
+            for sql, params in log:
+                cursor.execute(sql, params)
+    if refused:  # addresses refused for good, whatever became of the claim
+        suppress(refused)
+    # Last: the totals' rows are shared by every tick, so their locks are held briefly.
+    if counts:
+        tallies.add_deliveries(counts)
+
+
+def lock_in_order(pks: Iterable[Any]) -> None:
+    """Lock the rows `pks` in primary-key order, in one statement (inside a transaction).
+
+    Every writer of several rows takes their locks in this one order (the write-back here,
+    `act` and `purge` in `services.actions`), so two of them never wait on each other in a
+    circle: one waits, the other finishes. Without it a write-back took its DELETE's rows,
+    then its UPDATE's, and deadlocked with an operator's purge or a host's cancel. Only
+    by primary key: a lookup by claim token could walk that index in its own order.
+    SQLite locks the whole database instead: nothing to do there.
+    """
+    ordered = sorted(set(pks))
+    if not ordered or not connection.features.has_select_for_update:
+        return
+    list(Notification.objects.filter(pk__in=ordered).order_by("pk").select_for_update().values_list("pk", flat=True))
+
+
+def _already_written(tokens: list[uuid.UUID], outcomes: list[Outcome], attempts: Sequence[DeliveryAttempt]) -> bool:
+    """After an error at COMMIT: whether the write-back took all the same.
+
+    Its delivery records are there if it did (each names its row, firing, channel and
+    moment: no other write-back has that one). Without records (only deferred, held or
+    released rows), no row of the batch still holds its claim token once it took.
+    """
+    if attempts:
+        first = attempts[0]
+        return DeliveryAttempt.objects.filter(
+            notification_id=first.notification_id,
+            firing_id=first.firing_id,
+            channel=first.channel,
+            attempted_at=first.attempted_at,
+        ).exists()
+    pks = [o.row.pk for o in outcomes]
+    return not Notification.objects.filter(claim_token__in=tokens, pk__in=pks).exists()
 
 
 def suppress(refusals: Iterable[tuple[str, str]], now: datetime | None = None) -> int:

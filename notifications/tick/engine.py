@@ -22,6 +22,7 @@ import queue
 import socket
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -39,8 +40,8 @@ from notifications.flow.pruning import prune_idle
 from notifications.flow.targets import channel_target, target_of
 from notifications.health.clock import measure_offset
 from notifications.models import DeliveryAttempt, Notification, validation
-from notifications.services import TICK_COUNTS, Kind, Outcome
-from notifications.services.claims import claim
+from notifications.services import TICK_COUNTS, Kind, Outcome, reconnecting
+from notifications.services.claims import Claim, claim, release_tokens
 from notifications.tick import tallies
 from notifications.tick.dispatch import Batch, Dispatcher, Job
 from notifications.tick.workers import Reported, Workers
@@ -146,6 +147,9 @@ class Tick:
         self.finished: list[Batch] = []  # batches with every outcome, not yet written back
         self.next_write = self.next_starved_claim = self.next_check = time.monotonic()
         self.live_workers = 0  # started as claimed rows need them (see claim_if_needed), never stopped
+        # The database error that ended claiming (retries spent): what is held is still
+        # finished and written back, then the tick fails with it.
+        self.failure: Exception | None = None
         try:
             while True:
                 self.reap_overdue()
@@ -161,7 +165,9 @@ class Tick:
                 # not keep the finished ones from being written back until claiming ends.
                 self.collect_finished()
                 self.write_back(force=self.held == 0)
-            self.write_back(force=True)
+            self.write_back(force=True, last=True)
+            if self.failure is not None:
+                raise self.failure
         finally:
             self.dispatcher.close()
             self.workers.close()
@@ -173,9 +179,16 @@ class Tick:
         # History past retention goes until none is left or the budget is spent; a stopping
         # tick prunes one batch.
         until = None if self.stop.is_set() else self.started + self.budget
-        services.prune(report.finished_at, self.settings.attempt_retention_days, also=prune_idle, until=until)
-        services.record_tick(
-            report.started_at, report.finished_at, report.batches, report.counts(), clock_offset=clock_offset
+        # Housekeeping and the tick's record, retried like the write-back (a connection lost
+        # while the last rows were in flight would otherwise fail a tick that did its work).
+        finished = report.finished_at
+        retention = self.settings.attempt_retention_days
+        reconnecting.retry(lambda: services.prune(finished, retention, also=prune_idle, until=until), "housekeeping")
+        reconnecting.retry(
+            lambda: services.record_tick(
+                report.started_at, finished, report.batches, report.counts(), clock_offset=clock_offset
+            ),
+            "tick record",
         )
         logger.debug("tick %s", report.summary(), extra={"host": socket.gethostname(), "pid": os.getpid()})
         return report
@@ -207,7 +220,7 @@ class Tick:
         means "one batch".
         """
         spent = time.monotonic() - self.started >= self.budget and self.report.batches > 0
-        return self.stop.is_set() or self.exhausted or spent
+        return self.stop.is_set() or self.exhausted or spent or self.failure is not None
 
     def claim_if_needed(self) -> bool:
         """Claim the next batch when the workers need it; True if a claim was made."""
@@ -218,7 +231,38 @@ class Tick:
         if not more or self.flow.paused() or not self.claim_wanted(size):
             return False
         batch_now = self.fixed_now or timezone.now()
-        claimed = claim(batch_now, size, self.lease)
+        try:
+            claimed = claim(batch_now, size, self.lease)  # lost connections and deadlocks retried
+        except reconnecting.DATABASE_ERRORS as exc:
+            if not self.held and not self.finished:
+                raise  # nothing to finish: the caller reports it
+            self.give_up_claiming(exc)
+            return False
+        try:
+            self.take(claimed, size, batch_now)
+        except reconnecting.DATABASE_ERRORS as exc:
+            # The batch never reached a worker: hand it back, due again at once.
+            self.give_up_claiming(exc, release=claimed.token)
+            return False
+        return True
+
+    def give_up_claiming(self, exc: Exception, release: uuid.UUID | None = None) -> None:
+        """The database failed a claim beyond its retries: claim nothing more, but finish
+        and write back the rows held (a tick that died here would leave them claimed
+        until the lease ends and send them again). `release`: a batch claimed but never
+        handed to a worker, released if the database lets us."""
+        code = reconnecting.error_code(exc)
+        logger.error("claim failed, no more claims this tick: %s (%s)", type(exc).__name__, code)
+        self.failure = self.failure or exc
+        if release is not None:
+            try:
+                reconnecting.retry(lambda: release_tokens([release]), "release")
+            except reconnecting.DATABASE_ERRORS:
+                logger.error("could not release a claimed batch: its rows wait for the lease to end")
+
+    def take(self, claimed: Claim, size: int, batch_now: datetime) -> None:
+        """Hand a claimed batch to the workers (rows held back, deferred and unloadable
+        get their outcomes at once)."""
         self.exhausted = claimed.size < size
         if claimed.size:
             self.report.batches += 1
@@ -240,7 +284,6 @@ class Tick:
                 self.start_worker()
         if self.exhausted and self.flow.pause_if_waiting(batch_now, self.budget - (time.monotonic() - self.started)):
             self.exhausted = False  # rows a rate limit deferred come due within the budget: wait for them
-        return True
 
     def hold_back(self, rows: list[Notification], now: datetime) -> tuple[list[Notification], list[Outcome]]:
         """Rows that may go now, and outcomes for those that must not: invalid (dead-lettered,
@@ -313,22 +356,43 @@ class Tick:
         for job in self.dispatcher.withdraw(lambda job: self.flow.tripped_target(job.row, tripped) is not None):
             self.results.put((job, self.flow.hold_tripped(job.row, tripped, job.batch.now), []))
 
-    def write_back(self, *, force: bool) -> None:
+    def write_back(self, *, force: bool, last: bool = False) -> None:
         """Write finished batches back in one transaction, at most every WRITE_INTERVAL.
 
         Each write takes the database's write lock; on SQLite the host site's own writes
         wait for it, so a draining tick writes a few times a second, not once per batch.
         `force` writes at once (nothing in flight, or the tick is ending).
+
+        `save_outcomes` retries a lost connection or deadlock itself. When it still fails,
+        the batches wait for the next write, claiming stops, and the tick ends once what
+        it holds is done; the `last` write that fails ends the tick with the error (see
+        `abandon`).
         """
         if not self.finished or (not force and time.monotonic() < self.next_write):
             return
         batches, self.finished = self.finished, []
         counts = tallies.delivery_counts(o for b in batches for o in b.outcomes)
-        services.save_outcomes(
-            [(b.token, b.outcomes) for b in batches], [a for b in batches for a in b.attempts], counts
-        )
+        try:
+            services.save_outcomes(
+                [(b.token, b.outcomes) for b in batches], [a for b in batches for a in b.attempts], counts
+            )
+        except reconnecting.DATABASE_ERRORS as exc:
+            if last:
+                self.abandon(batches)
+                raise
+            code = reconnecting.error_code(exc)
+            logger.error("write-back failed; kept for the next one: %s (%s)", type(exc).__name__, code)
+            self.finished = batches + self.finished
+            self.failure = self.failure or exc
+            self.next_write = time.monotonic() + WRITE_INTERVAL
+            return
         telemetry.count_deliveries(counts)
-        self.flow.observe((o for b in batches for o in b.outcomes), self.fixed_now or timezone.now())
+        now = self.fixed_now or timezone.now()
+        try:  # the breakers' bookkeeping: a missed observation must not fail a tick that wrote its rows
+            written = [o for b in batches for o in b.outcomes]
+            reconnecting.retry(lambda: self.flow.observe(written, now), "breakers")
+        except reconnecting.DATABASE_ERRORS as exc:
+            logger.error("circuit breakers not updated: %s", type(exc).__name__)
         self.next_write = time.monotonic() + WRITE_INTERVAL
         for batch in batches:
             services.announce(batch.outcomes)
@@ -336,6 +400,21 @@ class Tick:
             if self.on_outcome:
                 for each in batch.outcomes:
                     self.on_outcome(each)
+
+    def abandon(self, batches: list[Batch]) -> None:
+        """The write-back gave up for good: release the rows of `batches` that were not sent
+        (released, deferred or held: nothing went out), so they do not wait for the lease.
+
+        Rows that were sent keep their claim: releasing them would make them due at once
+        and send them again, the very duplicate the write-back's retries are there to
+        avoid. Their outcome is lost with the database; when the lease ends another tick
+        sends them again (at least once, as after a tick killed between send and write).
+        """
+        unsent = [o.row.pk for b in batches for o in b.outcomes if o.kind in (Kind.RELEASED, Kind.DEFERRED)]
+        try:
+            release_tokens([b.token for b in batches], only=unsent)
+        except reconnecting.DATABASE_ERRORS:
+            logger.error("%d unsent rows stay claimed until the lease ends", len(unsent))
 
     def record(self, job: Job, channel_results: list[ChannelResult]) -> tuple[Outcome, list[DeliveryAttempt]]:
         """The outcome of the channels' results, and one delivery record per channel."""

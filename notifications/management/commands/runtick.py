@@ -21,9 +21,9 @@ from django.db import connections
 from django.utils import timezone
 
 from notifications.conf import TickSettings
-from notifications.management.output import run_command_checks, stamp
+from notifications.management.output import run_command_checks, settle_output, stamp, with_log_output
 from notifications.models import Notification
-from notifications.services import TICK_COUNTS, Outcome, wake
+from notifications.services import TICK_COUNTS, Outcome, reconnecting, wake
 from notifications.services.claims import claim_order, load_defensively
 from notifications.tick.engine import TickReport, run_tick
 
@@ -56,6 +56,17 @@ def interval(value: str) -> float:
     return number
 
 
+def database_trouble(exc: BaseException) -> str:
+    """One line for a tick the database failed (`--traceback` shows the rest)."""
+    if reconnecting.is_read_only(exc):
+        return (
+            "the database is read-only (a replica, or read-only by default): a tick writes its claims "
+            "and outcomes, so point DATABASES at a writable primary"
+        )
+    first = (str(exc).strip().splitlines() or [""])[0][:200]
+    return f"the tick failed on the database: {type(exc).__name__}: {first}"
+
+
 # Seconds a woken `--loop` lets pass after a tick before the next: a flood of
 # announcements cannot make it spin.
 MIN_TICK_GAP = 0.1
@@ -79,6 +90,7 @@ class Command(BaseCommand):
         databases: Any = None,
     ) -> None:
         """Errors stop the tick, each on one line; warnings only when a `--loop` starts."""
+        with_log_output(self)
         run_command_checks(
             "runtick --loop" if self.show_check_warnings else "runtick",
             warn=self.stderr.write if self.show_check_warnings else None,
@@ -106,6 +118,14 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # A full disk under the log (or a closed pipe) must not end a tick or the loop.
+        with_log_output(self)
+        try:
+            self.run(options)
+        finally:
+            settle_output(self)
+
+    def run(self, options: dict[str, Any]) -> None:
         if options["budget"] is not None:
             try:
                 TickSettings.read().with_budget(options["budget"])
@@ -117,7 +137,10 @@ class Command(BaseCommand):
         stop = threading.Event()
         received = self.install_signal_handlers(stop)
         if options["loop"] is None:
-            self.tick(options, stop)  # a failure is cron's to report: non-zero exit
+            try:
+                self.tick(options, stop)
+            except reconnecting.DATABASE_ERRORS as exc:  # cron's to report: one line, non-zero exit
+                raise CommandError(database_trouble(exc)) from exc
         else:
             self.loop(options, stop, options["loop"])
         if received:
