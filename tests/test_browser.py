@@ -342,6 +342,7 @@ def test_the_console_at_a_phones_width_and_a_laptops_with_its_charts(browser, li
     assert firing[paused.pk].startswith("paused ")
     assert firing[overdue.pk].startswith("due ") and "ago" in firing[overdue.pk]
     assert browser.find_element(By.CSS_SELECTOR, '.nq-count[data-state="due_now"]').text == "1"  # the late retry
+    browser.find_element(By.CSS_SELECTOR, "details.nq-chart-fold > summary").click()  # folded: rows first
     captions = [c.text for c in browser.find_elements(By.CSS_SELECTOR, ".nq-chart figcaption")]
     assert "Delivered: 13 in all, at most 9 per bar" in captions  # per hour
     assert "Delivered: 4 in all, at most 4 per bar" in captions  # per minute
