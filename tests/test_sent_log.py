@@ -55,6 +55,7 @@ def test_a_webhook_is_logged_by_host_and_event_never_its_path_or_query(webhook_s
 
     (attempt,) = DeliveryAttempt.objects.filter(notification_id=row.pk)
     assert attempt.outcome == DeliveryAttempt.Outcome.OK
+    assert webhook_server.received[0].headers["user-agent"] == "django-notification-queue"  # the distribution's name
     host = url.split("//", 1)[1].split("/", 1)[0]
     assert (attempt.recipient, attempt.summary) == (host, "notification.fired")
     page = admin_client.get(LOG, {"q": host}).content.decode()
