@@ -1,6 +1,6 @@
 """System checks for the app's settings and surroundings, reported by `manage.py check`.
 
-Ids are stable and documented in the README: E0xx are errors that stop a tick from
+Ids are stable and documented in docs/checks.md: E0xx are errors that stop a tick from
 working as configured, W0xx are warnings about setups that work but will surprise.
 A bad value is reported here rather than by a crash mid-tick.
 
@@ -306,7 +306,7 @@ def _check_unknown_settings() -> Messages:
         if short in known:
             continue
         close = difflib.get_close_matches(short, known, n=1)
-        hint = f"Did you mean NOTIFICATIONS_{close[0]}?" if close else "See the README's settings table."
+        hint = f"Did you mean NOTIFICATIONS_{close[0]}?" if close else "See docs/settings.md."
         messages.append(
             checks.Warning(
                 f"{name} is not a setting of the notifications app; it has no effect.",
