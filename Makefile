@@ -72,22 +72,27 @@ test: setup
 # `make test` (SUITE_LOGS=1) it goes to its log, progress lines and results beside it.
 suite_options = $(if $(SUITE_LOGS),--progress $(1) --junitxml=$(RESULTS)/$(1).xml)
 suite_output = $(if $(SUITE_LOGS),> $(RESULTS)/$(1).log)
+results_dir = $(if $(SUITE_LOGS),@mkdir -p $(RESULTS))
 
 test-sqlite: setup
+	$(results_dir)
 	$(PY) -m pytest -n $(TEST_WORKERS) $(call suite_options,sqlite) $(call suite_output,sqlite)
 
 test-postgres: setup
+	$(results_dir)
 	$(PY) -m pytest -n $(TEST_WORKERS) --ds=tests.settings_postgres $(call suite_options,postgres) \
 		$(call suite_output,postgres)
 
 # The local MariaDB (127.0.0.1:3306, root, no password); MySQL 8 takes the same settings.
 test-mariadb: setup
+	$(results_dir)
 	$(PY) -m pytest -n $(TEST_WORKERS) --ds=tests.settings_mysql $(call suite_options,mariadb) \
 		$(call suite_output,mariadb)
 
 # The version matrix (tox.ini): .venv above is Python 3.11 + Django 5.2 on SQLite and
 # PostgreSQL; here the newest Python 3.13/3.12 found + the newest Django 6.x, on SQLite.
 test-matrix: setup
+	$(results_dir)
 	$(PY) -m tox run -e django6 --discover "$$(.ci/find-python 3.13 3.12)" -- -n $(TEST_WORKERS) \
 		$(call suite_options,matrix) $(call suite_output,matrix)
 
