@@ -77,6 +77,7 @@ LIST_COLUMNS = (
     "channels",
     "email_to",
     "subject",
+    "key",
     "webhook_url",
     "recurrence_rule",
     "timezone",
@@ -142,7 +143,6 @@ class NotificationChangeList(ChangeList):
         rows: QuerySet[Any] = super().get_queryset(request, exclude_parameters).only(*LIST_COLUMNS)
         # A partial failure's cause, from the delivery log, in the page's one query.
         rows = rows.annotate(**{partial_causes.ANNOTATION: partial_causes.latest_failure()})
-        rows = rows.annotate(**row_text.event_annotation())  # the Subject column's event of a webhook
         if signing_problem() is None:
             return rows
         own_secret = Case(When(webhook_secret="", then=Value(False)), default=Value(True))
@@ -273,7 +273,7 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
 
     @admin.display(description=_("subject or event / schedule"))
     def subject_or_event(self, obj: Notification) -> SafeString:
-        """What the row is (its subject, or its payload's event) over its schedule: a line
+        """What the row is (its subject, key or webhook event) over its schedule: a line
         each, cut to the column, the whole on hover."""
         return format_html("{}{}", row_text.subject_or_event(obj) or "", self.schedule(obj))
 

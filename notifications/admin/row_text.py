@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from django.db.models.fields.json import KT
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from notifications.admin import display
+from notifications.channels.webhook.channel import EVENT_TYPE as WEBHOOK_EVENT
 from notifications.content.queued import restore
 from notifications.models import Notification
 
@@ -20,9 +20,6 @@ from notifications.models import Notification
 EMAIL_FIELDSET = _("Email")
 WEBHOOK_FIELDSET = _("Webhook")
 CHANNEL_FIELDSETS = ((EMAIL_FIELDSET, "email"), (WEBHOOK_FIELDSET, "webhook"))
-
-# The list's annotation: a webhook row's event, when its payload names one.
-EVENT = "payload_event"
 
 # The preview's own policy: nothing of the message runs, and nothing is fetched (a remote
 # image would tell its sender the operator opened it).
@@ -32,17 +29,19 @@ PREVIEW_POLICY = (
 )
 
 
-def event_annotation() -> dict[str, Any]:
-    """`payload_event`: the payload's `event` (or `type`) as text, read by the list's one query."""
-    return {EVENT: KT("payload__event")}
-
-
 def subject_or_event(row: Notification) -> SafeString | None:
-    """The subject of a row that emails, else the event its payload names; cut to the
-    column, the whole on hover. None when it has neither."""
-    text = row.subject if "email" in row.channel_list and row.subject else getattr(row, EVENT, None)
-    text = " ".join(str(text or "").split())
-    return display.clip(text) if text else None
+    """What the row is, in a line cut to the column (the whole on hover): the subject of a
+    row that emails, else the host's key for it, else the event its webhook sends. The
+    list never reads payloads (they can be large), so an event named inside one is not it."""
+    if "email" in row.channel_list and row.subject:
+        text = row.subject
+    elif row.key:
+        text = row.key
+    elif "webhook" in row.channel_list:
+        text = WEBHOOK_EVENT
+    else:
+        return None
+    return display.clip(" ".join(text.split()))
 
 
 def html_alternative(row: Notification) -> str | None:
