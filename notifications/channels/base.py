@@ -59,6 +59,10 @@ class ChannelResult:
     # The sent log's line (`Channel.describe`): who this attempt went to and what it was.
     recipient: str = ""
     summary: str = ""
+    # Nothing was tried: the send did not get its turn within the deadline (attachment memory,
+    # NOTIFICATIONS_ATTACHMENT_BYTES_IN_FLIGHT). A firing whose every channel says so waits,
+    # due again at once, and spends no retry.
+    not_sent: bool = False
 
     @property
     def ok(self) -> bool:
