@@ -6,7 +6,8 @@
 #               run copies .env.example to .env (DEBUG on, for this checkout)
 #   make test   add requirements-dev.txt to .venv, run the whole suite on SQLite, on the local
 #               PostgreSQL, on the local MariaDB and (tox) on Python 3.13 + Django 6.x side by
-#               side, then lint, mypy, the import layers and Django's checks
+#               side, printing each one's progress, then lint, mypy, the import layers and
+#               Django's checks (even when a suite failed), and a table of the results
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -46,27 +47,54 @@ run: setup-run .env
 
 # The four suites (SQLite, PostgreSQL, MariaDB, the Django 6 matrix leg) run side by side:
 # each spends most of its time waiting on its database, sockets and child processes, so
-# on two cores together they take about as long as the longest alone. Each one's output
-# is printed whole when it ends (--output-sync); then the checks.
+# on two cores together they take about as long as the longest alone. Each writes its
+# whole output to $(RESULTS)/<suite>.log and its results to <suite>.xml; the terminal
+# gets short lines as they go ([sqlite] started / FAILED ... / 812/2013 done / finished).
+# Then the checks, even when a suite failed, and one table (.ci/test-table); the exit
+# status is non-zero when anything failed.
+RESULTS ?= $(CURDIR)/.test-results
+SUITES := sqlite postgres mariadb matrix
+
 test: setup
-	$(MAKE) --no-print-directory -j4 --output-sync=target TEST_WORKERS=$(PARALLEL_TEST_WORKERS) \
-		test-sqlite test-postgres test-mariadb test-matrix
-	$(MAKE) --no-print-directory check
+	@rm -rf $(RESULTS) && mkdir -p $(RESULTS)
+	@echo "make test: $(SUITES) side by side, each one's log in $(RESULTS)/"
+	@status=0; started=$$(date +%s); \
+	$(MAKE) --no-print-directory -k -j4 TEST_WORKERS=$(PARALLEL_TEST_WORKERS) SUITE_LOGS=1 \
+		$(addprefix test-,$(SUITES)) || status=1; \
+	echo "make test: the suites took $$(( $$(date +%s) - started ))s; now make check"; \
+	$(MAKE) --no-print-directory check && checked=passed || { checked=FAILED; status=1; }; \
+	$(PY) .ci/test-table $(RESULTS) $(SUITES) || status=1; \
+	echo "check: $$checked"; \
+	echo "make test: $$( [ $$status = 0 ] && echo passed || echo FAILED ) in $$(( $$(date +%s) - started ))s"; \
+	exit $$status
+
+# One suite's pytest options: alone (`make test-sqlite`) its output is the terminal's; under
+# `make test` (SUITE_LOGS=1) it goes to its log, progress lines and results beside it.
+suite_options = $(if $(SUITE_LOGS),--progress $(1) --junitxml=$(RESULTS)/$(1).xml)
+suite_output = $(if $(SUITE_LOGS),> $(RESULTS)/$(1).log)
+results_dir = $(if $(SUITE_LOGS),@mkdir -p $(RESULTS))
 
 test-sqlite: setup
-	$(PY) -m pytest -n $(TEST_WORKERS)
+	$(results_dir)
+	$(PY) -m pytest -n $(TEST_WORKERS) $(call suite_options,sqlite) $(call suite_output,sqlite)
 
 test-postgres: setup
-	$(PY) -m pytest -n $(TEST_WORKERS) --ds=tests.settings_postgres
+	$(results_dir)
+	$(PY) -m pytest -n $(TEST_WORKERS) --ds=tests.settings_postgres $(call suite_options,postgres) \
+		$(call suite_output,postgres)
 
 # The local MariaDB (127.0.0.1:3306, root, no password); MySQL 8 takes the same settings.
 test-mariadb: setup
-	$(PY) -m pytest -n $(TEST_WORKERS) --ds=tests.settings_mysql
+	$(results_dir)
+	$(PY) -m pytest -n $(TEST_WORKERS) --ds=tests.settings_mysql $(call suite_options,mariadb) \
+		$(call suite_output,mariadb)
 
 # The version matrix (tox.ini): .venv above is Python 3.11 + Django 5.2 on SQLite and
 # PostgreSQL; here the newest Python 3.13/3.12 found + the newest Django 6.x, on SQLite.
 test-matrix: setup
-	$(PY) -m tox run -e django6 --discover "$$(.ci/find-python 3.13 3.12)" -- -n $(TEST_WORKERS)
+	$(results_dir)
+	$(PY) -m tox run -e django6 --discover "$$(.ci/find-python 3.13 3.12)" -- -n $(TEST_WORKERS) \
+		$(call suite_options,matrix) $(call suite_output,matrix)
 
 check: setup
 	$(PY) -m ruff check .

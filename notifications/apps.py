@@ -6,7 +6,7 @@ from django.apps import AppConfig
 
 class NotificationsConfig(AppConfig):
     name = "notifications"
-    verbose_name = "Notifications"
+    verbose_name = "Notification queue"  # the admin section: not "Notifications > Notifications"
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:

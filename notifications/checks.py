@@ -1,6 +1,6 @@
 """System checks for the app's settings and surroundings, reported by `manage.py check`.
 
-Ids are stable and documented in the README: E0xx are errors that stop a tick from
+Ids are stable and documented in docs/checks.md: E0xx are errors that stop a tick from
 working as configured, W0xx are warnings about setups that work but will surprise.
 A bad value is reported here rather than by a crash mid-tick.
 
@@ -26,7 +26,7 @@ A bad value is reported here rather than by a crash mid-tick.
 | E018 | TARGET_CONCURRENCY is not a positive integer |
 | E019 | CIRCUIT_BREAKER is not a dict of failures, cooldown and max_cooldown |
 | E020 | RATE_LIMITS is not a dict of target -> "N/s,N/m,N/h,N/d" |
-| E021 | WEBHOOK_SECRET is set but holds no key, or is None (webhooks without a secret of their own are held) |
+| E021 | (retired: now W010, a warning) |
 | E022 | the tick would send email through the queue itself, or through an alias that names no mailer |
 | E023 | MAX_ATTACHMENT_BYTES is not a positive integer |
 | E024 | ATTACHMENT_STORAGE names no storage in STORAGES |
@@ -44,6 +44,7 @@ A bad value is reported here rather than by a crash mid-tick.
 | W007 | MariaDB/MySQL at an isolation level stronger than READ COMMITTED |
 | W008 | MariaDB/MySQL connected with the 3-byte `utf8` character set, not `utf8mb4` |
 | W009 | a queue table on MariaDB/MySQL in a non-transactional engine such as MyISAM (database check) |
+| W010 | WEBHOOK_SECRET is set but holds no key, or is None (webhooks without a secret of their own are held) |
 | W100 | no tick has finished lately (database check) |
 | W101 | a host's clock is further than MAX_CLOCK_OFFSET from the database's (database check) |
 
@@ -286,14 +287,16 @@ def _check_secrets() -> Messages:
             ]
     if not any(secrets) and hasattr(settings, "NOTIFICATIONS_WEBHOOK_SECRET"):
         # Set, so the site means to send webhooks, but empty (often `NOTIFICATIONS_WEBHOOK_SECRET=`
-        # in an environment file): nothing can be signed with the site's key.
+        # in an environment file): nothing can be signed with the site's key. A warning, not an
+        # error: the tick holds those rows and sends the rest, and `migrate`, `test` or
+        # `runserver` in a shell without the environment file have nothing to sign.
         return [
-            checks.Error(
+            checks.Warning(
                 "NOTIFICATIONS_WEBHOOK_SECRET holds no key (its environment variable unset or blank?): webhooks "
                 "without a webhook_secret of their own cannot be signed, and are held (no retry spent) until a key "
                 "is set.",
                 hint=f"Set a key, or remove the setting if every webhook row carries its own. {KEY_HINT}",
-                id="notifications.E021",
+                id="notifications.W010",
             )
         ]
     return []
@@ -338,7 +341,7 @@ def _check_unknown_settings() -> Messages:
         if short in known:
             continue
         close = difflib.get_close_matches(short, known, n=1)
-        hint = f"Did you mean NOTIFICATIONS_{close[0]}?" if close else "See the README's settings table."
+        hint = f"Did you mean NOTIFICATIONS_{close[0]}?" if close else "See docs/settings.md."
         messages.append(
             checks.Warning(
                 f"{name} is not a setting of the notifications app; it has no effect.",

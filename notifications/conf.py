@@ -26,7 +26,7 @@ from notifications.rules.network import IPNetwork
 
 
 class Defaults:
-    """Defaults for every `NOTIFICATIONS_<NAME>` setting (see the README's table)."""
+    """Defaults for every `NOTIFICATIONS_<NAME>` setting (docs/settings.md has the table)."""
 
     TICK_LIMIT: int = 100  # rows claimed per batch
     MAX_RETRIES: int = 3  # attempts of one firing before it is dead-lettered

@@ -24,7 +24,7 @@ attachment (name, content and type; MIME parts whole, inline images with their
 Content-ID), `extra_headers`, `content_subtype`, `mixed_subtype`, `alternative_subtype`,
 `encoding`, and django-anymail's attributes (`ANYMAIL_ATTRIBUTES`). Not kept: the
 `Message-ID` (each firing has its own, the same for every attempt), the `Date` (set when
-it is sent), a `connection` given to the message. See the README's "Queue the mail you
+it is sent), a `connection` given to the message. See docs/email.md, "Queue the mail you
 already send".
 
 OPTIONS (MAILERS, or `get_connection(..., priority=...)`): `priority`, the priority of the

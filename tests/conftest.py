@@ -9,6 +9,9 @@ import socket
 import pytest
 from django.conf import settings
 
+# `--progress NAME`: make test's progress lines (tests/support/progress.py).
+from tests.support.progress import pytest_addoption, pytest_configure  # noqa: F401
+
 # The servers a pass of the suite needs: engine -> (name, CI's flag that forbids skipping).
 SERVERS = {
     "django.db.backends.postgresql": ("PostgreSQL", "NOTIFICATIONS_REQUIRE_POSTGRES"),

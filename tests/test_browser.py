@@ -260,11 +260,22 @@ def test_operator_requeues_and_purges_dead_letters(browser, live_server, django_
 
 
 def set_width(driver, width: int, height: int = HEIGHT) -> None:
-    """The window at `width` CSS pixels (a phone: 390)."""
+    """The window at `width` CSS pixels (a phone: 390).
+
+    A resize lands asynchronously: wait for the page to see it before measuring the
+    window's frame, or a loaded machine reads the old width and asks for a negative one."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
     driver.set_window_size(width, height)
-    inner = driver.execute_script("return window.innerWidth")
-    if inner != width:  # the window's frame: make the page itself `width` wide
-        driver.set_window_size(width + (width - inner), height)
+    WebDriverWait(driver, WAIT).until(lambda d: inner_width(d) <= d.get_window_size()["width"])
+    frame = driver.get_window_size()["width"] - inner_width(driver)
+    if frame > 0:  # the window's frame: make the page itself `width` wide
+        driver.set_window_size(width + frame, height)
+        WebDriverWait(driver, WAIT).until(lambda d: inner_width(d) == width)
+
+
+def inner_width(driver) -> int:
+    return int(driver.execute_script("return window.innerWidth"))
 
 
 def page_screenshot(driver, path: Path, width: int) -> None:
@@ -342,6 +353,7 @@ def test_the_console_at_a_phones_width_and_a_laptops_with_its_charts(browser, li
     assert firing[paused.pk].startswith("paused ")
     assert firing[overdue.pk].startswith("due ") and "ago" in firing[overdue.pk]
     assert browser.find_element(By.CSS_SELECTOR, '.nq-count[data-state="due_now"]').text == "1"  # the late retry
+    browser.find_element(By.CSS_SELECTOR, "details.nq-chart-fold > summary").click()  # folded: rows first
     captions = [c.text for c in browser.find_elements(By.CSS_SELECTOR, ".nq-chart figcaption")]
     assert "Delivered: 13 in all, at most 9 per bar" in captions  # per hour
     assert "Delivered: 4 in all, at most 4 per bar" in captions  # per minute

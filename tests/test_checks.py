@@ -256,7 +256,7 @@ def test_a_misspelt_setting_is_pointed_out():
             (
                 "notifications.W005",
                 "NOTIFICATIONS_FROBNICATE is not a setting of the notifications app; it has no effect.",
-                "See the README's settings table.",
+                "See docs/settings.md.",
             ),
             (
                 "notifications.W005",

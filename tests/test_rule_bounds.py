@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from notifications.api import run_tick, schedule
 from notifications.models import Notification
+from tests.support.timing import GUARD_SECONDS
 
 pytestmark = pytest.mark.django_db
 
@@ -45,7 +46,7 @@ def test_schedule_refuses_a_rule_that_never_fires_at_once(rule, message):
     started = time.monotonic()
     with pytest.raises(ValidationError) as refused:
         schedule(channels=["email"], email_to="ada@example.com", subject="s", body="b", recurrence_rule=rule)
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < GUARD_SECONDS  # bounded work, not searched for years
     assert refused.value.message_dict["recurrence_rule"] == [message]
 
 
@@ -86,7 +87,7 @@ def test_the_admin_add_form_refuses_such_a_rule_at_once(admin_client, rule):
     started = time.monotonic()
     response = admin_client.post(reverse("admin:notifications_notification_add"), data)
 
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < GUARD_SECONDS
     assert response.status_code == 200
     assert response.context["adminform"].form.errors == {"recurrence_rule": [NEVER[rule]]}
     assert not Notification.objects.exists()
@@ -113,7 +114,7 @@ def test_the_tick_dead_letters_a_bulk_created_row_with_such_a_rule_and_sends_not
     started = time.monotonic()
     report = run_tick(now=now)
 
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < GUARD_SECONDS
     assert (report.counts()["dead_lettered"], report.counts()["succeeded"]) == (1, 1)
     assert [m.to for m in mail.outbox] == [["ada@example.com"]]
     row = Notification.objects.get(pk=never.pk)

@@ -22,7 +22,7 @@ from tests.support.servers import Reply, WebhookServer
 TIMEOUT = 2  # NOTIFICATIONS_CHANNEL_TIMEOUT in tests.settings
 # Generous: the machine is shared and loaded. A deadline that did not hold would take
 # the server's full 60 s hang (or forever, for the drip), so this still catches it.
-DEADLINE_BOUND = TIMEOUT + 3
+DEADLINE_BOUND = TIMEOUT + 20
 
 
 @pytest.fixture
@@ -173,11 +173,10 @@ def test_response_body_is_read_only_up_to_the_cap(make_row, webhook_server):
     row = make_row(channels=["webhook"], webhook_url=webhook_server.url())
 
     with override_settings(NOTIFICATIONS_RESPONSE_BODY_LIMIT=16 * 1024):
-        result, elapsed = send(row)
+        result, _ = send(row)
 
-    assert result.ok, result.error
+    assert result.ok, result.error  # not cut by the deadline: it stopped reading at the cap
     assert result.http_status == 200
-    assert elapsed < TIMEOUT
     webhook_server.wait_answered(1)  # the client closed the connection and the server stopped writing
     # What the server managed to push is the cap plus socket buffers, not gigabytes.
     assert webhook_server.body_bytes_sent < 32 * 1024 * 1024

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from django import forms
 from django.core.exceptions import ValidationError
 from django.utils import timezone
+from django.utils.html import conditional_escape
 from django.utils.translation import gettext_lazy as _
 
 from notifications import services
@@ -125,6 +126,10 @@ class NotificationForm(ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # Help texts are plain text (`Billing <billing@example.com>`, `<prefix>/subject.txt`):
+        # the admin prints them as HTML, which would eat what looks like a tag.
+        for field in self.fields.values():
+            field.help_text = conditional_escape(field.help_text)
         # The stored secret must not reach the page, not even as an initial value.
         self.initial.pop(SECRET_FIELD, None)
         self.has_secret = bool(self.instance.pk and self.instance.webhook_secret)

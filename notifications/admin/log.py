@@ -78,9 +78,20 @@ class DeliveryAttemptAdmin(ModelAdmin):
     The list fits 1366 px with the sidebar open: the error class rides with the outcome,
     the HTTP status is in the error text (and a filter away)."""
 
-    list_display = ["attempted", "notification_link", "channel", "outcome_badge", "error_text", "duration"]
+    list_display = [
+        "attempted",
+        "notification_link",
+        "channel",
+        "sent_to",
+        "what",
+        "outcome_badge",
+        "error_text",
+        "duration",
+    ]
     list_filter = [NotificationIdFilter, "outcome", "channel", "error_class", "http_status", "attempted_at"]
-    search_fields = ["error"]
+    # The sent log: "did the reset mail to X go out?" outlives the row (deleted once delivered).
+    search_fields = ["recipient", "summary", "error"]
+    search_help_text = _("Search by recipient (an address, a webhook's host), subject or event, or error.")
     date_hierarchy = "attempted_at"
     list_per_page = 100
     readonly_fields = (
@@ -88,6 +99,8 @@ class DeliveryAttemptAdmin(ModelAdmin):
         "notification_link",
         "firing_id",
         "channel",
+        "recipient",
+        "summary",
         "outcome_badge",
         "error",
         "error_class",
@@ -117,6 +130,14 @@ class DeliveryAttemptAdmin(ModelAdmin):
             )
         url = reverse("admin:notifications_notification_change", args=[obj.notification_id])
         return format_html('<a href="{}">#{}</a>', url, obj.notification_id)
+
+    @admin.display(description=_("sent to"), ordering="recipient")
+    def sent_to(self, obj: DeliveryAttempt) -> SafeString | None:
+        return display.clip(obj.recipient) if obj.recipient else None
+
+    @admin.display(description=_("subject or event"), ordering="summary")
+    def what(self, obj: DeliveryAttempt) -> SafeString | None:
+        return display.clip(obj.summary) if obj.summary else None
 
     @admin.display(description=_("outcome"), ordering="outcome")
     def outcome_badge(self, obj: DeliveryAttempt) -> SafeString:

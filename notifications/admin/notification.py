@@ -31,7 +31,7 @@ from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
 from notifications import services
-from notifications.admin import charts, display, partial_causes
+from notifications.admin import charts, display, partial_causes, row_text
 from notifications.admin.attachments import AttachmentsAdminMixin
 from notifications.admin.base import ModelAdmin, TabularInline
 from notifications.admin.display import moment
@@ -76,6 +76,8 @@ LIST_COLUMNS = (
     "mailer",
     "channels",
     "email_to",
+    "subject",
+    "key",
     "webhook_url",
     "recurrence_rule",
     "timezone",
@@ -156,7 +158,7 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
     # fired last (a line each, like a row's two channels).
     # The priority rides in the schedule column, a second line when it is not `normal`: a
     # column of its own would not leave the state's reason room at 1366 px.
-    list_display = ["id", "sends_to", "schedule", "status", "firing"]
+    list_display = ["id", "sends_to", "subject_or_event", "status", "firing"]
     list_display_links = ["id"]
     list_filter = [StateFilter, ChannelFilter, RecurrenceFilter, "priority"]
     search_fields = ["key", "email_to", "webhook_url", "last_error"]
@@ -184,6 +186,7 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
         "secret_status",
         "attachment_list",
         "queued_message",
+        "html_alternative",
     ]
     fieldsets = [
         (
@@ -205,7 +208,7 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
         (_("Schedule"), {"fields": ["recurrence_rule", "timezone", "next_fire_at", "upcoming"]}),
         (_("Limits"), {"fields": ["expires_at", "max_delay", "quiet_hours", "max_retries", "backoff"]}),
         (
-            _("Email"),
+            row_text.EMAIL_FIELDSET,
             {
                 "fields": [
                     "from_email",
@@ -221,11 +224,15 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
                     "headers",
                     "attachment_list",
                     "queued_message",
+                    "html_alternative",
                     "mailer",
                 ]
             },
         ),
-        (_("Webhook"), {"fields": ["webhook_url", "secret_status", "webhook_secret", "clear_webhook_secret"]}),
+        (
+            row_text.WEBHOOK_FIELDSET,
+            {"fields": ["webhook_url", "secret_status", "webhook_secret", "clear_webhook_secret"]},
+        ),
         (
             _("Delivery"),
             {"fields": ["channels", "priority", "payload", "firing_id", "claim", "history", "created", "updated"]},
@@ -264,10 +271,17 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
         """Recipient and webhook host and path, as text (the purge confirmation page)."""
         return ", ".join(channel_target(obj, channel) for channel in obj.channel_list) or "?"
 
+    @admin.display(description=_("subject or event / schedule"))
+    def subject_or_event(self, obj: Notification) -> SafeString:
+        """What the row is (its subject, key or webhook event) over its schedule: a line
+        each, cut to the column, the whole on hover."""
+        return format_html("{}{}", row_text.subject_or_event(obj) or "", self.schedule(obj))
+
     @admin.display(description=_("schedule"))
     def schedule(self, obj: Notification) -> SafeString | str:
         """The rule (or one-shot), and below it the priority when it is not `normal`."""
-        when = display.clip(f"{obj.recurrence_rule} ({obj.timezone})") if obj.recurrence_rule else gettext("one-shot")
+        rule = f"{obj.recurrence_rule} ({obj.timezone})" if obj.recurrence_rule else gettext("one-shot")
+        when = format_html('<span class="nq-clip nq-quiet" title="{}">{}</span>', rule, rule)
         if obj.priority == "normal":
             return when
         label = gettext("priority: %(priority)s") % {"priority": obj.get_priority_display().lower()}
@@ -399,6 +413,11 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
             parts.append(gettext("django-anymail: %(names)s") % {"names": ", ".join(anymail)})
         return "; ".join(parts)
 
+    @admin.display(description=_("HTML alternative"))
+    def html_alternative(self, obj: Notification) -> SafeString | str:
+        html = row_text.html_alternative(obj)
+        return row_text.html_preview(html) if html is not None else self.or_empty(None)
+
     @admin.display(description=_("webhook secret"))
     def secret_status(self, obj: Notification) -> str:
         """Whether the row signs with a secret of its own; the value itself is never shown."""
@@ -431,9 +450,12 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
         if not obj.webhook_secret:
             # The "remove" box exists only while the row has a secret of its own.
             hidden.add("clear_webhook_secret")
-        return [
+        if row_text.html_alternative(obj) is None:
+            hidden.add("html_alternative")
+        fieldsets = [
             (name, {**opts, "fields": [f for f in opts["fields"] if f not in hidden]}) for name, opts in self.fieldsets
         ]
+        return row_text.fold_other_channels(fieldsets, obj.channel_list)
 
     def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Notification | None:
         """The row; one whose payload cannot be decoded or shown opens with the payload blanked.

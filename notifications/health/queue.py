@@ -102,6 +102,14 @@ class QueueHealth:
         )
 
     @property
+    def last_tick_held(self) -> str | None:
+        """What the last tick held for a setting of its own process (its record), or None."""
+        tick = self.last_tick
+        if tick is None or not tick.held:
+            return None
+        return f"The last tick (pid {tick.pid} on {tick.host}) held rows for a setting: {tick.held}."
+
+    @property
     def skewed_hosts(self) -> dict[str, float]:
         """The hosts whose clock is further than `max_clock_offset` from the database's."""
         return {host: offset for host, offset in self.clock_offsets.items() if abs(offset) > self.max_clock_offset}
@@ -148,6 +156,7 @@ class QueueHealth:
                 "host": tick.host,
                 "pid": tick.pid,
                 "clock_offset": tick.clock_offset,
+                "held": tick.held,
                 **self.last_tick_counts(),
             },
             "stale": self.stale,
@@ -158,7 +167,9 @@ class QueueHealth:
             "clock_warning": self.clock_warning,
             "signing_problem": self.signing_problem,
             "unsigned": self.unsigned,
+            # configuration_warning is this process's settings' view; last_tick.held the tick's own
             "configuration_warning": self.configuration_warning,
+            "last_tick_held": self.last_tick_held,
             **self.flow.as_dict(),
         }
 

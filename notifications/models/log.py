@@ -10,6 +10,10 @@ from django.utils import timezone
 from notifications.databases import SettledOnMySQL
 from notifications.models.notification import Notification
 
+# Sizes of the sent log's columns: longer values are cut (`Channel.describe` says how).
+RECIPIENT_CHARS = 500
+SUMMARY_CHARS = 300
+
 
 class DeliveryAttempt(SettledOnMySQL, models.Model):
     """One channel's attempt at one firing. Append-only; outlives its notification."""
@@ -29,6 +33,11 @@ class DeliveryAttempt(SettledOnMySQL, models.Model):
     # Where the channel delivered (`notifications.flow.targets`: a webhook's host, or
     # `email`): what the Targets list's failure sparklines and the metrics count by.
     target = models.CharField(max_length=300, blank=True, default="", db_default="")
+    # The sent log, said by the channel (`Channel.describe`): who the attempt went to (email
+    # addresses, a webhook's host) and what it was (a subject, an event type). Never a body,
+    # a payload, a URL's path or query, or a secret.
+    recipient = models.CharField(max_length=RECIPIENT_CHARS, blank=True, default="", db_default="")
+    summary = models.CharField(max_length=SUMMARY_CHARS, blank=True, default="", db_default="")
     outcome = models.CharField(max_length=8, choices=Outcome.choices)
     error = models.TextField(blank=True)
     error_class = models.CharField(max_length=16, blank=True)
@@ -70,6 +79,14 @@ class TickRun(models.Model):
         blank=True,
         help_text="Seconds this host's clock was ahead of the database's when the tick began "
         "(negative: behind); empty when it could not be measured.",
+    )
+    held = models.CharField(
+        max_length=500,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="Rows this tick held for a setting, and why (its process's settings: "
+        "`3 held: webhook: no signing secret configured ...`); blank when none was.",
     )
 
     class Meta:

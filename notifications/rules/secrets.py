@@ -42,7 +42,7 @@ def secret_errors(secret: str) -> list[str]:
 
 
 # What a webhook that needs the site's secret reports when the site has none it can sign
-# with: a configuration error (`manage.py check`: notifications.E010, E021), held by the
+# with: a configuration problem (`manage.py check`: notifications.E010, W010), held by the
 # tick rather than retried.
 NO_SITE_SECRET = "webhook: no signing secret configured (NOTIFICATIONS_WEBHOOK_SECRET is empty)"  # noqa: S105
 MALFORMED_SITE_SECRET = "webhook: NOTIFICATIONS_WEBHOOK_SECRET is malformed"  # noqa: S105

@@ -197,9 +197,9 @@ def held_back(row: Notification, now: datetime, settings: TickSettings) -> Hold 
     Too late (past `expires_at`, or more than `max_delay` after the firing was due, however
     long it waited since: retries, an open circuit, a rate limit) expires the firing;
     inside quiet hours defers it to the window's end, unless that end is past `expires_at`
-    too. A webhook the site cannot sign (NOTIFICATIONS_WEBHOOK_SECRET empty or
-    malformed: a configuration error, notifications.E010/E021), and email that would go
-    through the queue itself or an alias that names no mailer (E022), are held for
+    too. A webhook the site cannot sign (NOTIFICATIONS_WEBHOOK_SECRET empty, the warning
+    notifications.W010, or malformed, E010), and email that would go through the queue
+    itself or an alias that names no mailer (E022), are held for
     CONFIGURATION_HOLD instead of spending the row's retries. `settings` is the tick's.
     """
     late = row.too_late(now)

@@ -65,6 +65,7 @@ def record_tick(
     batches: int,
     counts: dict[str, int],
     clock_offset: float | None = None,
+    held: str = "",
 ) -> TickRun:
     """Keep the tick's record, and count its duration in the monitoring totals (two
     statements; no transaction: a tick lost between them is one histogram count)."""
@@ -76,5 +77,6 @@ def record_tick(
         pid=os.getpid(),
         batches=batches,
         clock_offset=clock_offset,
+        held=held[: TickRun._meta.get_field("held").max_length],
         **counts,
     )

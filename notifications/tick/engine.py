@@ -40,6 +40,7 @@ from notifications.flow.pruning import prune_idle
 from notifications.flow.targets import channel_target, target_of
 from notifications.health.clock import measure_offset
 from notifications.models import DeliveryAttempt, Notification, validation
+from notifications.models.log import RECIPIENT_CHARS, SUMMARY_CHARS
 from notifications.services import TICK_COUNTS, Kind, Outcome, reconnecting
 from notifications.services.claims import Claim, claim, release_tokens
 from notifications.tick import tallies
@@ -66,6 +67,8 @@ LOW_WATER_ROWS_PER_WORKER = 2
 # claim no other tick can take, so the tick looks past a stuck target only this far.
 HIGH_WATER_BATCHES = 3
 HIGH_WATER_ROWS_PER_WORKER = 4
+# How an outcome's detail starts when a setting held the row (`services.held_back`).
+HELD = "held: "
 
 
 @dataclass
@@ -80,6 +83,9 @@ class TickReport:
     finished_at: datetime | None = None
     batches: int = 0
     tally: Counter[Kind] = field(default_factory=Counter)
+    # Rows held for a setting, by reason (`held: webhook: no signing secret ...`): what the
+    # summary's `deferred` does not say, and what `notifications_status` reads back.
+    holds: Counter[str] = field(default_factory=Counter)
 
     @property
     def claimed(self) -> int:
@@ -87,6 +93,10 @@ class TickReport:
 
     def counts(self) -> dict[str, int]:
         return {name: self.claimed if name == "claimed" else self.tally[Kind(name)] for name in TICK_COUNTS}
+
+    def held(self) -> str:
+        """The holds for a setting, one `N rows held: reason` each (blank: none)."""
+        return "; ".join(f"{n} held: {reason.removeprefix(HELD)}" for reason, n in self.holds.most_common())
 
     def summary(self) -> str:
         counts = self.counts()
@@ -186,7 +196,12 @@ class Tick:
         reconnecting.retry(lambda: services.prune(finished, retention, also=prune_idle, until=until), "housekeeping")
         reconnecting.retry(
             lambda: services.record_tick(
-                report.started_at, finished, report.batches, report.counts(), clock_offset=clock_offset
+                report.started_at,
+                finished,
+                report.batches,
+                report.counts(),
+                clock_offset=clock_offset,
+                held=report.held(),
             ),
             "tick record",
         )
@@ -397,6 +412,7 @@ class Tick:
         for batch in batches:
             services.announce(batch.outcomes)
             self.report.tally.update(o.kind for o in batch.outcomes)
+            self.report.holds.update(o.detail for o in batch.outcomes if o.detail and o.detail.startswith(HELD))
             if self.on_outcome:
                 for each in batch.outcomes:
                     self.on_outcome(each)
@@ -444,6 +460,8 @@ def attempt_records(firing: Firing, results: list[ChannelResult]) -> list[Delive
             firing_id=firing.notification.firing_id,  # the UUID itself: no parsing of its text
             channel=r.channel,
             target=channel_target(firing.notification, r.channel),
+            recipient=clip(r.recipient, RECIPIENT_CHARS),
+            summary=clip(r.summary, SUMMARY_CHARS),
             outcome=DeliveryAttempt.Outcome.OK if r.ok else DeliveryAttempt.Outcome.FAILED,
             error=r.error or "",
             error_class=r.error_class.value if r.error_class and not r.ok else "",
@@ -453,6 +471,11 @@ def attempt_records(firing: Firing, results: list[ChannelResult]) -> list[Delive
         )
         for r in results
     ]
+
+
+def clip(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, an ellipsis saying so."""
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
 def run_tick(

@@ -198,8 +198,19 @@ class EmailChannel(Channel):
                 if (key := addresses.bare(a)) not in self._suppressed and (owed is None or key in owed)
             ]
 
+    def describe(self, firing: Firing) -> tuple[str, str]:
+        """The addresses this attempt was sent to and its subject, as `deliver` had them;
+        the row's own when it stopped before (a template error, every address suppressed)."""
+        line: tuple[str, str] | None = getattr(self._local, "line", None)
+        if line is not None:
+            return line
+        row = firing.notification
+        recipients = [a for v in (row.email_to, row.email_cc, row.email_bcc) for a in addresses.as_list(v)]
+        return ", ".join(recipients), " ".join((row.subject or "").split())
+
     def deliver(self, firing: Firing) -> ChannelResult:
         row = firing.notification
+        self._local.line = None  # the sent log's line (`describe`), once known
         try:
             content = render_content(row)
         except TemplateRenderError as exc:
@@ -210,6 +221,7 @@ class EmailChannel(Channel):
         to, cc, bcc = (self._deliverable(v, owed) for v in (row.email_to, row.email_cc, row.email_bcc))
         if not (to or cc or bcc):
             return ChannelResult(self.name, ALL_SUPPRESSED, ErrorClass.PERMANENT)
+        self._local.line = (", ".join(to + cc + bcc), content.subject)
         size = attachments.total_size(row.attachments)
         if not size:
             return self._send(firing, content, to, cc, bcc)

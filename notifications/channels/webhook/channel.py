@@ -29,7 +29,7 @@ from notifications.rules.secrets import secret_errors
 EVENT_TYPE = "notification.fired"
 BLOCKED = "webhook: blocked address"
 MALFORMED_URL = "webhook: malformed URL"
-USER_AGENT = "django-notifications-queue"
+USER_AGENT = "django-notification-queue"  # the distribution's name
 # Headers every POST carries beside the signature and the length.
 STATIC_HEADERS = {"content-type": "application/json", "user-agent": USER_AGENT}
 # Bytes read from a response body at a time; RESPONSE_BODY_LIMIT is checked between reads.
@@ -154,6 +154,10 @@ class WebhookChannel(Channel):
         """The row's own key, else every site key (all of them sign during a rotation)."""
         secret = firing.notification.webhook_secret
         return [signing.secret_key(secret)] if secret else self.site_keys
+
+    def describe(self, firing: Firing) -> tuple[str, str]:
+        """The receiver's host (never the URL's path, query or credentials) and the event type."""
+        return firing.targets.get(self.name, ""), EVENT_TYPE
 
     def deliver(self, firing: Firing) -> ChannelResult:
         url = firing.notification.webhook_url

@@ -64,7 +64,7 @@ class Command(BaseCommand):
         else:
             for line in describe(health):
                 self.stdout.write(line)
-        warnings = (health.warning, health.clock_warning, health.configuration_warning)
+        warnings = (health.warning, health.clock_warning, health.configuration_warning, health.last_tick_held)
         problems = [warning for warning in warnings if warning]
         if problems:
             # Non-zero exit status so cron wrappers and monitoring notice.
@@ -116,13 +116,18 @@ def describe(health: QueueHealth) -> list[str]:
             f"clock skew: {host} is {describe_offset(offset)} the database's clock "
             f"(limit {health.max_clock_offset:g}s): synchronise it with NTP"
         )
+    # Two views of a hold: this command's own settings (its environment may lack what
+    # cron's has, or the reverse) and what the last tick, in cron's process, reported.
     if health.configuration_warning:
-        lines.append(f"held: {health.configuration_warning}")
+        lines.append(f"held by this process's settings: {health.configuration_warning}")
+    if tick is not None and (tick.held or health.configuration_warning):
+        lines.append(f"held by the last tick (pid {tick.pid} on {tick.host}): {tick.held or 'nothing'}")
     lines.extend(health.flow.lines())  # open circuits, targets at their limit
     flags = (
         ("STALE", health.stale),
         ("CLOCK SKEW", bool(health.skewed_hosts)),
-        ("HELD", bool(health.configuration_warning)),
+        ("HELD (this process's settings)", bool(health.configuration_warning)),
+        ("HELD (the last tick)", bool(tick and tick.held)),
     )
     status = [word for word, bad in flags if bad]
     lines.append(f"status: {', '.join(status)}" if status else "status: OK")

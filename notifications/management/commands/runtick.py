@@ -188,6 +188,9 @@ class Command(BaseCommand):
             on_outcome=self.print_outcome if verbose else None,
         )
         self.stdout.write(stamp(report.summary(), report.finished_at))
+        held = report.held()
+        if held:  # what `deferred=N` does not say: a setting of this process holds rows
+            self.stdout.write(stamp(f"{held} (this process's settings; manage.py check says how to fix it)"))
         return report
 
     def tick_in_loop(self, options: dict[str, Any], stop: threading.Event) -> TickReport | None:

@@ -10,6 +10,7 @@ has it, so a `manage.py runtick` after the demo treats its rows as the demo did.
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -23,7 +24,7 @@ from django.utils import timezone
 
 from notifications.api import schedule
 from notifications.conf import app_settings
-from notifications.models import Notification
+from notifications.models import Notification, addresses
 from notifications.signals import notification_dead_lettered
 from notifications.testing import CapturedWebhook
 
@@ -68,6 +69,50 @@ class Sink:
         self.server.server_close()
 
 
+# A tick's summary line when it claimed nothing: `2025-06-02T12:00:10+00:00 claimed=0 ...`.
+IDLE_SUMMARY = re.compile(r"^(?P<stamp>\S+) claimed=0 ")
+
+
+class IdleTicks:
+    """The loop's output with each stretch of idle ticks said once (`idle since 12:00:10`):
+    a `claimed=0` line every interval would bury what the demo shows."""
+
+    def __init__(self, out: Any) -> None:
+        self.out = out
+        self.idle = False
+
+    def write(self, text: str) -> None:
+        found = IDLE_SUMMARY.match(text)
+        if found is None:
+            if re.match(r"^\S+ claimed=", text):
+                self.idle = False  # a tick that did something: the next idle one is said again
+            self.out.write(text.rstrip("\n"))
+            return
+        if not self.idle:
+            self.idle = True
+            since = found["stamp"][11:19]  # HH:MM:SS of the ISO stamp
+            self.out.write(f"{found['stamp']} idle since {since}: nothing due (said again once a tick claims rows)")
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
+def attempts(row: Notification) -> str:
+    return "1 attempt" if row.error_count == 1 else f"{row.error_count} attempts"
+
+
+def what(row: Notification) -> str:
+    """The row in words: the demo's name for it, and where it sends."""
+    name = row.payload.get("demo") if isinstance(row.payload, dict) else None
+    targets = [
+        f"email to {', '.join(addresses.as_list(row.email_to))}"
+        if channel == "email"
+        else f"webhook to {row.webhook_url}"
+        for channel in row.channel_list
+    ]
+    return f"the {name} ({', '.join(targets)})" if name else ", ".join(targets)
+
+
 class Command(BaseCommand):
     help = "First run: migrate, a demo login, sample notifications, a local webhook sink, and the tick looping."
 
@@ -97,13 +142,15 @@ class Command(BaseCommand):
 
             def announce_dead_letter(sender: Any, notification: Notification, **kwargs: Any) -> None:
                 self.say(
-                    f"dead letter: #{notification.pk} ({notification.last_error}); "
+                    f"dead letter: #{notification.pk} ({notification.last_error}) after "
+                    f"{attempts(notification)}: {what(notification)}; "
                     f"requeue or purge it at {admin_url}notifications/notification/?state=dead"
                 )
 
             notification_dead_lettered.connect(announce_dead_letter, weak=False)
             try:
-                call_command("runtick", loop=interval, verbosity=2)  # until Ctrl-C / SIGTERM
+                # until Ctrl-C / SIGTERM; a stretch of idle ticks is said once, not every interval
+                call_command("runtick", loop=interval, verbosity=2, stdout=IdleTicks(self.stdout))
             finally:
                 notification_dead_lettered.disconnect(announce_dead_letter)
         self.say("demo stopped")

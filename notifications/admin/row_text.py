@@ -1,0 +1,77 @@
+"""What a row is, for the list and its change page: its subject (or event), its queued
+message's HTML alternative, and the fieldsets of the channels it does not use folded away."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
+
+from notifications.admin import display
+from notifications.channels.webhook.channel import EVENT_TYPE as WEBHOOK_EVENT
+from notifications.content.queued import restore
+from notifications.models import Notification
+
+# The fieldsets of one channel each, by their heading (the objects NotificationAdmin uses).
+EMAIL_FIELDSET = _("Email")
+WEBHOOK_FIELDSET = _("Webhook")
+CHANNEL_FIELDSETS = ((EMAIL_FIELDSET, "email"), (WEBHOOK_FIELDSET, "webhook"))
+
+# The preview's own policy: nothing of the message runs, and nothing is fetched (a remote
+# image would tell its sender the operator opened it).
+PREVIEW_POLICY = (
+    '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+    "style-src 'unsafe-inline'; img-src data:\">"
+)
+
+
+def subject_or_event(row: Notification) -> SafeString | None:
+    """What the row is, in a line cut to the column (the whole on hover): the subject of a
+    row that emails, else the host's key for it, else the event its webhook sends. The
+    list never reads payloads (they can be large), so an event named inside one is not it."""
+    if "email" in row.channel_list and row.subject:
+        text = row.subject
+    elif row.key:
+        text = row.key
+    elif "webhook" in row.channel_list:
+        text = WEBHOOK_EVENT
+    else:
+        return None
+    return display.clip(" ".join(text.split()))
+
+
+def html_alternative(row: Notification) -> str | None:
+    """The first `text/html` alternative of a message queued by QueuedEmailBackend, or None."""
+    extras = row.message if isinstance(row.message, dict) else None
+    for alternative in (extras or {}).get("alternatives") or []:
+        if isinstance(alternative, dict) and str(alternative.get("mimetype", "")).startswith("text/html"):
+            content = restore(alternative.get("content"))
+            if isinstance(content, bytes):
+                content = content.decode("utf-8", "replace")
+            return str(content)
+    return None
+
+
+def html_preview(html: str) -> SafeString:
+    """The HTML in a sandboxed frame (no script, no form, no request of its own)."""
+    return format_html(
+        '<iframe class="nq-html-preview" sandbox="" referrerpolicy="no-referrer" title="{}" srcdoc="{}"></iframe>',
+        gettext("The message's HTML alternative, as sent"),
+        PREVIEW_POLICY + html,
+    )
+
+
+def fold_other_channels(fieldsets: Iterable[tuple[Any, dict[str, Any]]], channels: list[str]) -> list[Any]:
+    """`fieldsets` with those of the channels the row does not use folded (Django's
+    `collapse`): out of the way, still there to add a channel."""
+    folded = []
+    for name, options in fieldsets:
+        channel = next((c for heading, c in CHANNEL_FIELDSETS if heading is name), None)
+        if channel is not None and channel not in channels:
+            options = {**options, "classes": [*options.get("classes", ()), "collapse"]}
+        folded.append((name, options))
+    return folded
