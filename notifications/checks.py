@@ -162,7 +162,7 @@ def _check_metrics_token() -> Messages:
             f"NOTIFICATIONS_METRICS_TOKEN {problem}.",
             hint="Use a random ASCII token, e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))'. "
             "Until it is fixed, only staff users may read the metrics.",
-            id="notifications.E028",
+            id="notifications.E034",
         )
     ]
 

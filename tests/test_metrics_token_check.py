@@ -2,7 +2,7 @@
 
 A WSGI server decodes request headers as ISO-8859-1: a token with a character beyond
 ASCII, sent as UTF-8 by any client, never compares equal. The live server shows it; the
-check (notifications.E028) says so before anyone scrapes, and never shows the token.
+check (notifications.E034) says so before anyone scrapes, and never shows the token.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ NON_ASCII = "scrape-tökén-0123456789"
 
 
 def token_errors() -> list[checks.CheckMessage]:
-    return [m for m in checks.run_checks() if m.id == "notifications.E028"]
+    return [m for m in checks.run_checks() if m.id == "notifications.E034"]
 
 
 def scrape(live_server, token: str) -> int:
