@@ -33,6 +33,10 @@ A bad value is reported here rather than by a crash mid-tick.
 | E025 | LOW_PRIORITY_AGING is not a positive number |
 | E026 | the queue's MariaDB/MySQL server has no SKIP LOCKED (MariaDB < 10.6, MySQL < 8.0.11) (database check) |
 | E027 | the tick's email backend setting (or a NOTIFICATIONS_MAILERS alias's) names no email backend class |
+| E028 | a CHANNELS BACKEND cannot be imported |
+| E029 | a CHANNELS BACKEND is not a subclass of notifications.channels.Channel |
+| E030 | a CHANNELS name is a built-in channel's (email, webhook) |
+| E031 | CHANNELS is not a dict of name -> {"BACKEND": ..., "OPTIONS": {...}} (a bad name, OPTIONS not a dict) |
 | W001 | BACKOFF has fewer steps than MAX_RETRIES - 1 |
 | W002 | the SMTP backend is in use and its timeout (EMAIL_TIMEOUT, or the default mailer's) is unset |
 | W003 | django_crontab is installed but there is no `crontab` binary |
@@ -129,6 +133,67 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> Messages:
     errors += _number("LOW_PRIORITY_AGING", app_settings.LOW_PRIORITY_AGING, integer=False, id="notifications.E025")
     errors += _check_unknown_settings()
     return errors
+
+
+CHANNELS_HINT = (
+    'For example {"sms": {"BACKEND": "myapp.channels.SMSChannel", "OPTIONS": {"sender": "ACME"}}}; '
+    "see docs/channels.md. Rows naming a channel that is not usable are refused as unknown."
+)
+
+
+@checks.register()
+def check_channels(app_configs: Any = None, **kwargs: Any) -> Messages:
+    """NOTIFICATIONS_CHANNELS: the shape of each entry, its name, its class."""
+    from notifications import registry
+
+    raw = app_settings.CHANNELS
+    if not isinstance(raw, dict):
+        return [
+            checks.Error(
+                f"NOTIFICATIONS_CHANNELS must be a dict of channel name -> settings, not {type(raw).__name__}.",
+                hint=CHANNELS_HINT,
+                id="notifications.E031",
+            )
+        ]
+    messages: Messages = []
+    for name, entry in raw.items():
+        if name in registry.BUILT_IN:
+            messages.append(
+                checks.Error(
+                    f"NOTIFICATIONS_CHANNELS[{name!r}]: {name!r} is a built-in channel; a site's channel "
+                    "needs a name of its own.",
+                    hint="Rename it, e.g. 'sms' or 'slack'.",
+                    id="notifications.E030",
+                )
+            )
+            continue
+        problem = registry.entry_problem(name, entry)
+        if problem is not None:
+            messages.append(
+                checks.Error(f"NOTIFICATIONS_CHANNELS: {problem}.", hint=CHANNELS_HINT, id="notifications.E031")
+            )
+            continue
+        backend = entry["BACKEND"]
+        try:
+            registry.channel_class(registry.Entry(name, backend))
+        except ImportError as exc:
+            messages.append(
+                checks.Error(
+                    f"NOTIFICATIONS_CHANNELS[{name!r}]['BACKEND'] = {backend!r} cannot be imported: {exc}",
+                    hint="Give the dotted path of the class, e.g. 'myapp.channels.SMSChannel'.",
+                    id="notifications.E028",
+                )
+            )
+        except TypeError:
+            messages.append(
+                checks.Error(
+                    f"NOTIFICATIONS_CHANNELS[{name!r}]['BACKEND'] = {backend!r} is not a subclass of "
+                    "notifications.channels.Channel.",
+                    hint="Subclass notifications.channels.Channel and implement deliver(firing).",
+                    id="notifications.E029",
+                )
+            )
+    return messages
 
 
 def _check_backoff() -> Messages:

@@ -228,7 +228,20 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
         (_("Webhook"), {"fields": ["webhook_url", "secret_status", "webhook_secret", "clear_webhook_secret"]}),
         (
             _("Delivery"),
-            {"fields": ["channels", "priority", "payload", "firing_id", "claim", "history", "created", "updated"]},
+            {
+                "fields": [
+                    "channels",
+                    "routing",
+                    "channel_data",
+                    "priority",
+                    "payload",
+                    "firing_id",
+                    "claim",
+                    "history",
+                    "created",
+                    "updated",
+                ]
+            },
         ),
     ]
     add_fieldsets = [
@@ -237,6 +250,8 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
             {
                 "fields": [
                     "channels",
+                    "routing",
+                    "channel_data",
                     "priority",
                     "email_to",
                     "subject",

@@ -8,7 +8,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext, ngettext
 
-from notifications import mailers, services
+from notifications import mailers, registry, services
 from notifications.admin import display, partial_causes
 from notifications.admin.display import moment
 from notifications.conf import app_settings, parse_secrets
@@ -89,7 +89,8 @@ def channel_target(row: Notification, channel: str) -> str:
         return addresses.compact(row.email_to) or "?"
     if channel == "webhook":
         return display.webhook_target(row.webhook_url) if row.webhook_url else "?"
-    return "?"
+    found = registry.channel(channel)  # a site's channel says itself (`Channel.describe`)
+    return found.describe(row) if found is not None else "?"
 
 
 def row_status(row: Notification, now: datetime) -> SafeString:

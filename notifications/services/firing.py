@@ -25,10 +25,13 @@ def record_firing(row: Notification, results: list[ChannelResult], now: datetime
     """Apply the channels' results to `row` and say what became of it.
 
     All ok advances the row, some ok parks it as partial (never retried as a whole),
-    none ok retries it after the backoff or dead-letters it once retries run out.
+    none ok retries it after the backoff or dead-letters it once retries run out. A row
+    routed `first` needs one: the channel that delivered makes the firing a full success.
     """
     _owe_recipients(row, results)
     failed = [r for r in results if not r.ok]
+    if row.routing == "first" and len(failed) < len(results):
+        return _advance(row, now, Kind.SUCCEEDED, failed=None, results=results)
     if not failed:
         return _advance(row, now, Kind.SUCCEEDED, failed=None, results=results)
     if len(failed) < len(results):

@@ -132,6 +132,7 @@ class EmailChannel(Channel):
     name = "email"
 
     def __init__(self) -> None:
+        super().__init__()
         self._local = threading.local()
         self._connections: list[BaseEmailBackend] = []
         self._lock = threading.Lock()
@@ -140,11 +141,14 @@ class EmailChannel(Channel):
         # by refusals.
         self._suppressed: set[str] = set()
 
+    def needs_data(self) -> bool:
+        return False  # its fields are the row's own: email_to, subject, body ...
+
     def prepare(self, rows: Sequence[Notification]) -> None:
         wanted = {
             addresses.bare(address)
             for row in rows
-            if "email" in row.channel_list
+            if self.name in row.channel_list
             for value in (row.email_to, row.email_cc, row.email_bcc)
             for address in addresses.as_list(value)
         }

@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator, Sequence
 from datetime import UTC
 from email.utils import parsedate_to_datetime
+from typing import TYPE_CHECKING, Any
 
 import requests
 import urllib3.exceptions
@@ -23,8 +24,11 @@ from notifications.channels.base import Channel, ChannelResult, ErrorClass, Firi
 from notifications.channels.webhook import guard, transport
 from notifications.conf import TickSettings
 from notifications.models import validation
-from notifications.rules import signing
+from notifications.rules import hosts, signing
 from notifications.rules.secrets import secret_errors
+
+if TYPE_CHECKING:
+    from notifications.models import Notification
 
 EVENT_TYPE = "notification.fired"
 BLOCKED = "webhook: blocked address"
@@ -140,15 +144,33 @@ class WebhookChannel(Channel):
     """
 
     name = "webhook"
+    # Its targets are many independent receivers, one of which may hang: a row owing a
+    # webhook queues under the webhook's host (`notifications.flow.targets.target_of`).
+    dispatch_rank = 1
 
     def __init__(self, settings: TickSettings | None = None) -> None:
         settings = settings or TickSettings.read()
+        self.options = {}
         self._adapter = transport.new_adapter(hosts=settings.concurrency, per_host=settings.target_concurrency)
         self._watchdog = transport.Watchdog()
         self.timeout = settings.channel_timeout
         self.body_limit = settings.response_body_limit
         self.allowed_networks = settings.allowed_networks
         self.site_keys, self.site_key_error = _site_keys(settings.webhook_secrets)
+
+    @classmethod
+    def open(cls, name: str, options: dict[str, Any], settings: TickSettings | None = None) -> Channel:
+        """The tick's snapshot of the settings configures the transport (no OPTIONS)."""
+        channel = cls(settings)
+        channel.name = name
+        return channel
+
+    def needs_data(self) -> bool:
+        return False  # its fields are the row's own: webhook_url, webhook_secret
+
+    def target(self, row: Notification) -> str:
+        """The URL's host, lowercased, with `:port` when not the scheme's default."""
+        return hosts.host_target(row.webhook_url) if row.webhook_url else ""
 
     def keys(self, firing: Firing) -> list[bytes]:
         """The row's own key, else every site key (all of them sign during a rotation)."""
