@@ -42,7 +42,7 @@ from urllib3.response import HTTPResponse
 from notifications import registry
 from notifications.channels import Channel, ChannelResult, ErrorClass, Firing
 from notifications.channels.email.channel import site_mailers
-from notifications.channels.webhook import transport
+from notifications.channels.http import transport
 from notifications.conf import TickSettings, app_settings
 from notifications.receiving import signature_matches
 from notifications.rules import signing

@@ -261,7 +261,7 @@ HEAVY = [
     "urllib3",
     "requests",
     "notifications.rules.schedule",
-    "notifications.channels.webhook.guard",
+    "notifications.channels.http.guard",
     "notifications.channels.email",
 ]
 

@@ -105,6 +105,12 @@ class Channel(abc.ABC):
     # highest rank (first listed among equals): a channel whose targets are many independent
     # receivers, one of which may hang (webhook hosts), ranks above one with a single target.
     dispatch_rank: int = 0
+    # Its results name recipients the receiver deferred while it took the message for
+    # others (`ChannelResult.deferred`): the firing then owes this channel those alone
+    # (`Notification.pending_recipients`). Email's SMTP greylisting.
+    tracks_recipients: bool = False
+    # A row naming this channel may carry attachments (`schedule(attachments=...)`).
+    takes_attachments: bool = False
 
     def __init__(self, **options: Any) -> None:
         self.options = options
@@ -180,6 +186,18 @@ class Channel(abc.ABC):
         if isinstance(to, str):
             return to
         return self.name
+
+    def describe_parts(self, row: Notification) -> tuple[str, str]:
+        """`describe` in two for a narrow column: what names the destination and is shown
+        whole (a host), and what follows it, cut first (a path); ("", describe) when the
+        line is not split."""
+        return "", self.describe(row)
+
+    def held(self, row: Notification, settings: TickSettings | None = None) -> str | None:
+        """Why the site's configuration keeps this channel from sending `row` now (a setting
+        to fix, not a failure of the row: the tick holds it, spending no retry, and the
+        admin says why), or None. `settings` is the tick's snapshot (None: read them now)."""
+        return None
 
     def prepare(self, rows: Sequence[Notification]) -> None:
         """Read what sending `rows` needs from the database, before any of them is sent.

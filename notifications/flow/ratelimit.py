@@ -1,6 +1,6 @@
 """Rate limits per target, shared by every tick on every host through the database.
 
-`NOTIFICATIONS_RATE_LIMITS = {"email": "14/s,50000/d", "hooks.example.com": "600/m",
+`NOTIFICATIONS_RATE_LIMITS = {"sms": "14/s,50000/d", "hooks.example.com": "600/m",
 "*": "50/s"}`: each `N/<unit>` is a token bucket of capacity N refilled at N per unit,
 stored as one `RateBucket` row. A burst of up to N goes at once and, over any span of
 T units, at most N x (T + 1). `"*"` gives every webhook target not named its own
@@ -83,7 +83,8 @@ def limit_errors(value: Any) -> list[str]:
     errors = []
     for target, spec in value.items():
         if not isinstance(target, str) or not target or target != target.lower():
-            errors.append(f"target {target!r} must be a channel's name ('email'), '*' or a lowercased host[:port]")
+            names = ", ".join(map(repr, registry.names()))
+            errors.append(f"target {target!r} must be a channel's name ({names}), '*' or a lowercased host[:port]")
             continue
         try:
             parse(spec)

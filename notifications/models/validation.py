@@ -135,7 +135,7 @@ def url_errors(url: str) -> list[str]:
 def address_errors(url: str) -> list[str]:
     """A URL whose host is a literal refused address (any spelling) is refused up front.
 
-    Names are checked when the tick resolves them (see `notifications.channels.webhook.guard`): their
+    Names are checked when the tick resolves them (see `notifications.channels.http.guard`): their
     addresses can change, so a check now would prove nothing then.
     """
     try:

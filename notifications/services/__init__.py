@@ -41,6 +41,7 @@ from notifications.services.creating import edit, schedule_notification, start
 from notifications.services.firing import (
     CONFIGURATION_HOLD,
     Hold,
+    configuration_hold,
     dead_letter_unloadable,
     defer,
     held_back,
@@ -73,6 +74,7 @@ __all__ = [
     "act",
     "announce",
     "cancel",
+    "configuration_hold",
     "dead_letter_unloadable",
     "defer",
     "edit",

@@ -12,6 +12,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import BooleanField, ExpressionWrapper, Model
 from django.utils import timezone
 
+from notifications import registry
 from notifications.databases import DatabaseNow
 from notifications.models import USER_FIELDS, Notification, attachment_files, attachments, states, validation
 from notifications.rules import schedule
@@ -60,7 +61,7 @@ def schedule_notification(
         raise ValueError("fire_at must be an aware datetime (USE_TZ is on)")
     # The key's uniqueness is the database's to decide (`_save_keyed`): a check here would race.
     row.full_clean(exclude=["next_fire_at"], validate_constraints=False)
-    if given and "email" not in row.channel_list:
+    if given and not any(getattr(registry.channel(c), "takes_attachments", False) for c in row.channel_list):
         raise ValidationError({"attachments": ["Attachments go with the email channel."]})
     start(row, fire_at or timezone.now(), fire_at=fire_at)
     # Content goes to storage only once the rest of the row is known to be good.

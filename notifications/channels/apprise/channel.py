@@ -24,7 +24,7 @@ from urllib.parse import quote
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 
 from notifications.channels.base import Channel, ChannelResult, ErrorClass, Firing
-from notifications.channels.webhook import transport
+from notifications.channels.http import transport
 from notifications.content.email import render_content, template_field_errors
 from notifications.content.templating import TemplateRenderError, template_errors
 

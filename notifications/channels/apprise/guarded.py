@@ -3,7 +3,7 @@
 Apprise's services send with `requests` (`requests.post(...)`, a new Session each time),
 which would connect wherever a name resolves. Inside `guarded()`, every Session's
 `get_adapter` answers http(s) URLs with the webhook transport's adapter instead
-(`notifications.channels.webhook.transport`): the address is checked on the connection
+(`notifications.channels.http.transport`): the address is checked on the connection
 actually made (loopback, private and the rest refused unless
 NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS opens them), and the sockets die at the deadline.
 
@@ -23,7 +23,7 @@ from typing import Any
 import requests
 from requests.adapters import BaseAdapter
 
-from notifications.channels.webhook import guard, transport
+from notifications.channels.http import guard, transport
 
 _adapter: contextvars.ContextVar[BaseAdapter | None] = contextvars.ContextVar(
     "notifications_apprise_adapter", default=None

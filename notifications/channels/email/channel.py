@@ -35,7 +35,7 @@ from django.core.mail import EmailMessage, EmailMultiAlternatives
 from django.core.mail.backends.base import BaseEmailBackend
 from django.core.mail.utils import DNS_NAME
 
-from notifications import compat
+from notifications import compat, mailers
 from notifications.channels.base import Channel, ChannelResult, ErrorClass, Firing
 from notifications.channels.email import providers
 from notifications.channels.email.mailers import (
@@ -49,6 +49,7 @@ from notifications.models import Suppression, addresses, attachments
 from notifications.rules import headers as header_rules
 
 if TYPE_CHECKING:
+    from notifications.conf import TickSettings
     from notifications.models import Notification
 
 ALL_SUPPRESSED = "email: all recipients suppressed"
@@ -130,6 +131,8 @@ class EmailChannel(Channel):
     """Sends with one backend connection per worker thread, opened once per tick."""
 
     name = "email"
+    tracks_recipients = True
+    takes_attachments = True
 
     def __init__(self) -> None:
         super().__init__()
@@ -143,6 +146,14 @@ class EmailChannel(Channel):
 
     def needs_data(self) -> bool:
         return False  # its fields are the row's own: email_to, subject, body ...
+
+    def describe(self, row: Notification) -> str:
+        """The first recipient (`ada@example.com +2`); `?` when the row has none."""
+        return addresses.compact(row.email_to) or "?"
+
+    def held(self, row: Notification, settings: TickSettings | None = None) -> str | None:
+        """Email that would go through the queue itself, or an alias that names no mailer (E022)."""
+        return mailers.problem(row.mailer or "")
 
     def prepare(self, rows: Sequence[Notification]) -> None:
         wanted = {
