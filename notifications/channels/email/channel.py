@@ -44,6 +44,7 @@ from notifications.channels.email.mailers import (
 from notifications.content.email import Content, render_content
 from notifications.content.queued import ANYMAIL_ATTRIBUTES, SHAPE_ATTRIBUTES, restore
 from notifications.content.templating import TemplateRenderError
+from notifications.exceptions import NotificationsError
 from notifications.mailers import open_connection
 from notifications.models import Suppression, addresses, attachments
 from notifications.rules import headers as header_rules
@@ -72,7 +73,7 @@ def message_id(firing: Firing) -> str:
     return f"<notification-{firing.notification.pk}.{firing.firing_id}@{DNS_NAME}>"
 
 
-class AttachmentMissing(Exception):
+class AttachmentMissing(NotificationsError):
     """An attachment's file could not be read from storage (the message says which, never its content)."""
 
 
