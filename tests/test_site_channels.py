@@ -310,3 +310,33 @@ def test_a_built_in_name_is_never_taken_over():
     from notifications import registry
 
     assert type(registry.channel("email")).__name__ == "EmailChannel"
+
+
+@channels(sms="TransientChannel")
+def test_the_admin_shows_which_channel_delivered_a_first_routed_row(admin_client):
+    row = schedule(channels=["sms", "email"], routing="first", channel_data=TO, recurrence_rule="0 9 * * *", **EMAIL)
+    Notification.objects.filter(pk=row.pk).update(next_fire_at=timezone.now())
+    run_tick()
+    page = admin_client.get(f"/admin/notifications/notification/{row.pk}/change/")
+    assert page.status_code == 200
+    assert b"sms failed, email delivered" in page.content
+
+
+@channels(sms="SMSChannel")
+def test_signals_and_metrics_name_a_site_channel():
+    from notifications.health import monitoring
+    from notifications.signals import notification_delivered
+
+    seen = []
+
+    def on_delivered(sender, notification, **kwargs):
+        seen.append(notification.channels)
+
+    notification_delivered.connect(on_delivered)
+    try:
+        schedule(channels=["sms"], channel_data=TO)
+        run_tick()
+    finally:
+        notification_delivered.disconnect(on_delivered)
+    assert seen == [["sms"]]
+    assert monitoring.read().by_channel()[("sms", "delivered")] == 1
