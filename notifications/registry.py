@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
 from notifications.conf import app_settings
@@ -122,7 +123,7 @@ def construct(entry: Entry, settings: TickSettings | None = None) -> Channel:
 # --- what the app asks of the registry ----------------------------------------------------
 
 _lock = threading.Lock()
-_cache: tuple[object, dict[str, Channel | None]] | None = None
+_cache: dict[str, Channel] | None = None
 
 
 def names() -> tuple[str, ...]:
@@ -144,25 +145,37 @@ def channel(name: str) -> Channel | None:
     return _instances().get(name)
 
 
-def _instances() -> dict[str, Channel | None]:
-    """name -> instance, rebuilt when NOTIFICATIONS_CHANNELS is another object than last time.
-    A site class that cannot be imported or constructed is left out (the checks say why)."""
+def _instances() -> dict[str, Channel]:
+    """name -> instance, built on first use and again after NOTIFICATIONS_CHANNELS changes
+    (`setting_changed`: override_settings). A site class that cannot be imported or
+    constructed is left out (the checks say why). The tick asks several times per row, so
+    a hit is one global read."""
     global _cache
-    raw = app_settings.CHANNELS
     cached = _cache
-    if cached is not None and cached[0] is raw:
-        return cached[1]
+    if cached is not None:
+        return cached
     with _lock:
-        if _cache is not None and _cache[0] is raw:
-            return _cache[1]
-        built: dict[str, Channel | None] = {}
+        if _cache is not None:
+            return _cache
+        built: dict[str, Channel] = {}
         for name, entry in entries().items():
             try:
                 built[name] = construct(entry)
             except Exception:
                 logger.exception("%s[%r]: the channel cannot be constructed", SETTING, name)
-        _cache = (raw, built)
+        _cache = built
         return built
+
+
+def reset(**kwargs: Any) -> None:
+    """Forget the instances: the next use builds them from the settings as they are then."""
+    global _cache
+    if kwargs.get("setting") in (None, SETTING):
+        with _lock:
+            _cache = None
+
+
+setting_changed.connect(reset, dispatch_uid="notifications.registry.reset")
 
 
 def open_for_tick(settings: TickSettings) -> dict[str, Channel]:
