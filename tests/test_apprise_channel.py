@@ -62,6 +62,7 @@ def assert_no_secret(row_pk, *texts: str) -> None:
 def test_slack_gets_the_rendered_subject_and_body(slack):
     row = schedule(
         channels=["slack"],
+        channel_data={"slack": {}},
         subject="Invoice {{ number }}",
         body="Due {{ amount }} EUR",
         payload={"number": 7, "amount": 30},
@@ -80,7 +81,7 @@ def test_slack_gets_the_rendered_subject_and_body(slack):
 @apprise_channel("slack", SLACK_URL)
 def test_a_slack_refusal_is_an_error_in_its_own_words_without_the_token(slack, caplog):
     slack.reply = Reply(404, b"no_team")
-    row = schedule(channels=["slack"], subject="Hi", body="Hello")
+    row = schedule(channels=["slack"], channel_data={"slack": {}}, subject="Hi", body="Hello")
     with caplog.at_level(logging.DEBUG):
         run_tick()
     row.refresh_from_db()
@@ -128,7 +129,7 @@ def test_a_url_with_to_needs_the_rows_recipient():
 @override_settings(NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS=[])
 @apprise_channel("slack", SLACK_URL)
 def test_loopback_is_refused_by_the_address_guard_when_not_opened(slack):
-    row = schedule(channels=["slack"], subject="Hi", body="Hello")
+    row = schedule(channels=["slack"], channel_data={"slack": {}}, subject="Hi", body="Hello")
     run_tick()
     row.refresh_from_db()
     assert slack.received == []  # nothing reached the server
@@ -139,7 +140,7 @@ def test_loopback_is_refused_by_the_address_guard_when_not_opened(slack):
 
 @apprise_channel("slack", SLACK_URL)
 def test_the_admin_shows_the_service_not_the_credentials(slack, admin_client):
-    row = schedule(channels=["slack"], subject="Hi", body="Hello")
+    row = schedule(channels=["slack"], channel_data={"slack": {}}, subject="Hi", body="Hello")
     slack.reply = Reply(503, b"")
     run_tick()
     for page in (
@@ -164,7 +165,7 @@ def test_a_bad_apprise_url_is_a_configuration_error():
 @apprise_channel("slack", SLACK_URL)
 def test_a_service_that_never_answers_is_a_timeout_within_the_deadline(slack):
     slack.reply = Reply(behaviour="hang")
-    row = schedule(channels=["slack"], subject="Hi", body="Hello")
+    row = schedule(channels=["slack"], channel_data={"slack": {}}, subject="Hi", body="Hello")
     run_tick()
     row.refresh_from_db()
     assert row.last_error == "slack: timed out after 0.5s"
@@ -173,7 +174,7 @@ def test_a_service_that_never_answers_is_a_timeout_within_the_deadline(slack):
 
 @apprise_channel("slack", [SLACK_URL, "json://127.0.0.1:1/nothing-listens"])
 def test_every_url_must_take_it(slack):
-    row = schedule(channels=["slack"], subject="Hi", body="Hello")
+    row = schedule(channels=["slack"], channel_data={"slack": {}}, subject="Hi", body="Hello")
     run_tick()
     row.refresh_from_db()
     assert len(slack.received) == 1

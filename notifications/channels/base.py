@@ -154,18 +154,12 @@ class Channel(abc.ABC):
         reached the table without validation (those are dead-lettered, saying why).
         """
 
-    def needs_data(self) -> bool:
-        """Whether a row naming this channel must carry an entry in `channel_data`: a site
-        channel's recipient lives there. The built-in channels keep theirs in their own fields."""
-        return True
-
     def row_errors(self, row: Notification) -> dict[str, list[str]]:
         """What is wrong with `row` for this channel, by field: here, its `channel_data`
-        entry (missing, or refused by `validate`). The built-in channels check their own fields."""
+        entry (missing, or refused by `validate`; `{}` is an entry). The built-in channels keep
+        what they need in fields of their own."""
         data = row.channel_data if isinstance(row.channel_data, dict) else {}
         if self.name not in data:
-            if not self.needs_data():
-                return {}
             return {"channel_data": [f"The {self.name} channel needs its entry: {{{self.name!r}: {{...}}}}."]}
         try:
             self.validate(data[self.name])

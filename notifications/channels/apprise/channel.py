@@ -83,13 +83,13 @@ class AppriseChannel(Channel):
 
     # --- the row ----------------------------------------------------------------------------
 
-    def needs_data(self) -> bool:
-        return any(TO in url for url in self.urls)
-
     def validate(self, data: Any) -> None:
-        if not self.needs_data():
+        """An object; with a `{to}` in the URLs, its `to` is the recipient."""
+        if not isinstance(data, dict):
+            raise ValidationError('Give an object: {"to": "+15551234567"}, or {} when the URLs name the recipient.')
+        if not any(TO in url for url in self.urls):
             return
-        to = data.get("to") if isinstance(data, dict) else None
+        to = data.get("to")
         if not isinstance(to, str) or not to.strip():
             raise ValidationError("Give the recipient as 'to': the channel's URLs send to {to}.")
         if any(c in to for c in "\r\n/?#"):

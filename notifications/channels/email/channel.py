@@ -145,9 +145,6 @@ class EmailChannel(Channel):
         # by refusals.
         self._suppressed: set[str] = set()
 
-    def needs_data(self) -> bool:
-        return False  # its fields are the row's own: email_to, subject, body ...
-
     def describe(self, row: Notification) -> str:
         """The first recipient (`ada@example.com +2`); `?` when the row has none."""
         return addresses.compact(row.email_to) or "?"

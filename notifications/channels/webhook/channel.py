@@ -132,9 +132,6 @@ class WebhookChannel(Channel):
         channel.name = name
         return channel
 
-    def needs_data(self) -> bool:
-        return False  # its fields are the row's own: webhook_url, webhook_secret
-
     def target(self, row: Notification) -> str:
         """The URL's host, lowercased, with `:port` when not the scheme's default."""
         return hosts.host_target(row.webhook_url) if row.webhook_url else ""
