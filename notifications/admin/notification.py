@@ -40,7 +40,7 @@ from notifications.admin.forms import SECRET_FIELD, NotificationForm
 from notifications.admin.log import kept_for, milliseconds, outcome_badge, retention_days
 from notifications.admin.status import (
     abbreviate_error,
-    channel_target,
+    destination,
     reason,
     row_status,
     sentences,
@@ -280,7 +280,7 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
 
     def target(self, obj: Notification) -> str:
         """Recipient and webhook host and path, as text (the purge confirmation page)."""
-        return ", ".join(channel_target(obj, channel) for channel in obj.channel_list) or "?"
+        return ", ".join(destination(obj, channel) for channel in obj.channel_list) or "?"
 
     @admin.display(description=_("schedule"))
     def schedule(self, obj: Notification) -> SafeString | str:

@@ -76,7 +76,7 @@ def target_line(row: Notification, channel: str) -> SafeString:
     return format_html('<span class="nq-clip" title="{}: {}">{}</span>', channel, where, where)
 
 
-def channel_target(row: Notification, channel: str) -> str:
+def destination(row: Notification, channel: str) -> str:
     """Where `channel` of `row` delivers: the first recipient (`ada@example.com +2`), or the
     webhook's host and path; `?` when the row lacks it (written around validation)."""
     found = registry.channel(channel)  # each channel says itself (`Channel.describe`)

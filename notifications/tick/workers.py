@@ -31,10 +31,11 @@ logger = logging.getLogger("notifications.tick")
 # Extra wait beyond CHANNEL_TIMEOUT before a channel that ignores its deadline (a
 # backend with no timeout of its own) is reported as timed out and left behind.
 DEADLINE_GRACE = 1.0
-# Threads for a row's further channels, per worker. A worker sends a row's first channel
-# itself and the other (a row has two at most) through this pool, so one thread per
-# worker is busy at a time; the second is for sends the monitor left behind past their
-# deadline, which keep their thread until they return.
+# Threads for a row's further channels, per worker, at least: a worker sends a row's first
+# channel itself and the others through this pool (as many threads per worker as there are
+# channels), so all but one are busy at a time; the spare is for sends the monitor left
+# behind past their deadline, which keep their thread until they return. Threads start
+# only as sends need them.
 CHANNEL_THREADS_PER_WORKER = 2
 # What a worker (or the monitor) hands back for one row.
 Reported = tuple["Job", "Outcome", "list[DeliveryAttempt]"]
@@ -62,9 +63,8 @@ class Workers:
         self.record = record
         self.internal_error = internal_error
         self.watch = watch
-        self.pool = ThreadPoolExecutor(
-            CHANNEL_THREADS_PER_WORKER * concurrency, thread_name_prefix="notifications-send"
-        )
+        per_worker = max(CHANNEL_THREADS_PER_WORKER, len(channels))
+        self.pool = ThreadPoolExecutor(per_worker * concurrency, thread_name_prefix="notifications-send")
         self.names = itertools.count()
 
     def start(self) -> None:
