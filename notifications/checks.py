@@ -33,10 +33,12 @@ A bad value is reported here rather than by a crash mid-tick.
 | E025 | LOW_PRIORITY_AGING is not a positive number |
 | E026 | the queue's MariaDB/MySQL server has no SKIP LOCKED (MariaDB < 10.6, MySQL < 8.0.11) (database check) |
 | E027 | the tick's email backend setting (or a NOTIFICATIONS_MAILERS alias's) names no email backend class |
-| E028 | a CHANNELS BACKEND cannot be imported |
-| E029 | a CHANNELS BACKEND is not a subclass of notifications.channels.Channel |
-| E030 | a CHANNELS name is a built-in channel's (email, webhook) |
-| E031 | CHANNELS is not a dict of name -> {"BACKEND": ..., "OPTIONS": {...}} (a bad name, OPTIONS not a dict) |
+| E028 | attachments are kept in a file storage whose location is relative or unset (MEDIA_ROOT empty) |
+| E029 | ATTACHMENT_BYTES_IN_FLIGHT is not a positive integer |
+| E030 | a CHANNELS BACKEND cannot be imported |
+| E031 | a CHANNELS BACKEND is not a subclass of notifications.channels.Channel |
+| E032 | a CHANNELS name is a built-in channel's (email, webhook) |
+| E033 | CHANNELS is not a dict of name -> {"BACKEND": ..., "OPTIONS": {...}} (a bad name, OPTIONS not a dict) |
 | W001 | BACKOFF has fewer steps than MAX_RETRIES - 1 |
 | W002 | the SMTP backend is in use and its timeout (EMAIL_TIMEOUT, or the default mailer's) is unset |
 | W003 | django_crontab is installed but there is no `crontab` binary |
@@ -130,6 +132,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> Messages:
     errors += _check_flow_control()
     errors += _number("MAX_ATTACHMENT_BYTES", app_settings.MAX_ATTACHMENT_BYTES, integer=True, id="notifications.E023")
     errors += _check_attachment_storage()
+    errors += _number(
+        "ATTACHMENT_BYTES_IN_FLIGHT", app_settings.ATTACHMENT_BYTES_IN_FLIGHT, integer=True, id="notifications.E029"
+    )
     errors += _number("LOW_PRIORITY_AGING", app_settings.LOW_PRIORITY_AGING, integer=False, id="notifications.E025")
     errors += _check_unknown_settings()
     return errors
@@ -152,7 +157,7 @@ def check_channels(app_configs: Any = None, **kwargs: Any) -> Messages:
             checks.Error(
                 f"NOTIFICATIONS_CHANNELS must be a dict of channel name -> settings, not {type(raw).__name__}.",
                 hint=CHANNELS_HINT,
-                id="notifications.E031",
+                id="notifications.E033",
             )
         ]
     messages: Messages = []
@@ -163,14 +168,14 @@ def check_channels(app_configs: Any = None, **kwargs: Any) -> Messages:
                     f"NOTIFICATIONS_CHANNELS[{name!r}]: {name!r} is a built-in channel; a site's channel "
                     "needs a name of its own.",
                     hint="Rename it, e.g. 'sms' or 'slack'.",
-                    id="notifications.E030",
+                    id="notifications.E032",
                 )
             )
             continue
         problem = registry.entry_problem(name, entry)
         if problem is not None:
             messages.append(
-                checks.Error(f"NOTIFICATIONS_CHANNELS: {problem}.", hint=CHANNELS_HINT, id="notifications.E031")
+                checks.Error(f"NOTIFICATIONS_CHANNELS: {problem}.", hint=CHANNELS_HINT, id="notifications.E033")
             )
             continue
         backend = entry["BACKEND"]
@@ -181,7 +186,7 @@ def check_channels(app_configs: Any = None, **kwargs: Any) -> Messages:
                 checks.Error(
                     f"NOTIFICATIONS_CHANNELS[{name!r}]['BACKEND'] = {backend!r} cannot be imported: {exc}",
                     hint="Give the dotted path of the class, e.g. 'myapp.channels.SMSChannel'.",
-                    id="notifications.E028",
+                    id="notifications.E030",
                 )
             )
         except TypeError:
@@ -190,7 +195,7 @@ def check_channels(app_configs: Any = None, **kwargs: Any) -> Messages:
                     f"NOTIFICATIONS_CHANNELS[{name!r}]['BACKEND'] = {backend!r} is not a subclass of "
                     "notifications.channels.Channel.",
                     hint="Subclass notifications.channels.Channel and implement deliver(firing).",
-                    id="notifications.E029",
+                    id="notifications.E031",
                 )
             )
     return messages
@@ -395,7 +400,42 @@ def _check_attachment_storage() -> Messages:
                 id="notifications.E024",
             )
         ]
-    return []
+    return _check_attachment_location(alias)
+
+
+def _check_attachment_location(alias: str) -> Messages:
+    """E028: a file storage relative to the working directory (MEDIA_ROOT unset is the
+    working directory itself) keeps what the site stored where a tick started by cron from
+    $HOME does not look."""
+    from django.core.files.storage import FileSystemStorage, storages
+    from django.utils.module_loading import import_string
+
+    from notifications.models.attachments import location_setting, relative_location
+
+    config = cast(dict[str, Any], storages.backends[alias])  # a configuration, whatever the stubs say
+    try:
+        backend = import_string(config.get("BACKEND", ""))
+    except ImportError:
+        return []  # Django's own storage handling says so when it is used
+    if not (isinstance(backend, type) and issubclass(backend, FileSystemStorage)):
+        return []  # S3 and the like: every process reaches the same files
+    try:
+        relative = relative_location(backend(**(config.get("OPTIONS") or {})))
+    except (TypeError, ValueError):
+        return []
+    if relative is None:
+        return []
+    setting = location_setting(alias)
+    where = f"is {relative!r}, a relative path" if relative else "is unset"
+    return [
+        checks.Error(
+            f"Email attachments are kept in the storage {alias!r} (NOTIFICATIONS_ATTACHMENT_STORAGE), whose "
+            f"location ({setting}) {where}: each process reads and writes them under its own working "
+            "directory, so a tick started by cron from another directory cannot find them.",
+            hint=f'Set {setting} to an absolute path, such as BASE_DIR / "media".',
+            id="notifications.E028",
+        )
+    ]
 
 
 @checks.register()

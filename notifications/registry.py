@@ -14,7 +14,7 @@ fresh instance per name for each tick, which prepares, sends and closes.
 
 Classes are imported by their dotted path, never at this module's import: the registry
 sits below the channels in the app's layers. A malformed entry is left out here and
-reported by `manage.py check` (notifications.E028-E031); a row naming it is then refused
+reported by `manage.py check` (notifications.E030-E033); a row naming it is then refused
 as an unknown channel rather than crashing a tick.
 """
 
@@ -66,7 +66,7 @@ class Entry:
 
 def entry_problem(name: Any, entry: Any) -> str | None:
     """Why `NOTIFICATIONS_CHANNELS[name]` cannot be registered, judged without importing
-    its class (E031 reports it); None when its shape is right."""
+    its class (E033 reports it); None when its shape is right."""
     if not isinstance(name, str) or not NAME_PATTERN.match(name):
         return (
             f"the name {name!r} is not a channel name (a lowercase letter, then up to 15 lowercase "
@@ -107,7 +107,7 @@ def _built_in_entries() -> dict[str, Entry]:
 
 
 def channel_class(entry: Entry) -> type[Channel]:
-    """The class of `entry`; ImportError or TypeError when it is none (E029, E030)."""
+    """The class of `entry`; ImportError or TypeError when it is none (E030, E031)."""
     cls = import_string(entry.backend)
     base = import_string(BASE_CLASS)
     if not isinstance(cls, type) or not issubclass(cls, base):

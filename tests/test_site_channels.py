@@ -284,15 +284,15 @@ def run_checks() -> list[checks.CheckMessage]:
 @pytest.mark.parametrize(
     ("setting", "check_id"),
     [
-        ({"sms": {"BACKEND": "tests.support.site_channels.Missing"}}, "notifications.E028"),
-        ({"sms": {"BACKEND": "no_such_module.SMS"}}, "notifications.E028"),
-        ({"sms": {"BACKEND": f"{SUPPORT}.NotAChannel"}}, "notifications.E029"),
-        ({"email": {"BACKEND": f"{SUPPORT}.SMSChannel"}}, "notifications.E030"),
-        ({"webhook": {"BACKEND": f"{SUPPORT}.SMSChannel"}}, "notifications.E030"),
-        ({"sms": {"BACKEND": f"{SUPPORT}.SMSChannel", "OPTIONS": ["sender"]}}, "notifications.E031"),
-        ({"sms": f"{SUPPORT}.SMSChannel"}, "notifications.E031"),
-        ({"SMS Gateway": {"BACKEND": f"{SUPPORT}.SMSChannel"}}, "notifications.E031"),
-        ([("sms", {})], "notifications.E031"),
+        ({"sms": {"BACKEND": "tests.support.site_channels.Missing"}}, "notifications.E030"),
+        ({"sms": {"BACKEND": "no_such_module.SMS"}}, "notifications.E030"),
+        ({"sms": {"BACKEND": f"{SUPPORT}.NotAChannel"}}, "notifications.E031"),
+        ({"email": {"BACKEND": f"{SUPPORT}.SMSChannel"}}, "notifications.E032"),
+        ({"webhook": {"BACKEND": f"{SUPPORT}.SMSChannel"}}, "notifications.E032"),
+        ({"sms": {"BACKEND": f"{SUPPORT}.SMSChannel", "OPTIONS": ["sender"]}}, "notifications.E033"),
+        ({"sms": f"{SUPPORT}.SMSChannel"}, "notifications.E033"),
+        ({"SMS Gateway": {"BACKEND": f"{SUPPORT}.SMSChannel"}}, "notifications.E033"),
+        ([("sms", {})], "notifications.E033"),
     ],
 )
 def test_checks_report_a_bad_channel_setting(setting, check_id):
@@ -340,3 +340,16 @@ def test_signals_and_metrics_name_a_site_channel():
         notification_delivered.disconnect(on_delivered)
     assert seen == [["sms"]]
     assert monitoring.read().by_channel()[("sms", "delivered")] == 1
+
+
+@channels(sms="SMSChannel")
+def test_schedule_many_validates_channel_data_by_index():
+    from notifications.api import schedule_many
+
+    with pytest.raises(ValidationError) as info:
+        schedule_many([{"channels": ["sms"], "channel_data": TO}, {"channels": ["sms"]}])
+    assert "1.channel_data" in info.value.message_dict
+    rows = schedule_many([{"channels": ["sms"], "channel_data": TO, "routing": "first"}])
+    assert rows[0].channel_data == TO and rows[0].routing == "first"
+    run_tick()
+    assert len(site_channels.SENT) == 1
