@@ -47,7 +47,9 @@ def schedule(
     `body`, `webhook_url`, `webhook_secret`, `payload`, `recurrence_rule`, `timezone`,
     `expires_at`, `max_delay`, `quiet_hours`, `max_retries`, `backoff`, and for email
     `from_email`, `headers`, `attachments` (`Attachment`s, `(filename, content, mimetype)`
-    or MIME parts), `mailer` and `priority`) plus `fire_at`,
+    or MIME parts), `mailer` and `priority`; `channel_data`, what each of the site's own
+    channels needs (`{"sms": {"to": "+15551234567"}}`), and `routing`, `"all"` or
+    `"first"` (the channels in order until one succeeds)) plus `fire_at`,
     the first due time. Without `fire_at`, a one-shot row is due now and a recurring row
     is due at its rule's next occurrence. Raises ValidationError naming each bad field.
 

@@ -35,6 +35,10 @@ A bad value is reported here rather than by a crash mid-tick.
 | E027 | the tick's email backend setting (or a NOTIFICATIONS_MAILERS alias's) names no email backend class |
 | E028 | attachments are kept in a file storage whose location is relative or unset (MEDIA_ROOT empty) |
 | E029 | ATTACHMENT_BYTES_IN_FLIGHT is not a positive integer |
+| E030 | a CHANNELS BACKEND cannot be imported |
+| E031 | a CHANNELS BACKEND is not a subclass of notifications.channels.Channel |
+| E032 | a CHANNELS name is a built-in channel's (email, webhook) |
+| E033 | CHANNELS is not a dict of name -> {"BACKEND": ..., "OPTIONS": {...}} (a bad name, OPTIONS not a dict) |
 | W001 | BACKOFF has fewer steps than MAX_RETRIES - 1 |
 | W002 | the SMTP backend is in use and its timeout (EMAIL_TIMEOUT, or the default mailer's) is unset |
 | W003 | django_crontab is installed but there is no `crontab` binary |
@@ -165,6 +169,67 @@ def _check_metrics_token() -> Messages:
             id="notifications.E034",
         )
     ]
+
+
+CHANNELS_HINT = (
+    'For example {"sms": {"BACKEND": "myapp.channels.SMSChannel", "OPTIONS": {"sender": "ACME"}}}; '
+    "see docs/channels.md. Rows naming a channel that is not usable are refused as unknown."
+)
+
+
+@checks.register()
+def check_channels(app_configs: Any = None, **kwargs: Any) -> Messages:
+    """NOTIFICATIONS_CHANNELS: the shape of each entry, its name, its class."""
+    from notifications import registry
+
+    raw = app_settings.CHANNELS
+    if not isinstance(raw, dict):
+        return [
+            checks.Error(
+                f"NOTIFICATIONS_CHANNELS must be a dict of channel name -> settings, not {type(raw).__name__}.",
+                hint=CHANNELS_HINT,
+                id="notifications.E033",
+            )
+        ]
+    messages: Messages = []
+    for name, entry in raw.items():
+        if name in registry.BUILT_IN:
+            messages.append(
+                checks.Error(
+                    f"NOTIFICATIONS_CHANNELS[{name!r}]: {name!r} is a built-in channel; a site's channel "
+                    "needs a name of its own.",
+                    hint="Rename it, e.g. 'sms' or 'slack'.",
+                    id="notifications.E032",
+                )
+            )
+            continue
+        problem = registry.entry_problem(name, entry)
+        if problem is not None:
+            messages.append(
+                checks.Error(f"NOTIFICATIONS_CHANNELS: {problem}.", hint=CHANNELS_HINT, id="notifications.E033")
+            )
+            continue
+        backend = entry["BACKEND"]
+        try:
+            registry.channel_class(registry.Entry(name, backend))
+        except ImportError as exc:
+            messages.append(
+                checks.Error(
+                    f"NOTIFICATIONS_CHANNELS[{name!r}]['BACKEND'] = {backend!r} cannot be imported: {exc}",
+                    hint="Give the dotted path of the class, e.g. 'myapp.channels.SMSChannel'.",
+                    id="notifications.E030",
+                )
+            )
+        except TypeError:
+            messages.append(
+                checks.Error(
+                    f"NOTIFICATIONS_CHANNELS[{name!r}]['BACKEND'] = {backend!r} is not a subclass of "
+                    "notifications.channels.Channel.",
+                    hint="Subclass notifications.channels.Channel and implement deliver(firing).",
+                    id="notifications.E031",
+                )
+            )
+    return messages
 
 
 def _check_backoff() -> Messages:

@@ -77,6 +77,9 @@ class Defaults:
     # Bearer token a Prometheus scraper sends to `notifications.metrics.view` (blank: staff
     # users only). See docs/operations.md.
     METRICS_TOKEN: str = ""
+    # The site's own channels beside email and webhook (notifications.registry):
+    # {"sms": {"BACKEND": "dotted.path.Class", "OPTIONS": {...}}}.
+    CHANNELS: dict[str, dict[str, Any]] = {}
 
 
 # A derived lease outlives everything a tick does with its rows: the budget, a last batch

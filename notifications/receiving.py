@@ -40,13 +40,14 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from notifications.exceptions import NotificationsError
 from notifications.rules import signing
 from notifications.rules.secrets import SECRET_PREFIX, decode_key
 
 DEFAULT_TOLERANCE = 5 * 60  # seconds a webhook-timestamp may differ from now
 
 
-class InvalidWebhook(Exception):
+class InvalidWebhook(NotificationsError):
     """The request is not a genuine, fresh webhook. The message names no secret."""
 
 

@@ -13,8 +13,10 @@
 Inside the block every webhook the app sends is answered by the double (200 unless
 `respond()` says otherwise) and recorded, signed exactly as it would go out; every
 email (the app's and your own code's) goes to a local-memory backend and is recorded
-too. The rows, claims, retries and dead letters are the real ones in your test
-database, so a test can follow a notification through its whole life.
+too; every send of a site's own channel (NOTIFICATIONS_CHANNELS, Apprise among them) is
+recorded in `sends` and succeeds unless `fail()` says otherwise. The rows, claims,
+retries and dead letters are the real ones in your test database, so a test can follow
+a notification through its whole life.
 """
 
 from __future__ import annotations
@@ -37,14 +39,16 @@ from django.test.utils import override_settings
 from requests.adapters import HTTPAdapter
 from urllib3.response import HTTPResponse
 
+from notifications import registry
+from notifications.channels import Channel, ChannelResult, ErrorClass, Firing
 from notifications.channels.email.channel import site_mailers
-from notifications.channels.webhook import transport
-from notifications.conf import app_settings
+from notifications.channels.http import transport
+from notifications.conf import TickSettings, app_settings
 from notifications.receiving import signature_matches
 from notifications.rules import signing
 from notifications.tick.engine import TickReport, run_tick
 
-__all__ = ["Capture", "CapturedWebhook", "EmailBackend", "capture_notifications"]
+__all__ = ["Capture", "CapturedSend", "CapturedWebhook", "EmailBackend", "capture_notifications"]
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,25 @@ class CapturedWebhook:
         return signature_matches(keys, self.message_id, timestamp, self.body, self.headers["webhook-signature"])
 
 
+@dataclass(frozen=True)
+class CapturedSend:
+    """One send of a site's own channel, as the channel would have made it."""
+
+    channel: str
+    firing: Firing
+
+    @property
+    def notification(self) -> Any:
+        """The row sent."""
+        return self.firing.notification
+
+    @property
+    def data(self) -> Any:
+        """The row's `channel_data` entry for this channel (`{"to": ...}`), or None."""
+        data = self.firing.notification.channel_data
+        return data.get(self.channel) if isinstance(data, dict) else None
+
+
 @dataclass
 class Reply:
     """How the double answers a webhook: a status (and body, headers), or an exception."""
@@ -94,6 +117,8 @@ class Capture:
     def __init__(self) -> None:
         self.webhooks: list[CapturedWebhook] = []
         self.emails: list[EmailMessage] = []
+        self.sends: list[CapturedSend] = []
+        self._failures: dict[str, tuple[str, ErrorClass]] = {}
         self._default = Reply()
         self._replies: dict[str, Reply] = {}
         self._lock = threading.Lock()
@@ -127,6 +152,22 @@ class Capture:
             else:
                 self._replies[url] = reply
 
+    def fail(self, channel: str, error: str | None = "", *, permanent: bool = False) -> None:
+        """Make every send of the site channel `channel` fail from now on, transiently (a
+        retry follows) or `permanent`ly (a dead letter); `error` defaults to
+        `"<channel>: failed"`. `fail(channel, None)` makes it succeed again."""
+        with self._lock:
+            if error is None:
+                self._failures.pop(channel, None)
+            else:
+                kind = ErrorClass.PERMANENT if permanent else ErrorClass.TRANSIENT
+                self._failures[channel] = (error or f"{channel}: failed", kind)
+
+    def sent(self, channel: str) -> list[CapturedSend]:
+        """The recorded sends of the site channel `channel`, oldest first."""
+        with self._lock:
+            return [send for send in self.sends if send.channel == channel]
+
     def tick(self, *, now: datetime | None = None, limit: int | None = None) -> TickReport:
         """Run one tick now, in this thread, and return its report.
 
@@ -139,6 +180,7 @@ class Capture:
         with self._lock:
             self.webhooks.clear()
             self.emails.clear()
+            self.sends.clear()
 
     def _record_webhook(self, request: requests.PreparedRequest) -> Reply:
         body = request.body or b""
@@ -150,6 +192,14 @@ class Capture:
         with self._lock:
             self.webhooks.append(captured)
             return self._replies.get(captured.url, self._default)
+
+    def _record_send(self, channel: str, firing: Firing) -> ChannelResult:
+        with self._lock:
+            self.sends.append(CapturedSend(channel, firing))
+            failure = self._failures.get(channel)
+        if failure is None:
+            return ChannelResult(channel)
+        return ChannelResult(channel, error=failure[0], error_class=failure[1])
 
     def _record_email(self, message: EmailMessage) -> None:
         with self._lock:
@@ -175,6 +225,33 @@ class CaptureAdapter(HTTPAdapter):
             decode_content=False,
         )
         return self.build_response(request, raw)
+
+
+class CapturedChannel(Channel):
+    """Stands in for a site channel during a capture: records each send, sends nothing."""
+
+    def __init__(self, capture: Capture, **options: Any) -> None:
+        super().__init__(**options)
+        self.capture = capture
+
+    def deliver(self, firing: Firing) -> ChannelResult:
+        return self.capture._record_send(self.name, firing)
+
+
+def _site_channels_to(capture: Capture) -> Any:
+    """`registry.open_for_tick` with every site channel replaced by a `CapturedChannel`."""
+    real = registry.open_for_tick
+
+    def open_for_tick(settings: TickSettings) -> dict[str, Channel]:
+        opened = real(settings)
+        for name, channel in opened.items():
+            if not registry.is_built_in(name):
+                stand_in = CapturedChannel(capture, **channel.options)
+                stand_in.name, stand_in.timeout = name, channel.timeout
+                opened[name] = stand_in
+        return opened
+
+    return mock.patch.object(registry, "open_for_tick", open_for_tick)
 
 
 _active: list[Capture] = []
@@ -220,7 +297,7 @@ def capture_notifications() -> Iterator[Capture]:
     with _active_lock:
         _active.append(capture)
     try:
-        with _email_to_capture(), mock.patch.object(transport, "new_adapter", adapter):
+        with _email_to_capture(), mock.patch.object(transport, "new_adapter", adapter), _site_channels_to(capture):
             yield capture
     finally:
         with _active_lock:

@@ -12,23 +12,17 @@ Empty values are None: the admin then shows its one empty-value marker.
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timedelta, tzinfo
-from urllib.parse import urlsplit
 
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext, gettext_noop
 
-# A path segment this long holding letters and digits, or any segment longer than
-# TOKEN_LENGTH, is shown as `…`: webhook URLs often carry their token in the path
-# (`/services/T0/B0/<token>`, `/api/webhooks/<id>/<token>`).
-MIXED_TOKEN_LENGTH = 16
-TOKEN_LENGTH = 32
-MASK = "…"
-_HAS_LETTER = re.compile(r"[A-Za-z]")
-_HAS_DIGIT = re.compile(r"\d")
+from notifications.channels.webhook.display import webhook_parts as webhook_parts  # where the admin found them
+from notifications.channels.webhook.display import webhook_target as webhook_target
+
+# How a webhook's destination is shown belongs to its channel (host and path, tokens masked).
 
 
 class Styles:
@@ -98,33 +92,9 @@ def clip(text: str, hover: str | None = None) -> SafeString:
     return format_html('<span class="nq-clip" title="{}">{}</span>', text if hover is None else hover, text)
 
 
-def webhook_target(url: str) -> str:
-    """`hooks.example.com/hooks/invoices`: host (`:port` unless the scheme's default) and
-    path of a webhook URL; never its credentials or query string. `?` when unreadable."""
-    host, path = webhook_parts(url)
-    return host + path
-
-
-def webhook_parts(url: str) -> tuple[str, str]:
-    """`webhook_target` in two: (`hooks.example.com`, `/hooks/invoices`); (`?`, ``) when unreadable."""
-    try:
-        parts = urlsplit(url)
-        host, port = parts.hostname or "", parts.port
-    except ValueError:
-        return "?", ""
-    if not host:
-        return "?", ""
-    if ":" in host:
-        host = f"[{host}]"  # an IPv6 literal
-    if port is not None and port != {"http": 80, "https": 443}.get(parts.scheme.lower()):
-        host = f"{host}:{port}"
-    return host, "/".join(_mask(segment) for segment in parts.path.split("/"))
-
-
-def target(channel: str, url: str) -> SafeString:
-    """A webhook target for a narrow column: the host whole, then as much of the path as
+def target(channel: str, host: str, path: str) -> SafeString:
+    """A destination for a narrow column: the host whole, then as much of the path as
     fits, cut at its start (`127.0.0.1:8081…/broken`), so rows to one host stay apart."""
-    host, path = webhook_parts(url)
     return format_html(
         '<span class="nq-clip nq-target" title="{}: {}"><span class="nq-host">{}</span>'
         '<span class="nq-path"><bdi dir="ltr">{}</bdi></span></span>',
@@ -133,11 +103,3 @@ def target(channel: str, url: str) -> SafeString:
         host,
         path,
     )
-
-
-def _mask(segment: str) -> str:
-    if len(segment) > TOKEN_LENGTH:
-        return MASK
-    if len(segment) >= MIXED_TOKEN_LENGTH and _HAS_LETTER.search(segment) and _HAS_DIGIT.search(segment):
-        return MASK
-    return segment

@@ -10,12 +10,12 @@ from django.http import HttpRequest
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
+from notifications import registry
 from notifications.models import (
     NotificationQuerySet,
     states,
 )
 from notifications.models.states import STATES, State
-from notifications.models.validation import CHANNELS
 
 # The filter's values, in the order an operator triages them.
 FILTER_STATES = list(STATES)
@@ -43,11 +43,11 @@ class ChannelFilter(admin.SimpleListFilter):
     parameter_name = "channel"
 
     def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]) -> list[tuple[str, str]]:
-        return [(c, c) for c in CHANNELS]
+        return [(c, c) for c in registry.names()]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         value = self.value()
-        if value not in CHANNELS:
+        if value is None or not registry.known(value):
             return queryset
         return queryset.filter(states.sends_on(value))
 

@@ -11,9 +11,9 @@ from django.utils import timezone
 from django.utils.html import conditional_escape
 from django.utils.translation import gettext_lazy as _
 
-from notifications import services
-from notifications.models import USER_FIELDS, Notification
-from notifications.models.validation import CHANNELS, max_payload_depth, payload_too_deep, text_errors
+from notifications import registry, services
+from notifications.models import USER_FIELDS, Notification, Routing
+from notifications.models.validation import max_payload_depth, payload_too_deep, text_errors
 
 if TYPE_CHECKING:  # django-stubs makes ModelForm generic; at run time it is not
     ModelForm = forms.ModelForm[Notification]
@@ -98,9 +98,14 @@ class NotificationForm(ModelForm):
     edited_at: datetime | None = None  # the instant the edit was tried at, and is saved at
 
     channels = forms.MultipleChoiceField(
-        choices=[(c, c) for c in CHANNELS],
+        choices=[],  # the registered channels, read per form (`__init__`)
         widget=forms.CheckboxSelectMultiple,
         help_text=_("Where each firing goes."),
+    )
+    routing = forms.ChoiceField(
+        choices=Routing.choices,
+        required=False,  # blank: every channel, as schedule() does
+        help_text=_("all: every channel at once; first: the channels in order, until one succeeds."),
     )
     webhook_url = forms.URLField(label=_("Webhook URL"), max_length=2000, required=False, assume_scheme="https")
     webhook_secret = forms.CharField(
@@ -124,12 +129,18 @@ class NotificationForm(ModelForm):
         fields = [*USER_FIELDS, "next_fire_at"]
         field_classes = {"payload": PayloadField, "backoff": OptionalJSONField, "headers": HeadersField}
 
+    def clean_routing(self) -> str:
+        return self.cleaned_data.get("routing") or Routing.ALL
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # Help texts are plain text (`Billing <billing@example.com>`, `<prefix>/subject.txt`):
         # the admin prints them as HTML, which would eat what looks like a tag.
         for field in self.fields.values():
             field.help_text = conditional_escape(field.help_text)
+        channels = self.fields["channels"]
+        assert isinstance(channels, forms.MultipleChoiceField)
+        channels.choices = [(c, c) for c in registry.names()]
         # The stored secret must not reach the page, not even as an initial value.
         self.initial.pop(SECRET_FIELD, None)
         self.has_secret = bool(self.instance.pk and self.instance.webhook_secret)

@@ -40,7 +40,7 @@ from notifications.admin.forms import SECRET_FIELD, NotificationForm
 from notifications.admin.log import kept_for, milliseconds, outcome_badge, retention_days
 from notifications.admin.status import (
     abbreviate_error,
-    channel_target,
+    destination,
     reason,
     row_status,
     sentences,
@@ -55,6 +55,7 @@ from notifications.health.queue import count_states, queue_health
 from notifications.models import (
     DeliveryAttempt,
     Notification,
+    Routing,
     validation,
 )
 from notifications.models.states import State
@@ -181,6 +182,7 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
         "claim",
         "firing_id",
         "history",
+        "delivered_by",
         "created",
         "updated",
         "secret_status",
@@ -235,7 +237,21 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
         ),
         (
             _("Delivery"),
-            {"fields": ["channels", "priority", "payload", "firing_id", "claim", "history", "created", "updated"]},
+            {
+                "fields": [
+                    "channels",
+                    "routing",
+                    "delivered_by",
+                    "channel_data",
+                    "priority",
+                    "payload",
+                    "firing_id",
+                    "claim",
+                    "history",
+                    "created",
+                    "updated",
+                ]
+            },
         ),
     ]
     add_fieldsets = [
@@ -244,6 +260,8 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
             {
                 "fields": [
                     "channels",
+                    "routing",
+                    "channel_data",
                     "priority",
                     "email_to",
                     "subject",
@@ -269,7 +287,7 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
 
     def target(self, obj: Notification) -> str:
         """Recipient and webhook host and path, as text (the purge confirmation page)."""
-        return ", ".join(channel_target(obj, channel) for channel in obj.channel_list) or "?"
+        return ", ".join(destination(obj, channel) for channel in obj.channel_list) or "?"
 
     @admin.display(description=_("subject or event / schedule"))
     def subject_or_event(self, obj: Notification) -> SafeString:
@@ -422,6 +440,24 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
     def secret_status(self, obj: Notification) -> str:
         """Whether the row signs with a secret of its own; the value itself is never shown."""
         return gettext("set") if obj.webhook_secret else gettext("not set")
+
+    @admin.display(description=_("delivered by"))
+    def delivered_by(self, obj: Notification) -> str | None:
+        """Routing `first`: the channels its last delivered firing tried, in order, and the
+        one that delivered (`email failed, sms delivered`)."""
+        if obj.pk is None or obj.routing != Routing.FIRST:
+            return None
+        attempts = DeliveryAttempt.objects.filter(notification_id=obj.pk)
+        last = attempts.filter(outcome=DeliveryAttempt.Outcome.OK).order_by("-attempted_at", "-pk").first()
+        if last is None:
+            return gettext("none yet")
+        tried = attempts.filter(firing_id=last.firing_id, attempted_at=last.attempted_at).order_by("pk")
+        return ", ".join(
+            gettext("%(channel)s delivered") % {"channel": a.channel}
+            if a.outcome == DeliveryAttempt.Outcome.OK
+            else gettext("%(channel)s failed") % {"channel": a.channel}
+            for a in tried
+        )
 
     @admin.display(description=_("delivery history"))
     def history(self, obj: Notification) -> SafeString | None:

@@ -8,13 +8,12 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext, ngettext
 
-from notifications import mailers, services
+from notifications import registry, services
 from notifications.admin import display, partial_causes
 from notifications.admin.display import moment
 from notifications.conf import app_settings, parse_secrets
 from notifications.models import (
     Notification,
-    addresses,
 )
 from notifications.models.states import State
 from notifications.rules import schedule
@@ -48,13 +47,7 @@ def held(row: Notification) -> str | None:
     list's rows carry `signs_itself` instead of the secret (`NotificationChangeList`)."""
     if row.next_fire_at is None or row.paused_at is not None:
         return None
-    problem = signing_problem()
-    own = getattr(row, "signs_itself", None)
-    if problem is not None and services.unsigned_webhook(row, problem, own_secret=own):
-        return problem
-    if "email" in row.owed_channels:
-        return mailers.problem(row.mailer or "")  # email that would go through the queue itself (E022)
-    return None
+    return services.configuration_hold(row)  # each channel says what holds it (`Channel.held`)
 
 
 def reason(row: Notification) -> str | None:
@@ -76,20 +69,18 @@ def reason(row: Notification) -> str | None:
 def target_line(row: Notification, channel: str) -> SafeString:
     """One line of the list's *sends to*: a webhook's host whole and its path's end, or the
     recipient, cut at the column's edge; the whole on hover."""
-    if channel == "webhook" and row.webhook_url:
-        return display.target(channel, row.webhook_url)
-    where = channel_target(row, channel)
+    found = registry.channel(channel)
+    head, where = found.destination_parts(row) if found is not None else ("", "?")
+    if head:
+        return display.target(channel, head, where)
     return format_html('<span class="nq-clip" title="{}: {}">{}</span>', channel, where, where)
 
 
-def channel_target(row: Notification, channel: str) -> str:
+def destination(row: Notification, channel: str) -> str:
     """Where `channel` of `row` delivers: the first recipient (`ada@example.com +2`), or the
     webhook's host and path; `?` when the row lacks it (written around validation)."""
-    if channel == "email":
-        return addresses.compact(row.email_to) or "?"
-    if channel == "webhook":
-        return display.webhook_target(row.webhook_url) if row.webhook_url else "?"
-    return "?"
+    found = registry.channel(channel)  # each channel says itself (`Channel.destination`)
+    return found.destination(row) if found is not None else "?"
 
 
 def row_status(row: Notification, now: datetime) -> SafeString:

@@ -1,4 +1,25 @@
-"""The contract every channel keeps: send one firing, report, never raise."""
+"""The contract every channel keeps: send one firing, report, never raise.
+
+A channel is a subclass of `Channel` registered under a name: the built-in `email` and
+`webhook`, or a site's own in `NOTIFICATIONS_CHANNELS` (`notifications.registry`):
+
+    class SMS(Channel):
+        def __init__(self, *, sender: str, **options):
+            super().__init__(sender=sender, **options)   # kept as self.options
+
+        def validate(self, data):                         # the row's channel_data["sms"]
+            if not isinstance(data, dict) or not data.get("to"):
+                raise ValidationError("Give the number to text as 'to'.")
+
+        def deliver(self, firing):
+            to = firing.notification.channel_data[self.name]["to"]
+            ...                                           # send, under self.timeout seconds
+            return ChannelResult(self.name)               # or error="sms: ...", error_class=...
+
+A tick makes one instance per name (`open`), calls `prepare` with each claimed batch in its
+own thread, `send` from worker threads (so `deliver` must be thread-safe and touch no
+database), and `close` at its end.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +29,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from django.core.exceptions import ValidationError
 
 from notifications import telemetry
 
 if TYPE_CHECKING:
+    from notifications.conf import TickSettings
     from notifications.models import Notification
+
+# Seconds a channel's send may take when no tick says otherwise (NOTIFICATIONS_CHANNEL_TIMEOUT's default).
+DEFAULT_TIMEOUT = 10.0
 
 
 class ErrorClass(StrEnum):
@@ -70,9 +97,42 @@ class ChannelResult:
 
 
 class Channel(abc.ABC):
-    """A way out for a firing. One instance per tick; `send` runs in worker threads."""
+    """A way out for a firing. One instance per name and tick; `send` runs in worker threads.
 
-    name: str
+    Constructed with the `OPTIONS` of its `NOTIFICATIONS_CHANNELS` entry as keyword
+    arguments (kept as `self.options`); `self.name` is the name it is registered under and
+    `self.timeout` the total deadline of one send in seconds (NOTIFICATIONS_CHANNEL_TIMEOUT):
+    a send still running past it (plus a grace second) is reported as timed out and left
+    behind, so a channel that can honour it itself (a socket timeout) reports better errors.
+    """
+
+    name: str = ""
+    timeout: float = DEFAULT_TIMEOUT
+    # Rows owing several channels queue in the tick under the target of the channel with the
+    # highest rank (first listed among equals): a channel whose targets are many independent
+    # receivers, one of which may hang (webhook hosts), ranks above one with a single target.
+    dispatch_rank: int = 0
+    # Its results name recipients the receiver deferred while it took the message for
+    # others (`ChannelResult.deferred`): the firing then owes this channel those alone
+    # (`Notification.pending_recipients`). Email's SMTP greylisting.
+    tracks_recipients: bool = False
+    # A row naming this channel may carry attachments (`schedule(attachments=...)`).
+    takes_attachments: bool = False
+
+    def __init__(self, **options: Any) -> None:
+        self.options = options
+
+    @classmethod
+    def open(cls, name: str, options: dict[str, Any], settings: TickSettings | None = None) -> Channel:
+        """An instance registered as `name`, constructed with `options` (a tick passes its
+        `settings`; outside a tick they are None)."""
+        channel = cls(**options)
+        if not hasattr(channel, "options"):  # a subclass that did not call super().__init__()
+            channel.options = options
+        channel.name = name
+        if settings is not None:
+            channel.timeout = settings.channel_timeout
+        return channel
 
     def send(self, firing: Firing) -> ChannelResult:
         """Deliver `firing`; any exception becomes an `internal:` error, never a raise."""
@@ -80,6 +140,8 @@ class Channel(abc.ABC):
         with telemetry.delivery(self.name, firing) as span:  # a no-op without opentelemetry
             try:
                 result = self.deliver(firing)
+                if not isinstance(result, ChannelResult):
+                    raise TypeError(f"deliver() returned {type(result).__name__}, not a ChannelResult")
             except Exception as exc:  # noqa: BLE001 - the contract: report, never raise
                 result = ChannelResult(
                     self.name, error=f"{self.name}: internal: {type(exc).__name__}", error_class=ErrorClass.TRANSIENT
@@ -106,6 +168,52 @@ class Channel(abc.ABC):
     def deliver(self, firing: Firing) -> ChannelResult:
         """Send `firing` and describe the outcome. May raise; `send` catches."""
 
+    def validate(self, data: Any) -> None:
+        """Refuse (raise ValidationError) this channel's entry of a row's `channel_data`.
+
+        Called whenever a row naming this channel is saved, and by the tick on rows that
+        reached the table without validation (those are dead-lettered, saying why).
+        """
+
+    def row_errors(self, row: Notification) -> dict[str, list[str]]:
+        """What is wrong with `row` for this channel, by field: here, its `channel_data`
+        entry (missing, or refused by `validate`; `{}` is an entry). The built-in channels keep
+        what they need in fields of their own."""
+        data = row.channel_data if isinstance(row.channel_data, dict) else {}
+        if self.name not in data:
+            return {"channel_data": [f"The {self.name} channel needs its entry: {{{self.name!r}: {{...}}}}."]}
+        try:
+            self.validate(data[self.name])
+        except ValidationError as exc:
+            return {"channel_data": [f"{self.name}: {message}" for message in exc.messages]}
+        return {}
+
+    def target(self, row: Notification) -> str:
+        """Where this channel delivers `row`, the unit of flow control (circuit breaker, rate
+        limits, the tick's per-target queues): its name unless the class says otherwise."""
+        return self.name
+
+    def destination(self, row: Notification) -> str:
+        """One short line for the admin: where this channel sends `row` (never a secret)."""
+        data = row.channel_data if isinstance(row.channel_data, dict) else {}
+        entry = data.get(self.name)
+        to = entry.get("to") if isinstance(entry, dict) else None
+        if isinstance(to, str):
+            return to
+        return self.name
+
+    def destination_parts(self, row: Notification) -> tuple[str, str]:
+        """`destination` in two for a narrow column: what names it and is shown whole (a
+        host), and what follows it, cut first (a path); ("", destination) when the line is
+        not split."""
+        return "", self.destination(row)
+
+    def held(self, row: Notification, settings: TickSettings | None = None) -> str | None:
+        """Why the site's configuration keeps this channel from sending `row` now (a setting
+        to fix, not a failure of the row: the tick holds it, spending no retry, and the
+        admin says why), or None. `settings` is the tick's snapshot (None: read them now)."""
+        return None
+
     def prepare(self, rows: Sequence[Notification]) -> None:
         """Read what sending `rows` needs from the database, before any of them is sent.
 
@@ -115,3 +223,16 @@ class Channel(abc.ABC):
 
     def close(self) -> None:
         """Release what the channel opened during the tick (connections, sessions)."""
+
+
+class BrokenChannel(Channel):
+    """Stands in for a site channel whose class cannot be loaded or constructed: every send
+    fails transiently (fixing the setting lets the rows through); `manage.py check` says why."""
+
+    def deliver(self, firing: Firing) -> ChannelResult:
+        problem = self.options.get("problem", "misconfigured")
+        return ChannelResult(
+            self.name,
+            error=f"{self.name}: internal: cannot be configured ({problem})",
+            error_class=ErrorClass.TRANSIENT,
+        )

@@ -51,6 +51,8 @@ from django.template.library import Library
 from django.templatetags import i18n
 from django.utils.safestring import SafeString, mark_safe
 
+from notifications.exceptions import NotificationsError
+
 # Tags a notification template may use. Left out on purpose: `url`, `include`, `extends`,
 # `block`, `load` (but `{% load i18n %}`), `debug`, `csrf_token`, `querystring` (they reach the site, its files or
 # its settings), `lorem` (text without bound), `widthratio`, `regroup` (not needed in a
@@ -142,7 +144,7 @@ MAX_RENDER_SECONDS = 1.0  # the last resort: checked at every lookup, filter and
 _MAPPING_VIEWS = frozenset({"items", "keys", "values"})
 
 
-class TemplateRenderError(Exception):
+class TemplateRenderError(NotificationsError):
     """A notification template could not be rendered. The message never holds the payload."""
 
 

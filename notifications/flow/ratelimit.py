@@ -1,10 +1,11 @@
 """Rate limits per target, shared by every tick on every host through the database.
 
-`NOTIFICATIONS_RATE_LIMITS = {"email": "14/s,50000/d", "hooks.example.com": "600/m",
+`NOTIFICATIONS_RATE_LIMITS = {"sms": "14/s,50000/d", "hooks.example.com": "600/m",
 "*": "50/s"}`: each `N/<unit>` is a token bucket of capacity N refilled at N per unit,
 stored as one `RateBucket` row. A burst of up to N goes at once and, over any span of
 T units, at most N x (T + 1). `"*"` gives every webhook target not named its own
-buckets of that size; email is limited only when named.
+buckets of that size; a channel whose target is its own name (`email`, a site's `sms`) is
+limited only when named.
 
 A tick takes tokens for a whole batch in its own thread: one statement per bucket (an
 upsert that refills, grants what it can and RETURNs the grant; two on MariaDB/MySQL,
@@ -25,8 +26,9 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from notifications import registry
 from notifications.conf import app_settings
-from notifications.flow.targets import EMAIL, ascii_host
+from notifications.flow.targets import ascii_host
 from notifications.models import RateBucket
 
 UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -81,7 +83,8 @@ def limit_errors(value: Any) -> list[str]:
     errors = []
     for target, spec in value.items():
         if not isinstance(target, str) or not target or target != target.lower():
-            errors.append(f"target {target!r} must be 'email', '*' or a lowercased host[:port]")
+            names = ", ".join(map(repr, registry.names()))
+            errors.append(f"target {target!r} must be a channel's name ({names}), '*' or a lowercased host[:port]")
             continue
         try:
             parse(spec)
@@ -100,7 +103,7 @@ def read_limits() -> dict[str, tuple[Limit, ...]]:
 
 def _as_target(key: str) -> str:
     """A setting's key as `host_target` spells targets (`bücher.example` is its ASCII form)."""
-    if key in (EMAIL, ANY_WEBHOOK) or key.startswith("["):  # an IPv6 literal is ASCII already
+    if key == ANY_WEBHOOK or registry.known(key) or key.startswith("["):  # an IPv6 literal is ASCII already
         return key
     host, colon, port = key.partition(":")
     return ascii_host(host) + colon + port
@@ -109,7 +112,7 @@ def _as_target(key: str) -> str:
 def limits_for(limits: Mapping[str, tuple[Limit, ...]], target: str) -> tuple[Limit, ...]:
     if target in limits:
         return limits[target]
-    if target != EMAIL:
+    if not registry.known(target):  # a host: a channel named as its own target is limited only when named
         return limits.get(ANY_WEBHOOK, ())
     return ()
 

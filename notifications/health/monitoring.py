@@ -22,6 +22,7 @@ from datetime import datetime
 from django.db.models import Count, Max, Min, Q, Sum
 from django.utils import timezone
 
+from notifications import registry
 from notifications.conf import positive_int
 from notifications.health.queue import count_states
 from notifications.models import Notification, Tally, Target, TickRun, states
@@ -54,7 +55,7 @@ class Snapshot:
     def by_channel(self) -> dict[tuple[str, str], int]:
         """(channel, outcome) -> deliveries, every outcome of every channel seen (0 included)."""
         totals: Counter[tuple[str, str]] = Counter()
-        channels = {channel for channel, _, _ in self.deliveries} or {"email", "webhook"}
+        channels = {channel for channel, _, _ in self.deliveries} or set(registry.names())
         for channel in channels:
             for outcome in tallies.DELIVERY_OUTCOMES:
                 totals[(channel, outcome)] += 0

@@ -14,9 +14,10 @@ from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any
 
-from django.db.models import Aggregate, Count, Min, Q, QuerySet
+from django.db.models import Aggregate, Count, Min, QuerySet
 from django.utils import timezone
 
+from notifications.channels.webhook import holds
 from notifications.conf import Defaults, app_settings, parse_secrets, positive_int
 from notifications.health.flow import FlowHealth, flow_health
 from notifications.models import Notification, TickRun, states
@@ -96,7 +97,7 @@ class QueueHealth:
             return None
         rows = "1 row waits" if self.unsigned == 1 else f"{self.unsigned} rows wait"
         return (
-            f"Webhooks are held: {self.signing_problem.removeprefix('webhook: ')}. {rows} for a key to sign "
+            f"Webhooks are held: {self.signing_problem.removeprefix(f'{holds.CHANNEL}: ')}. {rows} for a key to sign "
             "with (no retry is spent): set NOTIFICATIONS_WEBHOOK_SECRET to a key (manage.py check says how) "
             "and the next tick sends them."
         )
@@ -221,10 +222,7 @@ def count_states(
     return {state.value: facts.pop(f"state_{state.value}") for state in states.STATES}, facts
 
 
-def unsigned_rows() -> Q:
-    """Rows that will send a webhook signed with the site's secret: going to fire, not
-    paused, with the webhook channel and no secret of their own."""
-    return Q(states.sends_on("webhook"), webhook_secret="", next_fire_at__isnull=False, paused_at__isnull=True)
+unsigned_rows = holds.unsigned_rows  # the webhook channel's: rows it would sign with the site's secret
 
 
 def latest_clock_offsets(ticks: Iterable[TickRun]) -> dict[str, float]:

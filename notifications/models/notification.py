@@ -50,6 +50,8 @@ USER_FIELDS = (
     "webhook_url",
     "webhook_secret",
     "payload",
+    "channel_data",
+    "routing",
     "recurrence_rule",
     "timezone",
     "expires_at",
@@ -72,6 +74,13 @@ class Priority(models.TextChoices):
     HIGH = "high", "High"
     NORMAL = "normal", "Normal"
     LOW = "low", "Low"
+
+
+class Routing(models.TextChoices):
+    """How a firing uses its channels: every one at once, or the first that succeeds."""
+
+    ALL = "all", "All channels"
+    FIRST = "first", "First that succeeds"
 
 
 # The claim's order: "now" first.
@@ -133,7 +142,10 @@ def attachment_files(rows: models.QuerySet[Any]) -> list[dict[str, Any]]:
 class Notification(SettledOnMySQL, models.Model):
     """A reminder: when it is due, where it goes, and how its last firing went."""
 
-    channels = models.JSONField(default=default_channels, help_text='Any of "email", "webhook".')
+    channels = models.JSONField(
+        default=default_channels,
+        help_text='Any of the registered channels: "email", "webhook" and NOTIFICATIONS_CHANNELS.',
+    )
     # Email: recipients (JSON: `email_to` one address as a string or several as a list,
     # the others lists), the message (subject, body and html_body are templates rendered
     # with the payload; or `template` names files of the site's), and its language.
@@ -207,6 +219,19 @@ class Notification(SettledOnMySQL, models.Model):
         help_text="whsec_ + base64. Blank signs with the site's NOTIFICATIONS_WEBHOOK_SECRET.",
     )
     payload = models.JSONField(default=dict, blank=True)
+    # What each of the site's own channels (NOTIFICATIONS_CHANNELS) needs for this row, by
+    # channel name: {"sms": {"to": "+15551234567"}}.
+    channel_data = models.JSONField(
+        default=dict, blank=True, db_default={}, help_text='Per channel name, what it needs: {"sms": {"to": "+1..."}}.'
+    )
+    routing = models.CharField(
+        max_length=5,
+        choices=Routing.choices,
+        blank=True,  # a form left blank means the default: clean() says so
+        default=Routing.ALL,
+        db_default=Routing.ALL,
+        help_text="all: every channel at once; first: the channels in order, until one succeeds.",
+    )
     recurrence_rule = models.CharField(
         max_length=500,
         blank=True,
@@ -373,6 +398,8 @@ class Notification(SettledOnMySQL, models.Model):
         super().clean_fields(exclude)
 
     def clean(self) -> None:
+        if self.routing == "":
+            self.routing = Routing.ALL
         validation.validate(self, self.__dict__.pop("_unstorable", None))
 
     def validate_constraints(self, exclude: Any = None) -> None:

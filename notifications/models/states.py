@@ -22,6 +22,8 @@ from django.db import models
 from django.db.models import F, Q
 from django.utils.translation import gettext_lazy as _
 
+from notifications import registry
+
 
 class State(models.TextChoices):
     """Where a row stands, as the admin shows and filters it. One spelling each."""
@@ -131,12 +133,14 @@ def sends_on(channel: str) -> Q:
     """Rows whose `channels` hold `channel`: JSON list positions rather than `contains`,
     which SQLite lacks."""
     match = Q()
-    for position in range(MAX_CHANNELS):
+    for position in range(max_channels()):
         match |= Q(**{f"channels__{position}": channel})
     return match
 
 
-MAX_CHANNELS = 2  # a row lists each of `validation.CHANNELS` at most once
+def max_channels() -> int:
+    """The most channels a row can list: each registered channel (`notifications.registry`) once."""
+    return len(registry.names())
 
 
 # --- what a tick may take ----------------------------------------------------------------

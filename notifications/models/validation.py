@@ -20,6 +20,7 @@ import requests
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
+from notifications import registry
 from notifications.conf import MAX_DELAY_SECONDS, Defaults, app_settings, is_backoff, is_positive, parse_networks
 from notifications.content import email as email_content
 from notifications.content.templating import template_errors
@@ -32,7 +33,6 @@ from notifications.rules.secrets import secret_errors
 if TYPE_CHECKING:
     from notifications.models.notification import Notification
 
-CHANNELS = ("email", "webhook")
 # Levels of nested objects and lists a payload may have. Real payloads need a handful;
 # recursive JSON encoders and decoders (Python's among them) fail near 1,000, so a deeper
 # row could be saved but neither sent nor shown.
@@ -51,14 +51,45 @@ PRIORITIES = ("now", "high", "normal", "low")
 KEY_TAKEN = 'Another notification has this key (schedule() with on_conflict="replace" or "keep" reuses it).'
 
 
+ROUTINGS = ("all", "first")
+
+
+def _choices(names: tuple[str, ...]) -> str:
+    quoted = [repr(n) for n in names]
+    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+
+
 def channel_errors(channels: Any) -> list[str]:
+    """A non-empty list of registered channels (`notifications.registry`), each once."""
+    names = registry.names()
     if not isinstance(channels, list) or not channels:
-        return ["Give a non-empty list of channels: 'email', 'webhook'."]
-    unknown = [c for c in channels if c not in CHANNELS]
+        return [f"Give a non-empty list of channels: {', '.join(map(repr, names))}."]
+    unknown = [c for c in channels if not registry.known(c)]
     if unknown:
-        return [f"Unknown channel(s): {', '.join(map(repr, unknown))}. Use 'email' or 'webhook'."]
+        return [f"Unknown channel(s): {', '.join(map(repr, unknown))}. Use {_choices(names)}."]
     if len(set(channels)) != len(channels):
         return ["Each channel may appear only once."]
+    return []
+
+
+def channel_data_errors(row: Notification, channels: list[str]) -> Errors:
+    """`channel_data` is an object; each site channel of the row has its entry, as its
+    `validate` accepts it (`Channel.row_errors`)."""
+    if not isinstance(row.channel_data, dict):
+        return {"channel_data": ['Give a JSON object of channel name -> its data, e.g. {"sms": {"to": "+1..."}}.']}
+    errors: Errors = {}
+    for name in channels:
+        found = registry.channel(name) if isinstance(name, str) else None
+        if found is None or registry.is_built_in(name):
+            continue
+        for field, messages in found.row_errors(row).items():
+            errors.setdefault(field, []).extend(messages)
+    return errors
+
+
+def routing_errors(routing: Any) -> list[str]:
+    if routing not in ROUTINGS:
+        return [f"Give {_choices(ROUTINGS)}."]
     return []
 
 
@@ -120,7 +151,7 @@ def _parsed_networks(entries: tuple[str, ...]) -> tuple[Any, ...]:
 def address_errors(url: str) -> list[str]:
     """A URL whose host is a literal refused address (any spelling) is refused up front.
 
-    Names are checked when the tick resolves them (see `notifications.channels.webhook.guard`): their
+    Names are checked when the tick resolves them (see `notifications.channels.http.guard`): their
     addresses can change, so a check now would prove nothing then.
     """
     try:
@@ -256,10 +287,11 @@ TEXT_FIELDS = (
     "quiet_hours",
     "from_email",
     "mailer",
+    "routing",
 )
 ADDRESS_FIELDS = ("email_to", "email_cc", "email_bcc", "reply_to")
 # JSON a row stores: every string inside (keys too) is held to the same rule.
-JSON_FIELDS = ("payload", "headers", "attachments", "message")
+JSON_FIELDS = ("payload", "headers", "attachments", "message", "channel_data")
 NUL_MESSAGE = "Remove the NUL character (\\u0000): no database stores it."
 SURROGATE_MESSAGE = "Remove the unpaired surrogate (\\ud800-\\udfff): it is not Unicode text."
 
@@ -314,7 +346,8 @@ def field_errors(row: Notification, storable: Errors | None = None) -> Errors:
     errors: Errors = {field: list(messages) for field, messages in known.items()}
     unstorable = set(errors)
     for part in (
-        {"channels": channel_errors(row.channels)},
+        {"channels": channel_errors(row.channels), "routing": routing_errors(row.routing)},
+        channel_data_errors(row, channels),
         _email_errors(row) if "email" in channels else {},
         _webhook_errors(row, needed="webhook" in channels),
         {"payload": payload_errors(row.payload)},

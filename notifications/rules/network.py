@@ -4,7 +4,7 @@ Refused: loopback, private, link-local, shared (CGNAT), multicast, broadcast,
 unspecified, reserved, documentation and benchmarking addresses, IPv6 forms that carry
 a refused IPv4 address (v4-mapped, NAT64, 6to4, Teredo), and the clouds' metadata
 endpoints (`CLOUD_METADATA`) unless listed exactly. `allowed` networks open ranges on
-purpose. Name resolution and the connection itself are `notifications.channels.webhook.guard`.
+purpose. Name resolution and the connection itself are `notifications.channels.http.guard`.
 """
 
 from __future__ import annotations

@@ -27,6 +27,8 @@ from croniter import CroniterError, croniter
 from dateutil import parser
 from dateutil.rrule import YEARLY, rrule, rrulestr
 
+from notifications.exceptions import NotificationsError
+
 # More wall-clock matches than this that all land at or before `after` means the rule
 # cannot advance (it would loop); a real rule needs at most a handful (DST gap/fold).
 _MAX_SKIPPED = 1000
@@ -38,7 +40,7 @@ _DST_SLACK = timedelta(days=1)
 _JUST_BEFORE = timedelta(microseconds=1)
 
 
-class InvalidRule(ValueError):
+class InvalidRule(NotificationsError, ValueError):
     """The recurrence rule or time zone cannot be read."""
 
 

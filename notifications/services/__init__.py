@@ -46,6 +46,7 @@ from notifications.services.enqueueing import Prepared, save_batch, schedule_man
 from notifications.services.firing import (
     CONFIGURATION_HOLD,
     Hold,
+    configuration_hold,
     dead_letter_unloadable,
     defer,
     held_back,
@@ -79,6 +80,7 @@ __all__ = [
     "act",
     "announce",
     "cancel",
+    "configuration_hold",
     "dead_letter_unloadable",
     "defer",
     "edit",

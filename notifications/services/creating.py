@@ -12,6 +12,7 @@ from django.db import IntegrityError, OperationalError, connection, connections,
 from django.db.models import BooleanField, ExpressionWrapper
 from django.utils import timezone
 
+from notifications import registry
 from notifications.databases import DatabaseNow
 from notifications.models import USER_FIELDS, Notification, attachment_files, attachments, states, validation
 from notifications.rules import schedule
@@ -111,7 +112,7 @@ def prepare(
     # The key's uniqueness is the database's to decide (`_save_keyed`): a check here would race.
     # No unique field either (the pk is new): Django's validate_unique would find nothing to ask.
     row.full_clean(exclude=["next_fire_at"], validate_unique=False, validate_constraints=False)
-    if given and "email" not in row.channel_list:
+    if given and not any(getattr(registry.channel(c), "takes_attachments", False) for c in row.channel_list):
         raise ValidationError({"attachments": ["Attachments go with the email channel."]})
     now = now or timezone.now()
     start(row, fire_at or now, fire_at=fire_at, now=now)

@@ -9,13 +9,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from notifications import mailers
+from notifications import registry
 from notifications.channels import ChannelResult, ErrorClass
+from notifications.channels.webhook.holds import unsigned_webhook as unsigned_webhook  # services' name for it
 from notifications.conf import Policy, TickSettings
 from notifications.models import Notification, validation
 from notifications.models.addresses import normalise
 from notifications.rules import expiry, quiet, retry
-from notifications.rules.secrets import site_secret_problem
 from notifications.services.outcomes import Kind, Outcome
 
 logger = logging.getLogger("notifications")
@@ -25,10 +25,13 @@ def record_firing(row: Notification, results: list[ChannelResult], now: datetime
     """Apply the channels' results to `row` and say what became of it.
 
     All ok advances the row, some ok parks it as partial (never retried as a whole),
-    none ok retries it after the backoff or dead-letters it once retries run out.
+    none ok retries it after the backoff or dead-letters it once retries run out. A row
+    routed `first` needs one: the channel that delivered makes the firing a full success.
     """
     _owe_recipients(row, results)
     failed = [r for r in results if not r.ok]
+    if row.routing == "first" and len(failed) < len(results):
+        return _advance(row, now, Kind.SUCCEEDED, failed=None, results=results)
     if not failed:
         return _advance(row, now, Kind.SUCCEEDED, failed=None, results=results)
     error = "; ".join(r.error or r.channel for r in failed)
@@ -48,14 +51,14 @@ def record_firing(row: Notification, results: list[ChannelResult], now: datetime
 
 def _owe_recipients(row: Notification, results: list[ChannelResult]) -> None:
     """Recipients a server deferred while it took the message for others are what this
-    firing (its id) still owes on email; an email send that went to everyone owes none."""
-    email = next((r for r in results if r.channel == "email"), None)
-    if email is None:
+    firing (its id) still owes on that channel (email's); a send that went to everyone owes none."""
+    tracked = next((r for r in results if getattr(registry.channel(r.channel), "tracks_recipients", False)), None)
+    if tracked is None:
         return
-    if email.deferred:
-        owed = sorted({normalise(a) for a in email.deferred})
+    if tracked.deferred:
+        owed = sorted({normalise(a) for a in tracked.deferred})
         row.pending_recipients = {"firing": str(row.firing_id), "addresses": owed}
-    elif email.ok:
+    elif tracked.ok:
         row.pending_recipients = None
 
 
@@ -182,15 +185,6 @@ class Hold:
 CONFIGURATION_HOLD = timedelta(seconds=60)  # one cron interval
 
 
-def unsigned_webhook(row: Notification, problem: str | None, *, own_secret: bool | None = None) -> bool:
-    """Whether `row` owes a webhook signed with the site's secret while `problem` (from
-    `secrets.site_secret_problem`) says the site has none it can sign with. `own_secret`
-    says whether the row has a secret of its own, for a row read without it."""
-    if problem is None or (bool(row.webhook_secret) if own_secret is None else own_secret):
-        return False
-    return "webhook" in row.owed_channels
-
-
 def held_back(row: Notification, now: datetime, settings: TickSettings) -> Hold | None:
     """Whether `row`, claimed and valid, must not be sent at `now`, and why. Changes nothing.
 
@@ -199,26 +193,33 @@ def held_back(row: Notification, now: datetime, settings: TickSettings) -> Hold 
     inside quiet hours defers it to the window's end, unless that end is past `expires_at`
     too. A webhook the site cannot sign (NOTIFICATIONS_WEBHOOK_SECRET empty, the warning
     notifications.W010, or malformed, E010), and email that would go through the queue
-    itself or an alias that names no mailer (E022), are held for
-    CONFIGURATION_HOLD instead of spending the row's retries. `settings` is the tick's.
+    itself or an alias that names no mailer (E022), are held for CONFIGURATION_HOLD instead
+    of spending the row's retries (each channel says what holds it: `Channel.held`).
+    `settings` is the tick's.
     """
     late = row.too_late(now)
     if late is not None:
         return Hold(Kind.EXPIRED, reason=late)
     end = quiet.end_of_window(quiet.effective(row.quiet_hours, settings.quiet_hours), row.timezone, now)
     if end is None:
-        problem = site_secret_problem(settings.webhook_secrets)
-        if unsigned_webhook(row, problem):
-            return Hold(Kind.DEFERRED, reason=f"held: {problem}", until=now + CONFIGURATION_HOLD)
-        if "email" in row.owed_channels:
-            trouble = mailers.problem(row.mailer or "")  # the queue itself, or an alias gone (E022)
-            if trouble is not None:
-                return Hold(Kind.DEFERRED, reason=f"held: {trouble}", until=now + CONFIGURATION_HOLD)
+        trouble = configuration_hold(row, settings)
+        if trouble is not None:
+            return Hold(Kind.DEFERRED, reason=f"held: {trouble}", until=now + CONFIGURATION_HOLD)
         return None
     past = expiry.past_deadline(end, row.expires_at)
     if past is not None:
         return Hold(Kind.EXPIRED, reason=f"quiet hours end {expiry.describe(past)} past expires_at")
     return Hold(Kind.DEFERRED, until=end, new_due_time=True)
+
+
+def configuration_hold(row: Notification, settings: TickSettings | None = None) -> str | None:
+    """Why a setting keeps one of the channels `row` owes from sending it now, or None."""
+    for name in row.owed_channels:
+        channel = registry.channel(name)
+        trouble = channel.held(row, settings) if channel is not None else None
+        if trouble is not None:
+            return trouble
+    return None
 
 
 def record_held(row: Notification, hold: Hold, now: datetime) -> Outcome:

@@ -66,6 +66,12 @@ class Job:
         """Take the one right to report this row's outcome; False if it is taken."""
         return self.settled.acquire(blocking=False)
 
+    @property
+    def sends_in_turn(self) -> int:
+        """Sends that may run one after another, each under its own deadline: every owed
+        channel of a row routed `first`, else one (its channels run at once)."""
+        return max(1, len(self.row.owed_channels)) if self.row.routing == "first" else 1
+
 
 class Dispatcher:
     """Claimed rows waiting for a worker, one queue per target; thread-safe.
@@ -160,10 +166,10 @@ class Dispatcher:
                     break
         return best
 
-    def overdue(self, before: float) -> list[Job]:
-        """Rows whose delivery started before `before` and is still running."""
+    def overdue(self, now: float, per_send: float) -> list[Job]:
+        """Rows still running `per_send` seconds after their delivery started, per send they make in turn."""
         with self._cond:
-            return [job for job in self._started if job.started < before]
+            return [job for job in self._started if job.started + per_send * job.sends_in_turn < now]
 
     def starved(self) -> bool:
         """Workers are free although rows wait: every waiting row's target is at its cap."""

@@ -30,10 +30,8 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from notifications import services, telemetry
+from notifications import registry, services, telemetry
 from notifications.channels import Channel, ChannelResult, Firing
-from notifications.channels.email.channel import EmailChannel
-from notifications.channels.webhook.channel import WebhookChannel
 from notifications.conf import TickSettings
 from notifications.flow.control import FlowControl
 from notifications.flow.pruning import prune_idle
@@ -138,7 +136,7 @@ class Tick:
         self.report = TickReport(started_at=timezone.now())
         clock_offset = measure_offset()  # kept on the tick record and reported; never refuses a tick
         self.started = time.monotonic()
-        self.channels: dict[str, Channel] = {"email": EmailChannel(), "webhook": WebhookChannel(self.settings)}
+        self.channels: dict[str, Channel] = registry.open_for_tick(self.settings)  # one instance per name
         self.flow = FlowControl(self.lease)  # circuit breakers and rate limits
         self.dispatcher = Dispatcher(self.concurrency, self.target_concurrency, paused=self.flow.tripped)
         self.results: queue.SimpleQueue[Reported] = queue.SimpleQueue()

@@ -7,16 +7,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from notifications.flow.targets import channel_target as target_of
-from notifications.models import Notification
-from notifications.models.validation import CHANNELS
+from notifications import registry
+from notifications.flow.targets import channel_target
 from notifications.services import Kind, Outcome
 from notifications.services.tallies import DEAD_LETTERED, DEFERRED, DELIVERED, EXPIRED, FAILED, OTHER, Key
-
-
-def channel_target(row: Notification, channel: str) -> str:
-    """The target of one of `row`'s channels; "" for a channel name no channel has."""
-    return target_of(row, channel) if channel in CHANNELS else ""
 
 
 def delivery_counts(outcomes: Iterable[Outcome]) -> Counter[Key]:
@@ -29,7 +23,7 @@ def delivery_counts(outcomes: Iterable[Outcome]) -> Counter[Key]:
         for result in outcome.results:
             counts[(result.channel, channel_target(row, result.channel), DELIVERED if result.ok else FAILED)] += 1
         # A row written around validation may name any channel: counted as `other`.
-        owed = [channel if channel in CHANNELS else OTHER for channel in row.owed_channels]
+        owed = [channel if registry.known(channel) else OTHER for channel in row.owed_channels]
         if kind == Kind.DEFERRED:
             counts.update((channel, channel_target(row, channel), DEFERRED) for channel in owed)
         elif kind == Kind.EXPIRED:

@@ -31,10 +31,11 @@ logger = logging.getLogger("notifications.tick")
 # Extra wait beyond CHANNEL_TIMEOUT before a channel that ignores its deadline (a
 # backend with no timeout of its own) is reported as timed out and left behind.
 DEADLINE_GRACE = 1.0
-# Threads for a row's further channels, per worker. A worker sends a row's first channel
-# itself and the other (a row has two at most) through this pool, so one thread per
-# worker is busy at a time; the second is for sends the monitor left behind past their
-# deadline, which keep their thread until they return.
+# Threads for a row's further channels, per worker, at least: a worker sends a row's first
+# channel itself and the others through this pool (as many threads per worker as there are
+# channels), so all but one are busy at a time; the spare is for sends the monitor left
+# behind past their deadline, which keep their thread until they return. Threads start
+# only as sends need them.
 CHANNEL_THREADS_PER_WORKER = 2
 # What a worker (or the monitor) hands back for one row.
 Reported = tuple["Job", "Outcome", "list[DeliveryAttempt]"]
@@ -62,9 +63,8 @@ class Workers:
         self.record = record
         self.internal_error = internal_error
         self.watch = watch
-        self.pool = ThreadPoolExecutor(
-            CHANNEL_THREADS_PER_WORKER * concurrency, thread_name_prefix="notifications-send"
-        )
+        per_worker = max(CHANNEL_THREADS_PER_WORKER, len(channels))
+        self.pool = ThreadPoolExecutor(per_worker * concurrency, thread_name_prefix="notifications-send")
         self.names = itertools.count()
 
     def start(self) -> None:
@@ -131,6 +131,8 @@ class Workers:
         """
         firing = job.firing
         assert firing is not None
+        if firing.notification.routing == "first":
+            return self.deliver_in_turn(job)
         first, *others = firing.channels
         futures = {self.pool.submit(self.channels[name].send, firing): name for name in others}
         job.results[first] = self.channels[first].send(firing)
@@ -144,10 +146,23 @@ class Workers:
                     future.cancel()
         return [job.results.get(name) or self.timed_out(name) for name in firing.channels]
 
+    def deliver_in_turn(self, job: Job) -> list[ChannelResult]:
+        """Routing `first`: the channels in the order listed, each under its own deadline,
+        until one succeeds; those after it are not sent. The results of those tried."""
+        firing = job.firing
+        assert firing is not None
+        tried = []
+        for name in firing.channels:
+            result = job.results[name] = self.channels[name].send(firing)
+            tried.append(result)
+            if result.ok:
+                break
+        return tried
+
     def abandon_overdue(self) -> list[Job]:
         """Report rows whose sends overran every deadline as timed out; return them."""
         abandoned = []
-        for job in self.dispatcher.overdue(time.monotonic() - self.timeout - DEADLINE_GRACE):
+        for job in self.dispatcher.overdue(time.monotonic(), self.timeout + DEADLINE_GRACE):
             if not job.settle():
                 continue  # its worker is reporting it right now
             try:
@@ -164,6 +179,14 @@ class Workers:
         """A row whose worker is stuck: what finished counts, the rest timed out."""
         if job.firing is None:  # stuck before sending (validation): nothing went out
             raise TimeoutError(f"not started within {self.timeout:g}s")
+        if job.row.routing == "first":  # those tried in turn, then the one it is stuck in
+            tried: list[ChannelResult] = []
+            for name in job.firing.channels:
+                result = job.results.get(name)
+                tried.append(result or self.timed_out(name))
+                if result is None or result.ok:
+                    break
+            return self.record(job, tried)
         return self.record(job, [job.results.get(name) or self.timed_out(name) for name in job.firing.channels])
 
     def timed_out(self, name: str) -> ChannelResult:

@@ -36,7 +36,7 @@ from django.core.mail import EmailMessage, EmailMultiAlternatives
 from django.core.mail.backends.base import BaseEmailBackend
 from django.core.mail.utils import DNS_NAME
 
-from notifications import compat
+from notifications import compat, mailers
 from notifications.channels.base import Channel, ChannelResult, ErrorClass, Firing
 from notifications.channels.email import inflight, providers
 from notifications.channels.email.mailers import (
@@ -46,11 +46,13 @@ from notifications.conf import positive_number
 from notifications.content.email import Content, render_content
 from notifications.content.queued import ANYMAIL_ATTRIBUTES, SHAPE_ATTRIBUTES, restore
 from notifications.content.templating import TemplateRenderError
+from notifications.exceptions import NotificationsError
 from notifications.mailers import open_connection
 from notifications.models import Suppression, addresses, attachments
 from notifications.rules import headers as header_rules
 
 if TYPE_CHECKING:
+    from notifications.conf import TickSettings
     from notifications.models import Notification
 
 ALL_SUPPRESSED = "email: all recipients suppressed"
@@ -74,7 +76,7 @@ def message_id(firing: Firing) -> str:
     return f"<notification-{firing.notification.pk}.{firing.firing_id}@{DNS_NAME}>"
 
 
-class AttachmentMissing(Exception):
+class AttachmentMissing(NotificationsError):
     """An attachment's file could not be read from storage (the message says which, never its
     content). Permanent only for a file known to be gone: missing from a storage at an absolute
     location. A read error (storage down) is transient, and so is a file missing from a
@@ -152,8 +154,11 @@ class EmailChannel(Channel):
     """Sends with one backend connection per worker thread, opened once per tick."""
 
     name = "email"
+    tracks_recipients = True
+    takes_attachments = True
 
     def __init__(self) -> None:
+        super().__init__()
         self._local = threading.local()
         self._connections: list[BaseEmailBackend] = []
         self._lock = threading.Lock()
@@ -162,11 +167,19 @@ class EmailChannel(Channel):
         # by refusals.
         self._suppressed: set[str] = set()
 
+    def destination(self, row: Notification) -> str:
+        """The first recipient (`ada@example.com +2`); `?` when the row has none."""
+        return addresses.compact(row.email_to) or "?"
+
+    def held(self, row: Notification, settings: TickSettings | None = None) -> str | None:
+        """Email that would go through the queue itself, or an alias that names no mailer (E022)."""
+        return mailers.problem(row.mailer or "")
+
     def prepare(self, rows: Sequence[Notification]) -> None:
         wanted = {
             addresses.bare(address)
             for row in rows
-            if "email" in row.channel_list
+            if self.name in row.channel_list
             for value in (row.email_to, row.email_cc, row.email_bcc)
             for address in addresses.as_list(value)
         }

@@ -20,7 +20,7 @@ from django.core.mail import EmailMessage
 from django.core.mail.backends.base import BaseEmailBackend
 
 from notifications.channels.base import ChannelResult, ErrorClass
-from notifications.channels.webhook.channel import classify_status, parse_retry_after
+from notifications.channels.http.statuses import classify_status, parse_retry_after
 from notifications.models.addresses import is_address, mailbox
 
 # Providers that de-duplicate sends on a key, by anymail's `esp_name`, and how the key

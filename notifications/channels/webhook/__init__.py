@@ -1,6 +1,13 @@
 """The webhook channel: a signed JSON POST under a total deadline.
 
 - `channel`: `WebhookChannel`, from a row to a request and from a response to a result.
-- `transport`: the total deadline on top of requests, and the connection to a checked address.
-- `guard`: where a webhook may connect (name resolution and the address checks).
+- `holds`: rows held while the site has no key to sign with.
+- `display`: how the admin shows a webhook's destination.
+
+The address guard and the deadline-bound transport it sends through are shared HTTP
+plumbing (`notifications.channels.http`), importable from here as before.
 """
+
+from notifications.channels.http import guard, transport
+
+__all__ = ["guard", "transport"]

@@ -8,10 +8,8 @@ import http.client
 import logging
 import socket
 import ssl
-import time
 from collections.abc import Iterator, Sequence
-from datetime import UTC
-from email.utils import parsedate_to_datetime
+from typing import TYPE_CHECKING, Any
 
 import requests
 import urllib3.exceptions
@@ -20,11 +18,17 @@ from requests.structures import CaseInsensitiveDict
 
 from notifications import compat
 from notifications.channels.base import Channel, ChannelResult, ErrorClass, Firing
-from notifications.channels.webhook import guard, transport
+from notifications.channels.http import guard, transport
+from notifications.channels.http.statuses import RETRY_LATER_STATUSES as RETRY_LATER_STATUSES
+from notifications.channels.http.statuses import classify_status, parse_retry_after
+from notifications.channels.webhook import display, holds
 from notifications.conf import TickSettings
 from notifications.models import validation
-from notifications.rules import signing
+from notifications.rules import hosts, signing
 from notifications.rules.secrets import secret_errors
+
+if TYPE_CHECKING:
+    from notifications.models import Notification
 
 EVENT_TYPE = "notification.fired"
 BLOCKED = "webhook: blocked address"
@@ -34,8 +38,6 @@ USER_AGENT = "django-notification-queue"  # the distribution's name
 STATIC_HEADERS = {"content-type": "application/json", "user-agent": USER_AGENT}
 # Bytes read from a response body at a time; RESPONSE_BODY_LIMIT is checked between reads.
 READ_CHUNK = 8192
-# 4xx answers that ask to come back later (Request Timeout, Too Many Requests): transient.
-RETRY_LATER_STATUSES = (408, 429)
 # Answers whose Retry-After header is honoured (Too Many Requests, Service Unavailable).
 RETRY_AFTER_STATUSES = (429, 503)
 # Distinct webhook URLs whose prepared form (IDNA host, quoted path) is remembered: a
@@ -100,37 +102,6 @@ def prepared_request(url: str, data: bytes, headers: dict[str, str]) -> requests
     return request
 
 
-def classify_status(status: int) -> ErrorClass:
-    """Whether a retry can help a non-2xx answer.
-
-    4xx are the receiver's final word, except 408 and 429 which ask for later. 3xx are
-    permanent too: redirects are never followed, so the same URL gets the same answer
-    until someone points the row at the final URL. 5xx and anything else are transient.
-    """
-    if 300 <= status < 400:
-        return ErrorClass.PERMANENT
-    if 400 <= status < 500 and status not in RETRY_LATER_STATUSES:
-        return ErrorClass.PERMANENT
-    return ErrorClass.TRANSIENT
-
-
-def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
-    """Seconds from a `Retry-After` header, given in seconds or as an HTTP date."""
-    if not value:
-        return None
-    value = value.strip()
-    if value.isascii() and value.isdigit():
-        return float(value)
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    now = time.time() if now is None else now
-    return max(when.timestamp() - now, 0.0)
-
-
 class WebhookChannel(Channel):
     """POSTs prepared requests through one adapter shared by the tick's worker threads.
 
@@ -140,15 +111,43 @@ class WebhookChannel(Channel):
     """
 
     name = "webhook"
+    # Its targets are many independent receivers, one of which may hang: a row owing a
+    # webhook queues under the webhook's host (`notifications.flow.targets.target_of`).
+    dispatch_rank = 1
 
     def __init__(self, settings: TickSettings | None = None) -> None:
         settings = settings or TickSettings.read()
+        self.options = {}
         self._adapter = transport.new_adapter(hosts=settings.concurrency, per_host=settings.target_concurrency)
         self._watchdog = transport.Watchdog()
         self.timeout = settings.channel_timeout
         self.body_limit = settings.response_body_limit
         self.allowed_networks = settings.allowed_networks
         self.site_keys, self.site_key_error = _site_keys(settings.webhook_secrets)
+
+    @classmethod
+    def open(cls, name: str, options: dict[str, Any], settings: TickSettings | None = None) -> Channel:
+        """The tick's snapshot of the settings configures the transport (no OPTIONS)."""
+        channel = cls(settings)
+        channel.name = name
+        return channel
+
+    def target(self, row: Notification) -> str:
+        """The URL's host, lowercased, with `:port` when not the scheme's default."""
+        return hosts.host_target(row.webhook_url) if row.webhook_url else ""
+
+    def destination(self, row: Notification) -> str:
+        return display.webhook_target(row.webhook_url) if row.webhook_url else "?"
+
+    def destination_parts(self, row: Notification) -> tuple[str, str]:
+        return display.webhook_parts(row.webhook_url) if row.webhook_url else ("", "?")
+
+    def held(self, row: Notification, settings: TickSettings | None = None) -> str | None:
+        """A row signed with the site's secret while NOTIFICATIONS_WEBHOOK_SECRET has no
+        usable key (E010, W010). A list's rows carry `signs_itself` instead of the secret."""
+        problem = holds.signing_problem(settings.webhook_secrets if settings else None, read=settings is None)
+        own = getattr(row, "signs_itself", None)
+        return problem if holds.unsigned_webhook(row, problem, own_secret=own) else None
 
     def keys(self, firing: Firing) -> list[bytes]:
         """The row's own key, else every site key (all of them sign during a rotation)."""

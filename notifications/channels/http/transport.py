@@ -44,7 +44,7 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 
 from notifications import compat
-from notifications.channels.webhook import guard
+from notifications.channels.http import guard
 from notifications.rules.network import IPNetwork
 
 # Seconds a lookup or connect may take outside any deadline: only direct use of the

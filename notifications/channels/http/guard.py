@@ -28,6 +28,7 @@ from typing import Any
 
 from notifications.compat import allowed_gai_family
 from notifications.conf import app_settings, parse_networks
+from notifications.exceptions import NotificationsError
 from notifications.rules import network
 from notifications.rules.network import IPAddress, IPNetwork, bare_host
 
@@ -38,7 +39,7 @@ AddrInfo = tuple[Any, ...]  # one getaddrinfo() entry: (family, type, proto, can
 getaddrinfo = socket.getaddrinfo
 
 
-class BlockedAddress(Exception):
+class BlockedAddress(NotificationsError):
     """A webhook target is, or resolves to, a refused address. Holds no URL or secret."""
 
     def __init__(self, host: str, address: str, reason: str) -> None:
@@ -48,7 +49,7 @@ class BlockedAddress(Exception):
         self.reason = reason
 
 
-class ResolutionTimeout(TimeoutError):
+class ResolutionTimeout(NotificationsError, TimeoutError):
     """The name did not resolve within the time left in the channel's deadline."""
 
 

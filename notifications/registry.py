@@ -1,0 +1,193 @@
+"""The channel registry: the built-in channels and the site's own `NOTIFICATIONS_CHANNELS`.
+
+    NOTIFICATIONS_CHANNELS = {"sms": {"BACKEND": "myapp.channels.SMS", "OPTIONS": {"sender": "ACME"}}}
+
+Read when first used, in the shape of Django's `STORAGES` and `CACHES`: a name (alias) maps
+to a `BACKEND` class, a subclass of `notifications.channels.Channel`, and the `OPTIONS` it
+is constructed with. `email` and `webhook` are registered here like any other channel, so
+the rest of the app asks the registry rather than naming them.
+
+Two kinds of instances: `channel(name)` is one long-lived instance per name for what a
+channel says about a row outside a tick (its validation, its target, its admin display),
+rebuilt whenever the setting changes (`override_settings` works); `open_for_tick()` makes a
+fresh instance per name for each tick, which prepares, sends and closes.
+
+Classes are imported by their dotted path, never at this module's import: the registry
+sits below the channels in the app's layers. A malformed entry is left out here and
+reported by `manage.py check` (notifications.E030-E033); a row naming it is then refused
+as an unknown channel rather than crashing a tick.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from django.core.signals import setting_changed
+from django.utils.module_loading import import_string
+
+from notifications.conf import app_settings
+
+if TYPE_CHECKING:
+    from notifications.channels.base import Channel
+    from notifications.conf import TickSettings
+
+logger = logging.getLogger("notifications")
+
+SETTING = "NOTIFICATIONS_CHANNELS"
+# The built-in channels, by name: always registered, and names no site channel may take.
+BUILT_IN: dict[str, str] = {
+    "email": "notifications.channels.email.channel.EmailChannel",
+    "webhook": "notifications.channels.webhook.channel.WebhookChannel",
+}
+BASE_CLASS = "notifications.channels.base.Channel"
+BROKEN_CLASS = "notifications.channels.base.BrokenChannel"
+# A channel's name is stored in the delivery log (16 characters) and joined with commas in
+# `last_error` (`partial: sms,push`): short, lowercase, no separators.
+NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{0,15}$")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One registered channel: its name, the dotted path of its class, its OPTIONS."""
+
+    name: str
+    backend: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def built_in(self) -> bool:
+        return self.name in BUILT_IN
+
+
+def entry_problem(name: Any, entry: Any) -> str | None:
+    """Why `NOTIFICATIONS_CHANNELS[name]` cannot be registered, judged without importing
+    its class (E033 reports it); None when its shape is right."""
+    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        return (
+            f"the name {name!r} is not a channel name (a lowercase letter, then up to 15 lowercase "
+            "letters, digits, '_' or '-')"
+        )
+    if not isinstance(entry, Mapping):
+        return f"{name!r} must be a dict with BACKEND and OPTIONS, not {type(entry).__name__}"
+    unknown = set(entry) - {"BACKEND", "OPTIONS"}
+    if unknown:
+        return f"{name!r} has unknown key(s) {', '.join(map(repr, sorted(unknown, key=str)))}"
+    if not isinstance(entry.get("BACKEND"), str) or not entry.get("BACKEND"):
+        return f"{name!r} needs BACKEND, the dotted path of a notifications.channels.Channel subclass"
+    if not isinstance(entry.get("OPTIONS", {}), Mapping):
+        return f"{name!r}: OPTIONS must be a dict of the class's keyword arguments"
+    return None
+
+
+def site_entries() -> dict[str, Entry]:
+    """The site's channels whose entries have the right shape and a name of their own."""
+    raw = app_settings.CHANNELS
+    if not isinstance(raw, Mapping):
+        return {}
+    entries = {}
+    for name, entry in raw.items():
+        if name in BUILT_IN or entry_problem(name, entry) is not None:
+            continue
+        entries[name] = Entry(name, entry["BACKEND"], dict(entry.get("OPTIONS") or {}))
+    return entries
+
+
+def entries() -> dict[str, Entry]:
+    """Every registered channel, the built-in ones first."""
+    return {**_built_in_entries(), **site_entries()}
+
+
+def _built_in_entries() -> dict[str, Entry]:
+    return {name: Entry(name, path) for name, path in BUILT_IN.items()}
+
+
+def channel_class(entry: Entry) -> type[Channel]:
+    """The class of `entry`; ImportError or TypeError when it is none (E030, E031)."""
+    cls = import_string(entry.backend)
+    base = import_string(BASE_CLASS)
+    if not isinstance(cls, type) or not issubclass(cls, base):
+        raise TypeError(f"{entry.backend} is not a subclass of notifications.channels.Channel")
+    return cls
+
+
+def construct(entry: Entry, settings: TickSettings | None = None) -> Channel:
+    """A new instance of `entry`'s channel, named, with its OPTIONS; raises what its class raises."""
+    return channel_class(entry).open(entry.name, dict(entry.options), settings)
+
+
+# --- what the app asks of the registry ----------------------------------------------------
+
+_lock = threading.Lock()
+_cache: dict[str, Channel] | None = None
+
+
+def names() -> tuple[str, ...]:
+    """Every channel a row may name: the built-in ones, then the site's, in setting order."""
+    return tuple(_instances())
+
+
+def known(name: Any) -> bool:
+    return isinstance(name, str) and name in _instances()
+
+
+def is_built_in(name: str) -> bool:
+    return name in BUILT_IN
+
+
+def channel(name: str) -> Channel | None:
+    """The long-lived instance of channel `name` (for validation, targets and display);
+    None for a name no usable channel has."""
+    return _instances().get(name)
+
+
+def _instances() -> dict[str, Channel]:
+    """name -> instance, built on first use and again after NOTIFICATIONS_CHANNELS changes
+    (`setting_changed`: override_settings). A site class that cannot be imported or
+    constructed is left out (the checks say why). The tick asks several times per row, so
+    a hit is one global read."""
+    global _cache
+    cached = _cache
+    if cached is not None:
+        return cached
+    with _lock:
+        if _cache is not None:
+            return _cache
+        built: dict[str, Channel] = {}
+        for name, entry in entries().items():
+            try:
+                built[name] = construct(entry)
+            except Exception:
+                logger.exception("%s[%r]: the channel cannot be constructed", SETTING, name)
+        _cache = built
+        return built
+
+
+def reset(**kwargs: Any) -> None:
+    """Forget the instances: the next use builds them from the settings as they are then."""
+    global _cache
+    if kwargs.get("setting") in (None, SETTING):
+        with _lock:
+            _cache = None
+
+
+setting_changed.connect(reset, dispatch_uid="notifications.registry.reset")
+
+
+def open_for_tick(settings: TickSettings) -> dict[str, Channel]:
+    """One fresh instance per registered channel for one tick. A site channel whose class
+    cannot be loaded or constructed is a channel that fails every send (transiently, so
+    fixing the setting lets the rows through) instead of a tick that crashes."""
+    broken = import_string(BROKEN_CLASS)  # by path: the channels sit above the registry
+    opened: dict[str, Channel] = {}
+    for name, entry in entries().items():
+        try:
+            opened[name] = construct(entry, settings)
+        except Exception as exc:
+            logger.exception("%s[%r]: the channel cannot be constructed", SETTING, name)
+            opened[name] = broken.open(name, {"problem": type(exc).__name__}, settings)
+    return opened
