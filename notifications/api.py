@@ -15,6 +15,7 @@ from typing import Any
 from notifications.models import Notification
 from notifications.models.attachments import Attachment, calendar_event
 from notifications.services import ActionResult, cancel, pause, purge, requeue, resume, run_now, schedule_notification
+from notifications.services.preferences import preferences, set_preference
 from notifications.tick.engine import TickReport, run_tick
 
 __all__ = [
@@ -25,12 +26,14 @@ __all__ = [
     "calendar_event",
     "cancel",
     "pause",
+    "preferences",
     "purge",
     "requeue",
     "resume",
     "run_now",
     "run_tick",
     "schedule",
+    "set_preference",
 ]
 
 
@@ -43,7 +46,8 @@ def schedule(
     `body`, `webhook_url`, `webhook_secret`, `payload`, `recurrence_rule`, `timezone`,
     `expires_at`, `max_delay`, `quiet_hours`, `max_retries`, `backoff`, and for email
     `from_email`, `headers`, `attachments` (`Attachment`s, `(filename, content, mimetype)`
-    or MIME parts), `mailer` and `priority`) plus `fire_at`,
+    or MIME parts), `mailer` and `priority`), `recipient` (your id for the person) and
+    `category` (a key of NOTIFICATIONS_CATEGORIES) plus `fire_at`,
     the first due time. Without `fire_at`, a one-shot row is due now and a recurring row
     is due at its rule's next occurrence. Raises ValidationError naming each bad field.
 

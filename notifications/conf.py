@@ -21,6 +21,7 @@ from typing import Any
 
 from django.conf import settings as django_settings
 
+from notifications.rules import categories as category_rules
 from notifications.rules import quiet
 from notifications.rules.network import IPNetwork
 
@@ -75,6 +76,14 @@ class Defaults:
     # Bearer token a Prometheus scraper sends to `notifications.metrics.view` (blank: staff
     # users only). See docs/operations.md.
     METRICS_TOKEN: str = ""
+    # Kinds of notification a recipient may choose (notifications.rules.categories):
+    # {"news": {"label": "Product news", "default": "on", "throttle": "3/d"}}.
+    CATEGORIES: dict[str, dict[str, Any]] = {}
+    # The site's public origin (https://example.com): the links in email (one-click
+    # unsubscribe, the preference centre) are built on it, since a tick has no request.
+    PUBLIC_URL: str = ""
+    # An address that unsubscribes by mail (List-Unsubscribe's mailto: alternative); blank: none.
+    UNSUBSCRIBE_MAILTO: str = ""
 
 
 # A derived lease outlives everything a tick does with its rows: the budget, a last batch
@@ -369,3 +378,24 @@ class TickSettings:
     @property
     def backoff(self) -> tuple[float, ...]:
         return self.policy.backoff
+
+
+# --- recipients' choices ---------------------------------------------------------------------
+
+BUILT_IN_CHANNELS = ("email", "webhook")
+
+
+def channel_names() -> list[str]:
+    """Every channel a recipient may choose about: the built-in ones, then the site's own
+    (NOTIFICATIONS_CHANNELS, in its order)."""
+    extra = getattr(django_settings, "NOTIFICATIONS_CHANNELS", None) or {}
+    names = list(BUILT_IN_CHANNELS)
+    if isinstance(extra, dict):
+        names += [name for name in extra if isinstance(name, str) and name not in names]
+    return names
+
+
+def categories() -> dict[str, category_rules.Category]:
+    """NOTIFICATIONS_CATEGORIES, parsed (`notifications.rules.categories`); none when the
+    setting is invalid (notifications.E040 says why)."""
+    return category_rules.parse(app_settings.CATEGORIES)

@@ -36,6 +36,7 @@ from notifications.channels.webhook.channel import WebhookChannel
 from notifications.conf import TickSettings
 from notifications.flow.control import FlowControl
 from notifications.flow.pruning import prune_idle
+from notifications.flow.recipients import screen
 from notifications.flow.targets import channel_target, target_of
 from notifications.health.clock import measure_offset
 from notifications.models import DeliveryAttempt, Notification, validation
@@ -85,7 +86,10 @@ class TickReport:
         return sum(self.tally.values())
 
     def counts(self) -> dict[str, int]:
-        return {name: self.claimed if name == "claimed" else self.tally[Kind(name)] for name in TICK_COUNTS}
+        counts = {name: self.claimed if name == "claimed" else self.tally[Kind(name)] for name in TICK_COUNTS}
+        if not counts["skipped"]:  # recipients' choices: counted once something was skipped
+            del counts["skipped"]
+        return counts
 
     def summary(self) -> str:
         counts = self.counts()
@@ -231,8 +235,10 @@ class Tick:
                 channel.prepare(claimed.rows)  # e.g. the suppressed addresses: workers touch no database
             batch = Batch(claimed.token, batch_now, len(claimed.rows))
             ready, held = self.hold_back(claimed.rows, batch_now)
-            send, deferred = self.flow.admit(ready, batch_now)  # open circuits, rate limits
-            for outcome in held + deferred:
+            screened = screen(ready, self.channels, batch_now)  # recipients' choices, throttles
+            batch.attempts += screened.attempts
+            send, deferred = self.flow.admit(screened.send, batch_now)  # open circuits, rate limits
+            for outcome in held + screened.settled + deferred:
                 self.results.put((Job(batch, outcome.row, ""), outcome, []))
             self.dispatcher.put([Job(batch, row, target_of(row), targets=channel_targets(row)) for row in send])
             # Threads as the rows need them, up to CONCURRENCY: a tick of a few rows starts a few.

@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import smtplib
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -126,6 +126,11 @@ def _attach(message: EmailMessage, item: dict[str, Any]) -> None:
         message.attach(name or None, data, str(item.get("mimetype") or attachments.DEFAULT_MIMETYPE))
 
 
+def all_addresses(row: Notification) -> list[str]:
+    """To, Cc and Bcc of `row`, as stored."""
+    return [a for value in (row.email_to, row.email_cc, row.email_bcc) for a in addresses.as_list(value)]
+
+
 class EmailChannel(Channel):
     """Sends with one backend connection per worker thread, opened once per tick."""
 
@@ -139,6 +144,8 @@ class EmailChannel(Channel):
         # tick, spelled by `addresses.normalise`: read by the workers, grown by `prepare` and
         # by refusals.
         self._suppressed: set[str] = set()
+        # Addresses that turned a row's category off, by row (`leave_out`).
+        self._opted_out: dict[Any, set[str]] = {}
 
     def prepare(self, rows: Sequence[Notification]) -> None:
         wanted = {
@@ -151,6 +158,17 @@ class EmailChannel(Channel):
         found = Suppression.objects.among(wanted)
         with self._lock:
             self._suppressed |= found
+
+    def recipient_keys(self, row: Notification) -> list[str]:
+        """The row's `recipient`; without one, each address (as `addresses.bare` spells it)."""
+        if row.recipient:
+            return [row.recipient]
+        return list(dict.fromkeys(addresses.bare(a) for a in all_addresses(row)))
+
+    def leave_out(self, row: Notification, keys: Collection[str]) -> None:
+        """Addresses that opted out of the row's category are left out, as suppressed ones are."""
+        with self._lock:
+            self._opted_out[row.pk] = set(keys)
 
     def _connection(self, alias: str) -> BaseEmailBackend:
         """This thread's connection of the mailer `alias` (a row's `mailer`; blank: the site's)."""
@@ -166,14 +184,16 @@ class EmailChannel(Channel):
         self._local.connection = conn
         return conn
 
-    def _deliverable(self, value: Any, owed: set[str] | None) -> list[str]:
-        """The addresses of `value` not suppressed and, when the firing owes only some
-        recipients (`owed`, normalised), among those."""
+    def _deliverable(self, value: Any, owed: set[str] | None, opted_out: Collection[str] = ()) -> list[str]:
+        """The addresses of `value` not suppressed, not opted out of the row's category and,
+        when the firing owes only some recipients (`owed`, normalised), among those."""
         with self._lock:
             return [
                 a
                 for a in addresses.as_list(value)
-                if (key := addresses.bare(a)) not in self._suppressed and (owed is None or key in owed)
+                if (key := addresses.bare(a)) not in self._suppressed
+                and key not in opted_out
+                and (owed is None or key in owed)
             ]
 
     def deliver(self, firing: Firing) -> ChannelResult:
@@ -185,7 +205,9 @@ class EmailChannel(Channel):
             # message names the rule broken, never the payload.
             return ChannelResult(self.name, f"email: template error: {exc}", ErrorClass.PERMANENT)
         owed = row.owed_recipients
-        to, cc, bcc = (self._deliverable(v, owed) for v in (row.email_to, row.email_cc, row.email_bcc))
+        with self._lock:
+            opted_out = self._opted_out.pop(row.pk, set())
+        to, cc, bcc = (self._deliverable(v, owed, opted_out) for v in (row.email_to, row.email_cc, row.email_bcc))
         if not (to or cc or bcc):
             return ChannelResult(self.name, ALL_SUPPRESSED, ErrorClass.PERMANENT)
         try:
