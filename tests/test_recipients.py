@@ -35,7 +35,8 @@ def categories():
 
 
 def email(**fields):
-    return schedule(channels=["email"], email_to="ada@example.com", subject="Hi", body="Hello", fire_at=NOW, **fields)
+    fields.setdefault("fire_at", NOW)
+    return schedule(channels=["email"], email_to="ada@example.com", subject="Hi", body="Hello", **fields)
 
 
 def outcomes(row):
@@ -243,3 +244,55 @@ def test_preferences_cost_one_query_per_batch_not_one_per_row():
 
     assert categorised - plain == 2, (plain, categorised)  # the SELECT, the skipped tally
     print(f"statements per row: {plain / ROWS:.2f} without categories, {categorised / ROWS:.2f} with")
+
+
+# --- throttles -----------------------------------------------------------------------------------
+
+
+def test_a_throttle_lets_n_firings_per_window_reach_a_recipient_and_skips_the_rest():
+    rows = [email(recipient="user:1", category="news") for _ in range(5)]
+    other = email(recipient="user:2", category="news")
+
+    report = run_tick(now=NOW)
+
+    assert len(mail.outbox) == 4  # three to user:1, one to user:2
+    assert [outcomes(r) for r in rows].count([("email", "throttled")]) == 2
+    assert outcomes(other) == [("email", "ok")]
+    assert report.counts()["skipped"] == 2
+    assert not Notification.objects.exists()  # throttled one-shots are settled, not retried
+
+
+def test_a_throttle_is_shared_by_ticks_and_opens_a_new_window_after_its_period():
+    for _ in range(2):
+        email(recipient="user:1", category="news")
+    run_tick(now=NOW)
+    for _ in range(2):
+        email(recipient="user:1", category="news")
+    later = run_tick(now=NOW + timedelta(hours=23))
+    assert len(mail.outbox) == 3
+    assert later.counts()["skipped"] == 1
+
+    email(recipient="user:1", category="news", fire_at=NOW + timedelta(days=1))
+    run_tick(now=NOW + timedelta(days=1))
+    assert len(mail.outbox) == 4
+
+
+def test_a_throttle_keys_rows_without_a_recipient_by_address():
+    for _ in range(4):
+        email(category="news")
+    run_tick(now=NOW)
+    assert len(mail.outbox) == 3
+
+
+def test_a_throttled_firing_reported_by_the_metrics_by_category():
+    from notifications.models import Tally
+
+    set_preference("user:9", "news", False)
+    email(recipient="user:9", category="news")
+    for _ in range(4):
+        email(recipient="user:1", category="news")
+    run_tick(now=NOW)
+
+    counts = dict(Tally.objects.filter(kind="skipped").values_list("outcome", "count"))
+    assert counts == {"skipped": 1, "throttled": 1}
+    assert set(Tally.objects.filter(kind="skipped").values_list("target", flat=True)) == {"news"}
