@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import smtplib
 import threading
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -42,6 +42,7 @@ from notifications.channels.email.mailers import (
     site_mailers as site_mailers,  # the checks' and the test double's answer too
 )
 from notifications.content.email import Content, render_content
+from notifications.content.links import Links, links_for
 from notifications.content.queued import ANYMAIL_ATTRIBUTES, SHAPE_ATTRIBUTES, restore
 from notifications.content.templating import TemplateRenderError
 from notifications.mailers import open_connection
@@ -75,7 +76,25 @@ class AttachmentMissing(Exception):
     """An attachment's file could not be read from storage (the message says which, never its content)."""
 
 
-def build_message(firing: Firing, content: Content, to: list[str], cc: list[str], bcc: list[str]) -> EmailMessage:
+def message_links(row: Notification) -> Links:
+    """The message's unsubscribe and preference links: for the row's `recipient`, or
+    without one for its first address (a message has one List-Unsubscribe)."""
+    key = row.recipient
+    if not key:
+        first = next(iter(all_addresses(row)), "")
+        key = addresses.bare(first) if first else ""
+    return links_for(key, row.category)
+
+
+def build_message(
+    firing: Firing,
+    content: Content,
+    to: list[str],
+    cc: list[str],
+    bcc: list[str],
+    *,
+    extra_headers: Mapping[str, str] | None = None,
+) -> EmailMessage:
     """The message of one firing: the text body, its alternatives (the HTML body, or those
     of a queued message), the row's From and headers, its attachments, and for a queued
     message its MIME shape and django-anymail's attributes.
@@ -92,7 +111,7 @@ def build_message(firing: Firing, content: Content, to: list[str], cc: list[str]
         cc=cc,
         bcc=bcc,
         reply_to=addresses.as_list(row.reply_to),
-        headers={**header_rules.usable(row.headers), "Message-ID": message_id(firing)},
+        headers={**header_rules.usable(row.headers), **(extra_headers or {}), "Message-ID": message_id(firing)},
     )
     if content.html is not None:
         message.attach_alternative(content.html, "text/html")
@@ -198,8 +217,9 @@ class EmailChannel(Channel):
 
     def deliver(self, firing: Firing) -> ChannelResult:
         row = firing.notification
+        links = message_links(row)
         try:
-            content = render_content(row)
+            content = render_content(row, extra=links.context())
         except TemplateRenderError as exc:
             # The same template fails the same way next time: no retry can help. The
             # message names the rule broken, never the payload.
@@ -211,7 +231,7 @@ class EmailChannel(Channel):
         if not (to or cc or bcc):
             return ChannelResult(self.name, ALL_SUPPRESSED, ErrorClass.PERMANENT)
         try:
-            message = build_message(firing, content, to, cc, bcc)
+            message = build_message(firing, content, to, cc, bcc, extra_headers=links.headers())
         except AttachmentMissing as exc:
             return ChannelResult(self.name, f"email: {exc}", ErrorClass.PERMANENT)
         self._local.connection = None
