@@ -34,8 +34,10 @@ CHANNEL_LABELS = {"email": "Email", "webhook": "Webhook", "sms": "SMS"}
 
 
 def _private(response: HttpResponse) -> HttpResponse:
-    """Headers of every public page: never indexed, never sent as a Referer elsewhere."""
-    response["Referrer-Policy"] = "no-referrer"
+    """Headers of every public page: never indexed, never sent as a Referer to another site
+    (same-origin, not no-referrer: a browser would then send `Origin: null` with the
+    preference centre's form, which CSRF protection refuses)."""
+    response["Referrer-Policy"] = "same-origin"
     response["X-Robots-Tag"] = "noindex, nofollow"
     return response
 
