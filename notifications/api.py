@@ -15,6 +15,7 @@ from typing import Any
 from notifications.models import Notification
 from notifications.models.attachments import Attachment, calendar_event
 from notifications.services import ActionResult, cancel, pause, purge, requeue, resume, run_now, schedule_notification
+from notifications.services.erasure import erase
 from notifications.services.preferences import preferences, set_preference
 from notifications.tick.engine import TickReport, run_tick
 
@@ -25,6 +26,7 @@ __all__ = [
     "TickReport",
     "calendar_event",
     "cancel",
+    "erase",
     "pause",
     "preferences",
     "purge",

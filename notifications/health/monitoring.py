@@ -36,6 +36,8 @@ class Snapshot:
     oldest_due_seconds: float = 0.0  # 0 when nothing is due
     open_circuits: int = 0  # targets whose rows are held: open or half-open
     last_tick_at: datetime | None = None
+    # (category, reason: skipped | throttled) -> firings skipped whole (recipients' choices)
+    skipped: dict[tuple[str, str], int] = field(default_factory=dict)
 
     @property
     def tick_count(self) -> int:
@@ -59,6 +61,7 @@ def read(now: datetime | None = None) -> Snapshot:
     deliveries: dict[tuple[str, str, str], int] = {}
     buckets: dict[float, int] = {}
     tick_seconds = 0.0
+    skipped: dict[tuple[str, str], int] = {}
     for kind, channel, target, outcome, count, total in Tally.objects.values_list(
         "kind", "channel", "target", "outcome", "count", "total"
     ):
@@ -68,6 +71,8 @@ def read(now: datetime | None = None) -> Snapshot:
             bound = math.inf if outcome == "+Inf" else float(outcome)
             buckets[bound] = buckets.get(bound, 0) + int(count)
             tick_seconds += float(total)
+        elif kind == Tally.Kind.SKIPPED:
+            skipped[(target, outcome)] = int(count)
     rows, facts = count_states(
         Notification.objects.all(),
         now,
@@ -87,6 +92,7 @@ def read(now: datetime | None = None) -> Snapshot:
         oldest_due_seconds=max((now - oldest).total_seconds(), 0.0) if oldest else 0.0,
         open_circuits=open_circuits,
         last_tick_at=last_tick_at,
+        skipped=skipped,
     )
 
 
