@@ -296,3 +296,53 @@ def test_a_throttled_firing_reported_by_the_metrics_by_category():
     counts = dict(Tally.objects.filter(kind="skipped").values_list("outcome", "count"))
     assert counts == {"skipped": 1, "throttled": 1}
     assert set(Tally.objects.filter(kind="skipped").values_list("target", flat=True)) == {"news"}
+
+
+def test_the_metrics_count_skipped_firings_by_category():
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from notifications.metrics import exposition
+
+    set_preference("user:9", "news", False)
+    email(recipient="user:9", category="news")
+    for _ in range(4):
+        email(recipient="user:1", category="news")
+    run_tick(now=NOW)
+
+    samples = {
+        tuple(sorted(s.labels.items())): s.value
+        for family in text_string_to_metric_families(exposition().decode())
+        for s in family.samples
+        if s.name == "notifications_skipped_firings_total"
+    }
+    assert samples == {
+        (("category", "news"), ("reason", "skipped")): 1,
+        (("category", "news"), ("reason", "throttled")): 1,
+    }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_throttle_is_shared_by_ticks_taking_at_once():
+    """Eight takers at once (threads, each its own connection) grant five in all."""
+    import threading
+
+    from notifications.flow import throttle
+    from notifications.rules.categories import Throttle
+
+    start = threading.Barrier(8)
+    granted: list[int] = []
+
+    def take():
+        try:
+            start.wait(30)
+            granted.append(throttle.take("news", "user:1", Throttle(5, 86400), 1, NOW.timestamp()))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=take) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+
+    assert sorted(granted) == [0, 0, 0, 1, 1, 1, 1, 1]
