@@ -346,3 +346,16 @@ def test_a_throttle_is_shared_by_ticks_taking_at_once():
         t.join(60)
 
     assert sorted(granted) == [0, 0, 0, 1, 1, 1, 1, 1]
+
+
+def test_windows_over_for_every_throttle_are_pruned(monkeypatch):
+    from notifications.flow import throttle
+    from notifications.models import ThrottleWindow
+
+    monkeypatch.setitem(throttle._pruned, "at", float("-inf"))
+    ThrottleWindow.objects.create(key="news user:old", window_start=NOW.timestamp() - 2 * 86400, count=3)
+    email(recipient="user:1", category="news")
+
+    run_tick(now=NOW)
+
+    assert list(ThrottleWindow.objects.values_list("key", flat=True)) == ["news user:1"]

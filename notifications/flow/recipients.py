@@ -121,6 +121,8 @@ def _throttle(
         recipient = row.recipient or next((k for name in left for k in keys[row.pk][name]), "")
         if recipient:
             wanting[(row.category, recipient)].append(row)
+    if wanting:
+        throttle.prune_stale(now.timestamp())
     for (category, recipient), waiting in wanting.items():
         limit = known[category].throttle
         assert limit is not None

@@ -11,11 +11,22 @@ read back in the same transaction), as `notifications.flow.ratelimit` takes toke
 from __future__ import annotations
 
 import hashlib
+import threading
+import time
 
 from django.db import connection, transaction
 
+from notifications.databases import delete_sliced
 from notifications.models import ThrottleWindow
-from notifications.rules.categories import Throttle
+from notifications.rules.categories import THROTTLE_UNITS, Throttle
+
+# Windows older than the longest period are over whatever their category: a missing one
+# starts afresh, so they go, a bounded batch at most once a minute per process that throttles.
+STALE_AFTER = max(THROTTLE_UNITS.values())  # seconds
+PRUNE_BATCH = 1000
+PRUNE_INTERVAL = 60.0  # seconds
+_pruned = {"at": float("-inf")}
+_prune_lock = threading.Lock()
 
 MAX_KEY_CHARS = ThrottleWindow._meta.get_field("key").max_length or 301
 
@@ -85,3 +96,14 @@ def take(category: str, recipient: str, throttle: Throttle, want: int, now: floa
             cursor.execute(_sql(_TAKE_RETURNING), params)
         row = cursor.fetchone()
     return int(row[0]) if row else 0
+
+
+def prune_stale(now: float) -> int:
+    """Delete up to PRUNE_BATCH windows over for every throttle, at most once per
+    PRUNE_INTERVAL in this process; how many went."""
+    with _prune_lock:
+        if time.monotonic() - _pruned["at"] < PRUNE_INTERVAL:
+            return 0
+        _pruned["at"] = time.monotonic()
+    stale = ThrottleWindow.objects.filter(window_start__lt=now - STALE_AFTER).order_by("window_start")
+    return delete_sliced(stale.values("pk")[:PRUNE_BATCH])
