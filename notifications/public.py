@@ -53,6 +53,16 @@ def _page(request: HttpRequest, template: str, context: dict[str, Any], status: 
     return _private(TemplateResponse(request, f"notifications/recipients/{template}", context, status=status))
 
 
+def _one_click(request: HttpRequest) -> bool:
+    """The POST carries RFC 8058's `List-Unsubscribe=One-Click`: as a form field (either
+    form encoding the RFC allows), or as the whole body of a client that sent no type."""
+    if request.POST.get("List-Unsubscribe") == "One-Click":
+        return True
+    return request.content_type not in ("application/x-www-form-urlencoded", "multipart/form-data") and (
+        request.body.strip() == links.ONE_CLICK.encode()
+    )
+
+
 @csrf_exempt  # RFC 8058: a mail client's POST carries no token but the signed URL's
 @never_cache
 @require_http_methods(["GET", "HEAD", "POST"])
@@ -71,7 +81,7 @@ def unsubscribe(request: HttpRequest, token: str) -> HttpResponse:
     }
     if request.method != "POST":
         return _page(request, "unsubscribe.html", context)
-    if request.POST.get("List-Unsubscribe") != "One-Click":
+    if not _one_click(request):
         return _page(request, "unsubscribe.html", {**context, "bad_request": True}, status=400)
     if not category.required:
         try:

@@ -173,3 +173,18 @@ def test_runtick_never_logs_a_token(capsys, caplog):
     call_command("runtick")
     token = links.unsubscribe_token("user:1", "news")
     assert token.split(":")[0] not in caplog.text + capsys.readouterr().out
+
+
+def test_a_client_that_posts_the_body_without_a_form_type_unsubscribes_too():
+    path = links.unsubscribe_url("user:1", "news").removeprefix("https://example.com")
+    response = Client().post(path, "List-Unsubscribe=One-Click", content_type="text/plain")
+    assert response.status_code == 200
+    assert preferences("user:1")["news"]["email"] is False
+
+
+def test_an_address_is_one_recipient_however_it_is_spelled():
+    set_preference("Ada@Example.COM", "news", False)
+    assert preferences("ada@example.com")["news"]["email"] is False
+    email(category="news", email_to="ADA@example.com")
+    run_tick(now=NOW)
+    assert mail.outbox == []

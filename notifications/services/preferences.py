@@ -9,6 +9,7 @@ from django.db import IntegrityError, transaction
 
 from notifications.conf import categories, channel_names
 from notifications.models import Preference
+from notifications.models.addresses import bare, is_valid
 from notifications.models.recipients import MAX_RECIPIENT_CHARS
 from notifications.rules import categories as rules
 
@@ -23,6 +24,14 @@ def recipient_errors(recipient: Any) -> list[str]:
     return []
 
 
+def recipient_key(recipient: str) -> str:
+    """How a recipient is stored: an email address as the tick spells it (`addresses.bare`:
+    `Ada@Example.com` is `ada@example.com`), any other id as given."""
+    if isinstance(recipient, str) and "@" in recipient and is_valid(recipient):
+        return bare(recipient)
+    return recipient
+
+
 def set_preference(recipient: str, category: str, enabled: bool, channel: str = "") -> Preference:
     """Save `recipient`'s choice for `category` on `channel` (blank: every channel).
 
@@ -31,6 +40,7 @@ def set_preference(recipient: str, category: str, enabled: bool, channel: str = 
     blank or too long one. Concurrent calls leave one preference: the last one wins.
     """
     known = categories()
+    recipient = recipient_key(recipient)
     errors: dict[str, list[str]] = {}
     if recipient_errors(recipient):
         errors["recipient"] = recipient_errors(recipient)
@@ -58,5 +68,6 @@ def preferences(recipient: str) -> dict[str, dict[str, bool]]:
     """`{category: {channel: enabled}}`, in effect for `recipient`, for every category and
     every channel (built-in and the site's): a choice for the channel beats one for every
     channel, which beats the category's default; required categories are always on."""
+    recipient = recipient_key(recipient)
     choices = Preference.objects.choices_of([recipient]).get(recipient, {})
     return rules.table(categories().values(), channel_names(), choices)
