@@ -68,6 +68,15 @@ HIGH_WATER_BATCHES = 3
 HIGH_WATER_ROWS_PER_WORKER = 4
 
 
+class Counts(dict[str, int]):
+    """A tick's counts by name; a count left out of the listing (`skipped` at 0) reads 0."""
+
+    def __missing__(self, name: str) -> int:
+        if name in TICK_COUNTS:
+            return 0
+        raise KeyError(name)
+
+
 @dataclass
 class TickReport:
     """What one tick did, for the summary line and for monitoring.
@@ -86,8 +95,8 @@ class TickReport:
         return sum(self.tally.values())
 
     def counts(self) -> dict[str, int]:
-        counts = {name: self.claimed if name == "claimed" else self.tally[Kind(name)] for name in TICK_COUNTS}
-        if not counts["skipped"]:  # recipients' choices: counted once something was skipped
+        counts = Counts({name: self.claimed if name == "claimed" else self.tally[Kind(name)] for name in TICK_COUNTS})
+        if not counts["skipped"]:  # recipients' choices: listed once something was skipped (still reads 0)
             del counts["skipped"]
         return counts
 
