@@ -359,3 +359,21 @@ def test_windows_over_for_every_throttle_are_pruned(monkeypatch):
     run_tick(now=NOW)
 
     assert list(ThrottleWindow.objects.values_list("key", flat=True)) == ["news user:1"]
+
+
+def test_a_skipped_row_whose_schedule_cannot_advance_costs_only_itself(monkeypatch):
+    set_preference("user:1", "news", False)
+    poison = email(recipient="user:1", category="news", recurrence_rule="0 9 * * *")
+    Notification.objects.filter(pk=poison.pk).update(next_fire_at=NOW)
+    fine = email(recipient="user:2", category="news")
+
+    def broken(self, now):
+        raise RuntimeError("no next occurrence")
+
+    monkeypatch.setattr(Notification, "next_occurrence", broken)
+    report = run_tick(now=NOW)
+
+    poison.refresh_from_db()
+    assert poison.last_error.startswith("internal: RuntimeError")
+    assert report.counts()["retried"] == 1
+    assert outcomes(fine) == [("email", "ok")]

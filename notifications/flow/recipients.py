@@ -27,7 +27,7 @@ from datetime import datetime
 
 from notifications import services
 from notifications.channels import Channel
-from notifications.conf import categories
+from notifications.conf import Policy, categories
 from notifications.flow import throttle
 from notifications.flow.targets import channel_target
 from notifications.models import DeliveryAttempt, Notification, Preference
@@ -88,7 +88,12 @@ def screen(rows: Sequence[Notification], channels: Mapping[str, Channel], now: d
             row.pending_channels = left  # in memory: this firing owes only these now
             result.send.append(row)
         else:
-            result.settled.append(services.record_skipped(row, now))
+            try:
+                result.settled.append(services.record_skipped(row, now))
+            except Exception as exc:  # a schedule that cannot advance: a poison row costs only itself
+                logger.exception("notification %s: internal error", row.pk)
+                result.settled.append(services.record_internal_error(row, exc, now, Policy.from_settings()))
+                continue
             reason = THROTTLED if THROTTLED in gone.values() else SKIPPED
             by_category[(row.category, str(reason))] += 1
     if by_category:
