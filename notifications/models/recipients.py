@@ -9,7 +9,10 @@ from django.db import models
 
 from notifications.rules.categories import MAX_CATEGORY_CHARS
 
-MAX_RECIPIENT_CHARS = 200  # a row's `recipient`, and a preference's
+MAX_RECIPIENT_CHARS = 200  # a row's `recipient`
+# A preference's recipient: a row's `recipient`, or an email address (RFC 5321: 254 at most)
+# for mail sent without one.
+MAX_KEY_CHARS = 254
 LOOKUP_CHUNK = 500  # recipient keys per query: well within every backend's parameter limit
 
 
@@ -32,7 +35,7 @@ class Preference(models.Model):
     """One recipient's choice for one category, on one channel (blank: every channel)."""
 
     recipient = models.CharField(
-        max_length=MAX_RECIPIENT_CHARS,
+        max_length=MAX_KEY_CHARS,
         help_text="The host's id for the person (user:42), or an email address for mail sent without one.",
     )
     category = models.CharField(max_length=MAX_CATEGORY_CHARS)
@@ -58,7 +61,7 @@ class ThrottleWindow(models.Model):
     (Unix seconds), shared by every tick on every host. `granted` is the last take's
     answer, read back in the same statement (or transaction, on MariaDB/MySQL)."""
 
-    key = models.CharField(max_length=MAX_CATEGORY_CHARS + 1 + MAX_RECIPIENT_CHARS, unique=True)
+    key = models.CharField(max_length=MAX_CATEGORY_CHARS + 1 + MAX_KEY_CHARS, unique=True)
     window_start = models.FloatField()
     count = models.PositiveIntegerField(default=0)
     granted = models.PositiveIntegerField(default=0)

@@ -10,15 +10,15 @@ from django.db import IntegrityError, transaction
 from notifications.conf import categories, channel_names
 from notifications.models import Preference
 from notifications.models.addresses import bare, is_valid
-from notifications.models.recipients import MAX_RECIPIENT_CHARS
+from notifications.models.recipients import MAX_KEY_CHARS
 from notifications.rules import categories as rules
 
 
 def recipient_errors(recipient: Any) -> list[str]:
     if not isinstance(recipient, str) or not recipient.strip():
         return ["Give the recipient's id (e.g. user:42) or an email address."]
-    if len(recipient) > MAX_RECIPIENT_CHARS:
-        return [f"At most {MAX_RECIPIENT_CHARS} characters."]
+    if len(recipient) > MAX_KEY_CHARS:
+        return [f"At most {MAX_KEY_CHARS} characters."]
     if "\x00" in recipient:
         return ["A recipient may not hold a NUL character."]
     return []
