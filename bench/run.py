@@ -24,6 +24,9 @@ row, runtick without the monitoring totals, as shipped, and with the OpenTelemet
 queries over a delivery log of `--attempts` records (default 1,000,000).
 `--scenario prune`: one tick with nothing due over `--prune-attempts` delivery records past
 retention (default 200,000): how fast the tick's housekeeping catches up.
+`--scenario enqueue` (bench/enqueue.py, about a minute on SQLite): `schedule()`, `schedule_many()`
+and `send_mass_mail()` through `QueuedEmailBackend`, `--enqueue-rows` each (default 10,000), side
+by side with Django's own `Model.save()` and `bulk_create()` of the same rows.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.actions import scenario_actions  # noqa: E402
+from bench.enqueue import scenario_enqueue  # noqa: E402
 from bench.flow import scenario_flow  # noqa: E402
 from bench.sink import Sink, ceiling  # noqa: E402
 
@@ -1122,6 +1126,7 @@ SCENARIOS = [
     "host-writes",
     "fast-lane",
     "burst",
+    "enqueue",
 ]
 
 
@@ -1153,6 +1158,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--prune-attempts", type=int, default=200_000, help="delivery records past retention (scenario 15, prune)"
     )
+    parser.add_argument(
+        "--enqueue-rows", type=int, default=10_000, help="rows enqueued by each method (scenario 16, enqueue)"
+    )
     parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the benchmark runs")
     parser.add_argument("--out", help="results file (default bench/results/<database>-<time>.md)")
     args = parser.parse_args(argv)
@@ -1164,6 +1172,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.action_rows = 2_000
         args.attempts = 5_000
         args.prune_attempts = 3_000
+        args.enqueue_rows = 200
     return args
 
 
@@ -1223,6 +1232,8 @@ def main(argv: list[str] | None = None) -> Path:
                 scenario_prune(table, args.prune_attempts)
             if "instrumentation" in only:  # scenario 13: not in the default set
                 scenario_instrumentation(table, sink, args.rows, max(args.repeats, 3))
+            if "enqueue" in only:  # scenario 16, bench/enqueue.py
+                scenario_enqueue(table, args.enqueue_rows, args.repeats)
             if "burst" in only:
                 burst_sweep = [int(c) for c in args.burst_sweep.split(",") if c]
                 scenario_burst(

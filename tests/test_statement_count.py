@@ -43,12 +43,13 @@ ROWS = 100
 # made once (INSERT, with BEGIN/COMMIT), one UPDATE of the streak and one UPDATE that
 # opens the circuit at the threshold (the threshold is set out of reach here: a tripped
 # target's waiting rows would be held, not retried; opening adds a re-read for its signal).
-# Monitoring adds two: the write-back's upsert of the delivery totals and the tick
-# duration's (notifications.services.tallies).
+# Monitoring adds three: the write-back's upsert of the delivery totals, the tick
+# duration's, and the housekeeping's SELECT of idle targets' totals to fold into `other`
+# (notifications.services.tallies).
 PINNED = {
-    "sqlite": {"succeeded": 20, "recurring": 21, "retried": 25, "partial": 27},
-    "postgresql": {"succeeded": 23, "recurring": 23, "retried": 27, "partial": 28},
-    "mysql": {"succeeded": 24, "recurring": 24, "retried": 28, "partial": 29},
+    "sqlite": {"succeeded": 21, "recurring": 22, "retried": 26, "partial": 28},
+    "postgresql": {"succeeded": 24, "recurring": 24, "retried": 28, "partial": 29},
+    "mysql": {"succeeded": 25, "recurring": 25, "retried": 29, "partial": 30},
 }
 
 
