@@ -18,6 +18,8 @@ from notifications.models import Notification
 from notifications.models.attachments import Attachment, calendar_event
 from notifications.services import ActionResult, cancel, pause, purge, requeue, resume, run_now, schedule_notification
 from notifications.services import schedule_many as _schedule_many
+from notifications.services.erasure import erase
+from notifications.services.preferences import preferences, set_preference
 from notifications.tick.engine import TickReport, run_tick
 
 __all__ = [
@@ -27,7 +29,9 @@ __all__ = [
     "TickReport",
     "calendar_event",
     "cancel",
+    "erase",
     "pause",
+    "preferences",
     "purge",
     "requeue",
     "resume",
@@ -35,6 +39,7 @@ __all__ = [
     "run_tick",
     "schedule",
     "schedule_many",
+    "set_preference",
 ]
 
 
@@ -49,7 +54,8 @@ def schedule(
     `from_email`, `headers`, `attachments` (`Attachment`s, `(filename, content, mimetype)`
     or MIME parts), `mailer` and `priority`; `channel_data`, what each of the site's own
     channels needs (`{"sms": {"to": "+15551234567"}}`), and `routing`, `"all"` or
-    `"first"` (the channels in order until one succeeds)) plus `fire_at`,
+    `"first"` (the channels in order until one succeeds)), `recipient` (your id for the
+    person) and `category` (a key of NOTIFICATIONS_CATEGORIES) plus `fire_at`,
     the first due time. Without `fire_at`, a one-shot row is due now and a recurring row
     is due at its rule's next occurrence. Raises ValidationError naming each bad field.
 

@@ -39,6 +39,10 @@ A bad value is reported here rather than by a crash mid-tick.
 | E031 | a CHANNELS BACKEND is not a subclass of notifications.channels.Channel |
 | E032 | a CHANNELS name is a built-in channel's (email, webhook) |
 | E033 | CHANNELS is not a dict of name -> {"BACKEND": ..., "OPTIONS": {...}} (a bad name, OPTIONS not a dict) |
+| E034 | METRICS_TOKEN is not a string of printable ASCII without spaces around it |
+| E040 | CATEGORIES is not a dict of category -> {"label", "default", "throttle"} |
+| E041 | CATEGORIES are set without PUBLIC_URL, or PUBLIC_URL is not an https origin |
+| E042 | UNSUBSCRIBE_MAILTO is not an email address |
 | W001 | BACKOFF has fewer steps than MAX_RETRIES - 1 |
 | W002 | the SMTP backend is in use and its timeout (EMAIL_TIMEOUT, or the default mailer's) is unset |
 | W003 | django_crontab is installed but there is no `crontab` binary |
@@ -824,4 +828,69 @@ def mysql_server_messages(alias: str, server: str, version: tuple[int, ...], eng
                 id="notifications.W009",
             )
         )
+    return messages
+
+
+# --- recipients: categories, the public origin of unsubscribe links ------------------------
+
+
+@checks.register()
+def check_categories(app_configs: Any = None, **kwargs: Any) -> Messages:
+    from urllib.parse import urlsplit
+
+    from django.core.validators import validate_email
+
+    from notifications.rules import categories as category_rules
+
+    messages: Messages = []
+    value = app_settings.CATEGORIES
+    problems = category_rules.errors(value)
+    if problems:
+        messages.append(
+            checks.Error(
+                f"NOTIFICATIONS_CATEGORIES is invalid: {'; '.join(problems)}",
+                hint='e.g. {"news": {"label": "Product news", "default": "on", "throttle": "3/d"}}; '
+                'default is "on", "off" or "required".',
+                id="notifications.E040",
+            )
+        )
+    url = app_settings.PUBLIC_URL
+    parts = urlsplit(url) if isinstance(url, str) else None
+    origin = (
+        parts is not None
+        and parts.scheme == "https"
+        and bool(parts.hostname)
+        and parts.path in ("", "/")
+        and not (parts.query or parts.fragment or parts.username or parts.password)
+    )
+    if url and not origin:
+        messages.append(
+            checks.Error(
+                "NOTIFICATIONS_PUBLIC_URL must be the site's https origin, such as https://example.com "
+                "(no path, query or credentials).",
+                hint="Unsubscribe links (RFC 8058) must be https; the tick has no request to read the host from.",
+                id="notifications.E041",
+            )
+        )
+    elif value and not problems and not url:
+        messages.append(
+            checks.Error(
+                "NOTIFICATIONS_CATEGORIES is set but NOTIFICATIONS_PUBLIC_URL is not: email of a category that is "
+                "not required must carry a one-click unsubscribe link, built on the site's public origin.",
+                hint="Set NOTIFICATIONS_PUBLIC_URL = 'https://example.com' and include notifications.urls "
+                "in the URLconf (docs/recipients.md).",
+                id="notifications.E041",
+            )
+        )
+    mailto = app_settings.UNSUBSCRIBE_MAILTO
+    if mailto:
+        try:
+            validate_email(mailto)
+        except Exception:  # noqa: BLE001 - ValidationError, or a value that is no string
+            messages.append(
+                checks.Error(
+                    "NOTIFICATIONS_UNSUBSCRIBE_MAILTO must be an email address (List-Unsubscribe's mailto:).",
+                    id="notifications.E042",
+                )
+            )
     return messages

@@ -21,6 +21,7 @@ from typing import Any
 
 from django.conf import settings as django_settings
 
+from notifications.rules import categories as category_rules
 from notifications.rules import quiet
 from notifications.rules.network import IPNetwork
 
@@ -80,6 +81,14 @@ class Defaults:
     # The site's own channels beside email and webhook (notifications.registry):
     # {"sms": {"BACKEND": "dotted.path.Class", "OPTIONS": {...}}}.
     CHANNELS: dict[str, dict[str, Any]] = {}
+    # Kinds of notification a recipient may choose (notifications.rules.categories):
+    # {"news": {"label": "Product news", "default": "on", "throttle": "3/d"}}.
+    CATEGORIES: dict[str, dict[str, Any]] = {}
+    # The site's public origin (https://example.com): the links in email (one-click
+    # unsubscribe, the preference centre) are built on it, since a tick has no request.
+    PUBLIC_URL: str = ""
+    # An address that unsubscribes by mail (List-Unsubscribe's mailto: alternative); blank: none.
+    UNSUBSCRIBE_MAILTO: str = ""
 
 
 # A derived lease outlives everything a tick does with its rows: the budget, a last batch
@@ -374,3 +383,12 @@ class TickSettings:
     @property
     def backoff(self) -> tuple[float, ...]:
         return self.policy.backoff
+
+
+# --- recipients' choices ---------------------------------------------------------------------
+
+
+def categories() -> dict[str, category_rules.Category]:
+    """NOTIFICATIONS_CATEGORIES, parsed (`notifications.rules.categories`); none when the
+    setting is invalid (notifications.E040 says why)."""
+    return category_rules.parse(app_settings.CATEGORIES)

@@ -20,6 +20,8 @@ urlpatterns = [
     path("", RedirectView.as_view(url="/admin/notifications/notification/")),
     path("favicon.ico", favicon),
     path("admin/", admin.site.urls),
+    # Recipients' public pages: one-click unsubscribe and the preference centre (docs/recipients.md).
+    path("notifications/", include("notifications.urls")),
 ]
 
 # The queue's Prometheus metrics, when prometheus_client is installed: staff users, or a

@@ -38,6 +38,7 @@ from notifications.admin.display import moment
 from notifications.admin.filters import FILTER_STATES, ChannelFilter, RecurrenceFilter, StateFilter
 from notifications.admin.forms import SECRET_FIELD, NotificationForm
 from notifications.admin.log import kept_for, milliseconds, outcome_badge, retention_days
+from notifications.admin.recipients import CategoryFilter, can_erase, erase_recipients
 from notifications.admin.status import (
     abbreviate_error,
     destination,
@@ -161,12 +162,12 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
     # column of its own would not leave the state's reason room at 1366 px.
     list_display = ["id", "sends_to", "subject_or_event", "status", "firing"]
     list_display_links = ["id"]
-    list_filter = [StateFilter, ChannelFilter, RecurrenceFilter, "priority"]
-    search_fields = ["key", "email_to", "webhook_url", "last_error"]
+    list_filter = [StateFilter, ChannelFilter, RecurrenceFilter, "priority", CategoryFilter]
+    search_fields = ["key", "email_to", "webhook_url", "last_error", "recipient"]
     date_hierarchy = "next_fire_at"
     list_per_page = 100
     show_full_result_count = False  # a second COUNT(*) per page; the health header has the totals
-    actions = ["requeue", "run_now", "pause", "resume", "purge"]
+    actions = ["requeue", "run_now", "pause", "resume", "purge", erase_recipients]
     change_form_template = "notifications/admin/notification_change_form.html"
     inlines = [AttemptInline]
     readonly_fields = [
@@ -243,6 +244,8 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
                     "routing",
                     "delivered_by",
                     "channel_data",
+                    "recipient",
+                    "category",
                     "priority",
                     "payload",
                     "firing_id",
@@ -274,6 +277,10 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
         ),
         (_("Schedule"), {"fields": ["recurrence_rule", "timezone", "next_fire_at"]}),
     ]
+
+    def has_erase_permission(self, request: HttpRequest) -> bool:
+        """Erasing a person (`erase_recipients`) deletes rows and preferences both."""
+        return can_erase(request)
 
     # --- columns ---------------------------------------------------------------------
 

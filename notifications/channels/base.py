@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import abc
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -220,6 +220,16 @@ class Channel(abc.ABC):
         Called in the tick's own thread with each claimed batch: worker threads touch no
         database.
         """
+
+    def recipient_keys(self, row: Notification) -> list[str]:
+        """Whose preferences decide whether this channel sends `row`
+        (`notifications.flow.recipients`): the row's `recipient`, or nobody's."""
+        return [row.recipient] if row.recipient else []
+
+    def leave_out(self, row: Notification, keys: Collection[str]) -> None:
+        """Some of `recipient_keys(row)`, not all, turned the row's category off on this
+        channel: a channel that sends to several recipients leaves them out. Called in the
+        tick's own thread before the row is sent; with one key the channel is skipped instead."""
 
     def close(self) -> None:
         """Release what the channel opened during the tick (connections, sessions)."""

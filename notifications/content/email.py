@@ -208,13 +208,16 @@ def language_active(code: str) -> Iterator[None]:
 # --- rendering -----------------------------------------------------------------------------
 
 
-def render_content(row: Row) -> Content:
-    """The row's email, rendered with its payload in its language.
+def render_content(row: Row, extra: Mapping[str, Any] | None = None) -> Content:
+    """The row's email, rendered with its payload in its language; `extra` (the message's
+    links: `unsubscribe_url`, `preferences_url`) is seen by the templates too, over the payload.
 
     Raises TemplateRenderError (a refused template, a limit reached, a template file gone
     or failing).
     """
     payload: Mapping[str, Any] = row.payload if isinstance(row.payload, dict) else {}
+    if extra:
+        payload = {**payload, **extra}
     if getattr(row, "message", None) is not None:  # queued by QueuedEmailBackend: sent as it is
         return Content(" ".join((row.subject or "").split())[:MAX_SUBJECT_CHARS], row.body or "", None)
     with language_active(row.language):

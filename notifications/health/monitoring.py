@@ -47,6 +47,8 @@ class Snapshot:
     oldest_due_seconds: float = 0.0  # 0 when nothing is due
     open_circuits: int = 0  # targets whose rows are held: open or half-open
     last_tick_at: datetime | None = None
+    # (category, reason: skipped | throttled) -> firings skipped whole (recipients' choices)
+    skipped: dict[tuple[str, str], int] = field(default_factory=dict)
 
     @property
     def tick_count(self) -> int:
@@ -83,10 +85,11 @@ def read(now: datetime | None = None, *, max_targets: int = MAX_TARGET_SERIES) -
     deliveries: dict[tuple[str, str, str], int] = {}
     buckets: dict[float, int] = {}
     tick_seconds = 0.0
+    skipped: dict[tuple[str, str], int] = {}
     own = [*busiest_targets(max_targets), tallies.OTHER]
     delivery = Q(kind=Tally.Kind.DELIVERY)
     for kind, channel, target, outcome, count, total in Tally.objects.filter(
-        Q(kind=Tally.Kind.TICK) | (delivery & Q(target__in=own))
+        Q(kind__in=[Tally.Kind.TICK, Tally.Kind.SKIPPED]) | (delivery & Q(target__in=own))
     ).values_list("kind", "channel", "target", "outcome", "count", "total"):
         if kind == Tally.Kind.DELIVERY:
             deliveries[(channel, target, outcome)] = int(count)
@@ -94,6 +97,8 @@ def read(now: datetime | None = None, *, max_targets: int = MAX_TARGET_SERIES) -
             bound = math.inf if outcome == "+Inf" else float(outcome)
             buckets[bound] = buckets.get(bound, 0) + int(count)
             tick_seconds += float(total)
+        elif kind == Tally.Kind.SKIPPED:
+            skipped[(target, outcome)] = int(count)
     rest = (
         Tally.objects.filter(delivery)
         .exclude(target__in=own)
@@ -124,6 +129,7 @@ def read(now: datetime | None = None, *, max_targets: int = MAX_TARGET_SERIES) -
         oldest_due_seconds=max((now - oldest).total_seconds(), 0.0) if oldest else 0.0,
         open_circuits=open_circuits,
         last_tick_at=last_tick_at,
+        skipped=skipped,
     )
 
 

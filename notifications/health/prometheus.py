@@ -64,6 +64,14 @@ def families(snapshot: monitoring.Snapshot) -> list[Metric]:
             value=snapshot.open_circuits,
         ),
     ]
+    skipped = CounterMetricFamily(
+        "notifications_skipped_firings",
+        "Firings not sent because the recipient turned their category off (skipped) or a throttle (throttled).",
+        labels=["category", "reason"],
+    )
+    for (category, reason), count in sorted(snapshot.skipped.items()):
+        skipped.add_metric([category, reason], count)
+    out.append(skipped)
     if snapshot.last_tick_at is not None:
         out.append(
             GaugeMetricFamily(

@@ -136,7 +136,10 @@ class QueueHealth:
     def last_tick_counts(self) -> dict[str, int]:
         if self.last_tick is None:
             return {}
-        return {name: getattr(self.last_tick, name) for name in TICK_COUNTS if name != "released"}
+        counts = {name: getattr(self.last_tick, name) for name in TICK_COUNTS if name != "released"}
+        if not counts.get("skipped"):  # shown once recipients' choices skip something
+            counts.pop("skipped", None)
+        return counts
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready facts for monitoring."""

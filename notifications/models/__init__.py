@@ -7,6 +7,8 @@
 - `attachments`: a row's attachments, their content kept through Django's storage API.
 - `log`: `DeliveryAttempt`, `TickRun` and `Tally` (the monitoring totals).
 - `flow`: `Target` (a circuit breaker) and `RateBucket` (a rate limit's tokens).
+- `recipients`: `Preference` (a recipient's choice per category and channel) and
+  `ThrottleWindow` (a throttled category's firings per recipient).
 - `suppression`: `Suppression`, addresses email is no longer sent to, and `SuppressionLift`.
 """
 
@@ -22,6 +24,7 @@ from notifications.models.notification import (
     default_channels,
     default_timezone,
 )
+from notifications.models.recipients import Preference, ThrottleWindow
 from notifications.models.states import State
 from notifications.models.suppression import Suppression, SuppressionLift
 
@@ -30,6 +33,7 @@ __all__ = [
     "DeliveryAttempt",
     "Notification",
     "NotificationQuerySet",
+    "Preference",
     "Priority",
     "RateBucket",
     "Routing",
@@ -38,6 +42,7 @@ __all__ = [
     "SuppressionLift",
     "Tally",
     "Target",
+    "ThrottleWindow",
     "TickRun",
     "attachment_files",
     "default_channels",

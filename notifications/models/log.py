@@ -21,6 +21,8 @@ class DeliveryAttempt(SettledOnMySQL, models.Model):
     class Outcome(models.TextChoices):
         OK = "ok", "Delivered"
         FAILED = "failed", "Failed"
+        SKIPPED = "skipped", "Skipped (the recipient turned it off)"
+        THROTTLED = "throttled", "Skipped (throttled)"
 
     notification = models.ForeignKey(
         Notification,
@@ -38,7 +40,7 @@ class DeliveryAttempt(SettledOnMySQL, models.Model):
     # a payload, a URL's path or query, or a secret.
     recipient = models.CharField(max_length=RECIPIENT_CHARS, blank=True, default="", db_default="")
     summary = models.CharField(max_length=SUMMARY_CHARS, blank=True, default="", db_default="")
-    outcome = models.CharField(max_length=8, choices=Outcome.choices)
+    outcome = models.CharField(max_length=16, choices=Outcome.choices)
     error = models.TextField(blank=True)
     error_class = models.CharField(max_length=16, blank=True)
     http_status = models.PositiveSmallIntegerField("HTTP status", null=True, blank=True)
@@ -73,6 +75,7 @@ class TickRun(models.Model):
     dead_lettered = models.PositiveIntegerField(default=0)
     expired = models.PositiveIntegerField(default=0, db_default=0)
     deferred = models.PositiveIntegerField(default=0, db_default=0)
+    skipped = models.PositiveIntegerField(default=0, db_default=0)
     released = models.PositiveIntegerField(default=0)
     clock_offset = models.FloatField(
         null=True,
@@ -114,6 +117,7 @@ class Tally(models.Model):
     class Kind(models.TextChoices):
         DELIVERY = "delivery", "Delivery"
         TICK = "tick", "Tick duration"
+        SKIPPED = "skipped", "Skipped firings by category"
 
     kind = models.CharField(max_length=16, choices=Kind.choices)
     channel = models.CharField(max_length=16, blank=True, default="")

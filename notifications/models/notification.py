@@ -59,6 +59,8 @@ USER_FIELDS = (
     "quiet_hours",
     "max_retries",
     "backoff",
+    "recipient",
+    "category",
 )
 
 
@@ -266,6 +268,24 @@ class Notification(SettledOnMySQL, models.Model):
     )
     backoff = models.JSONField(
         null=True, blank=True, help_text="Seconds before retry 1, 2, 3 ... (a list); blank: the site's."
+    )
+
+    # Recipients (notifications.rules.categories): the host's id for the person, and the
+    # kind of notification, which the person may turn off per channel.
+    recipient = models.CharField(
+        max_length=200,
+        blank=True,
+        default="",
+        db_default="",
+        db_index=True,
+        help_text="Your id for the person (e.g. user:42); their preferences decide what is sent.",
+    )
+    category = models.CharField(
+        max_length=100,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="A key of NOTIFICATIONS_CATEGORIES; blank: always sent.",
     )
 
     next_fire_at = models.DateTimeField(null=True, blank=True, help_text="Blank parks the row.")

@@ -21,7 +21,15 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from notifications import registry
-from notifications.conf import MAX_DELAY_SECONDS, Defaults, app_settings, is_backoff, is_positive, parse_networks
+from notifications.conf import (
+    MAX_DELAY_SECONDS,
+    Defaults,
+    app_settings,
+    categories,
+    is_backoff,
+    is_positive,
+    parse_networks,
+)
 from notifications.content import email as email_content
 from notifications.content.templating import template_errors
 from notifications.databases import MARIADB_JSON_DEPTH
@@ -275,6 +283,8 @@ Errors = dict[str, list[str]]
 # on that field (PostgreSQL stores neither, SQLite's driver cannot encode a surrogate).
 TEXT_FIELDS = (
     "key",
+    "recipient",
+    "category",
     "subject",
     "body",
     "html_body",
@@ -496,6 +506,8 @@ def policy_errors(row: Notification) -> dict[str, list[str]]:
         messages = address_errors(row.webhook_url)
         if messages:
             errors["webhook_url"] = messages
+    if row.category:
+        errors.update(category_errors(row.category))
     if row.mailer:
         from notifications.mailers import problem
 
@@ -503,6 +515,15 @@ def policy_errors(row: Notification) -> dict[str, list[str]]:
         if trouble is not None:
             errors["mailer"] = [f"{trouble[:1].upper()}{trouble[1:]}."]
     return errors
+
+
+def category_errors(category: str) -> dict[str, list[str]]:
+    """A category is a key of NOTIFICATIONS_CATEGORIES (or blank: none)."""
+    known = categories()
+    if category in known:
+        return {}
+    shown = ", ".join(map(repr, list(known)[:8])) or "none is configured"
+    return {"category": [f"Unknown category {category[:100]!r}: use a key of NOTIFICATIONS_CATEGORIES ({shown})."]}
 
 
 def stored_attachment_errors(value: Any) -> Errors:

@@ -49,6 +49,14 @@ def record_firing(row: Notification, results: list[ChannelResult], now: datetime
     return _fail(row, now, error, policy, results=results, retry_after=retry_after)
 
 
+def record_skipped(row: Notification, now: datetime) -> Outcome:
+    """Every channel of the firing was skipped (the recipient turned its category off, or
+    a throttle): nothing was sent and nothing failed, so it settles like a success: a
+    one-shot row goes, a recurring one moves to its next occurrence. No retry is spent."""
+    row.pending_recipients = None
+    return _advance(row, now, Kind.SKIPPED, failed=None, results=[])
+
+
 def _owe_recipients(row: Notification, results: list[ChannelResult]) -> None:
     """Recipients a server deferred while it took the message for others are what this
     firing (its id) still owes on that channel (email's); a send that went to everyone owes none."""
@@ -99,12 +107,12 @@ def _advance(
         # dead letter (requeueing it would only fire the schedule early). The delivery
         # log keeps that history.
         row.dead_lettered_at = None
-    elif kind == Kind.SUCCEEDED:
+    elif kind in (Kind.SUCCEEDED, Kind.SKIPPED):
         return Outcome(row, kind, delete=True, results=results)
     else:
         row.set_due(None)  # parked: a partial one-shot is never retried as a whole
         next_at = None
-    if kind == Kind.SUCCEEDED and row.is_recurring and next_at is None:
+    if kind in (Kind.SUCCEEDED, Kind.SKIPPED) and row.is_recurring and next_at is None:
         return Outcome(row, kind, delete=True, detail="schedule finished", results=results)
     row.note_error(None, failed=failed)
     row.last_fired_at = now

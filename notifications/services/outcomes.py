@@ -18,6 +18,7 @@ class Kind(StrEnum):
     DEAD_LETTERED = "dead_lettered"
     EXPIRED = "expired"  # not sent: too late (`expires_at`, `max_delay`)
     DEFERRED = "deferred"  # not sent yet: quiet hours, an open circuit or a rate limit
+    SKIPPED = "skipped"  # every channel skipped: the recipient turned it off, or a throttle
     RELEASED = "released"  # not attempted (the tick was stopping): claim handed back
 
 

@@ -56,6 +56,12 @@ def add_deliveries(counts: Mapping[Key, int]) -> None:
     _add({(kind, ch, target[:300], outcome): (n, 0.0) for (ch, target, outcome), n in counts.items()})
 
 
+def add_skipped(counts: Mapping[tuple[str, str], int]) -> None:
+    """Count firings skipped whole, by (category, reason: `skipped` or `throttled`)."""
+    kind = Tally.Kind.SKIPPED.value
+    _add({(kind, "", category[:300], reason): (n, 0.0) for (category, reason), n in counts.items()})
+
+
 def tick_bucket(seconds: float) -> str:
     """The histogram bucket a tick of `seconds` falls in, by its upper bound (`+Inf` last)."""
     bound = TICK_BUCKETS[bisect.bisect_left(TICK_BUCKETS, seconds)]

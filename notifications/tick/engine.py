@@ -35,6 +35,7 @@ from notifications.channels import Channel, ChannelResult, Firing
 from notifications.conf import TickSettings
 from notifications.flow.control import FlowControl
 from notifications.flow.pruning import prune_idle
+from notifications.flow.recipients import screen
 from notifications.flow.targets import channel_target, target_of
 from notifications.health.clock import measure_offset
 from notifications.models import DeliveryAttempt, Notification, validation
@@ -69,6 +70,15 @@ HIGH_WATER_ROWS_PER_WORKER = 4
 HELD = "held: "
 
 
+class Counts(dict[str, int]):
+    """A tick's counts by name; a count left out of the listing (`skipped` at 0) reads 0."""
+
+    def __missing__(self, name: str) -> int:
+        if name in TICK_COUNTS:
+            return 0
+        raise KeyError(name)
+
+
 @dataclass
 class TickReport:
     """What one tick did, for the summary line and for monitoring.
@@ -90,7 +100,10 @@ class TickReport:
         return sum(self.tally.values())
 
     def counts(self) -> dict[str, int]:
-        return {name: self.claimed if name == "claimed" else self.tally[Kind(name)] for name in TICK_COUNTS}
+        counts = Counts({name: self.claimed if name == "claimed" else self.tally[Kind(name)] for name in TICK_COUNTS})
+        if not counts["skipped"]:  # recipients' choices: listed once something was skipped (still reads 0)
+            del counts["skipped"]
+        return counts
 
     def held(self) -> str:
         """The holds for a setting, one `N rows held: reason` each (blank: none)."""
@@ -288,8 +301,10 @@ class Tick:
                 channel.prepare(claimed.rows)  # e.g. the suppressed addresses: workers touch no database
             batch = Batch(claimed.token, batch_now, len(claimed.rows))
             ready, held = self.hold_back(claimed.rows, batch_now)
-            send, deferred = self.flow.admit(ready, batch_now)  # open circuits, rate limits
-            for outcome in held + deferred:
+            screened = screen(ready, self.channels, batch_now)  # recipients' choices, throttles
+            batch.attempts += screened.attempts
+            send, deferred = self.flow.admit(screened.send, batch_now)  # open circuits, rate limits
+            for outcome in held + screened.settled + deferred:
                 self.results.put((Job(batch, outcome.row, ""), outcome, []))
             self.dispatcher.put([Job(batch, row, target_of(row), targets=channel_targets(row)) for row in send])
             # Threads as the rows need them, up to CONCURRENCY: a tick of a few rows starts a few.

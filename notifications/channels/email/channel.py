@@ -28,7 +28,7 @@ import contextlib
 import os
 import smtplib
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -44,6 +44,7 @@ from notifications.channels.email.mailers import (
 )
 from notifications.conf import positive_number
 from notifications.content.email import Content, render_content
+from notifications.content.links import Links, links_for
 from notifications.content.queued import ANYMAIL_ATTRIBUTES, SHAPE_ATTRIBUTES, restore
 from notifications.content.templating import TemplateRenderError
 from notifications.exceptions import NotificationsError
@@ -87,7 +88,25 @@ class AttachmentMissing(NotificationsError):
         self.error_class = error_class
 
 
-def build_message(firing: Firing, content: Content, to: list[str], cc: list[str], bcc: list[str]) -> EmailMessage:
+def message_links(row: Notification) -> Links:
+    """The message's unsubscribe and preference links: for the row's `recipient`, or
+    without one for its first address (a message has one List-Unsubscribe)."""
+    key = row.recipient
+    if not key:
+        first = next(iter(all_addresses(row)), "")
+        key = addresses.bare(first) if first else ""
+    return links_for(key, row.category)
+
+
+def build_message(
+    firing: Firing,
+    content: Content,
+    to: list[str],
+    cc: list[str],
+    bcc: list[str],
+    *,
+    extra_headers: Mapping[str, str] | None = None,
+) -> EmailMessage:
     """The message of one firing: the text body, its alternatives (the HTML body, or those
     of a queued message), the row's From and headers, its attachments, and for a queued
     message its MIME shape and django-anymail's attributes.
@@ -104,7 +123,7 @@ def build_message(firing: Firing, content: Content, to: list[str], cc: list[str]
         cc=cc,
         bcc=bcc,
         reply_to=addresses.as_list(row.reply_to),
-        headers={**header_rules.usable(row.headers), "Message-ID": message_id(firing)},
+        headers={**header_rules.usable(row.headers), **(extra_headers or {}), "Message-ID": message_id(firing)},
     )
     if content.html is not None:
         message.attach_alternative(content.html, "text/html")
@@ -150,6 +169,11 @@ def _attach(message: EmailMessage, item: dict[str, Any]) -> None:
         message.attach(name or None, data, str(item.get("mimetype") or attachments.DEFAULT_MIMETYPE))
 
 
+def all_addresses(row: Notification) -> list[str]:
+    """To, Cc and Bcc of `row`, as stored."""
+    return [a for value in (row.email_to, row.email_cc, row.email_bcc) for a in addresses.as_list(value)]
+
+
 class EmailChannel(Channel):
     """Sends with one backend connection per worker thread, opened once per tick."""
 
@@ -166,6 +190,8 @@ class EmailChannel(Channel):
         # tick, spelled by `addresses.normalise`: read by the workers, grown by `prepare` and
         # by refusals.
         self._suppressed: set[str] = set()
+        # Addresses that turned a row's category off, by row (`leave_out`).
+        self._opted_out: dict[Any, set[str]] = {}
 
     def destination(self, row: Notification) -> str:
         """The first recipient (`ada@example.com +2`); `?` when the row has none."""
@@ -187,6 +213,17 @@ class EmailChannel(Channel):
         with self._lock:
             self._suppressed |= found
 
+    def recipient_keys(self, row: Notification) -> list[str]:
+        """The row's `recipient`; without one, each address (as `addresses.bare` spells it)."""
+        if row.recipient:
+            return [row.recipient]
+        return list(dict.fromkeys(addresses.bare(a) for a in all_addresses(row)))
+
+    def leave_out(self, row: Notification, keys: Collection[str]) -> None:
+        """Addresses that opted out of the row's category are left out, as suppressed ones are."""
+        with self._lock:
+            self._opted_out[row.pk] = set(keys)
+
     def _connection(self, alias: str) -> BaseEmailBackend:
         """This thread's connection of the mailer `alias` (a row's `mailer`; blank: the site's)."""
         connections: dict[str, BaseEmailBackend] = self._local.__dict__.setdefault("connections", {})
@@ -201,14 +238,16 @@ class EmailChannel(Channel):
         self._local.connection = conn
         return conn
 
-    def _deliverable(self, value: Any, owed: set[str] | None) -> list[str]:
-        """The addresses of `value` not suppressed and, when the firing owes only some
-        recipients (`owed`, normalised), among those."""
+    def _deliverable(self, value: Any, owed: set[str] | None, opted_out: Collection[str] = ()) -> list[str]:
+        """The addresses of `value` not suppressed, not opted out of the row's category and,
+        when the firing owes only some recipients (`owed`, normalised), among those."""
         with self._lock:
             return [
                 a
                 for a in addresses.as_list(value)
-                if (key := addresses.bare(a)) not in self._suppressed and (owed is None or key in owed)
+                if (key := addresses.bare(a)) not in self._suppressed
+                and key not in opted_out
+                and (owed is None or key in owed)
             ]
 
     def describe(self, firing: Firing) -> tuple[str, str]:
@@ -224,20 +263,23 @@ class EmailChannel(Channel):
     def deliver(self, firing: Firing) -> ChannelResult:
         row = firing.notification
         self._local.line = None  # the sent log's line (`describe`), once known
+        links = message_links(row)
         try:
-            content = render_content(row)
+            content = render_content(row, extra=links.context())
         except TemplateRenderError as exc:
             # The same template fails the same way next time: no retry can help. The
             # message names the rule broken, never the payload.
             return ChannelResult(self.name, f"email: template error: {exc}", ErrorClass.PERMANENT)
         owed = row.owed_recipients
-        to, cc, bcc = (self._deliverable(v, owed) for v in (row.email_to, row.email_cc, row.email_bcc))
+        with self._lock:
+            opted_out = self._opted_out.pop(row.pk, set())
+        to, cc, bcc = (self._deliverable(v, owed, opted_out) for v in (row.email_to, row.email_cc, row.email_bcc))
         if not (to or cc or bcc):
             return ChannelResult(self.name, ALL_SUPPRESSED, ErrorClass.PERMANENT)
         self._local.line = (", ".join(to + cc + bcc), content.subject)
         size = attachments.total_size(row.attachments)
         if not size:
-            return self._send(firing, content, to, cc, bcc)
+            return self._send(firing, content, to, cc, bcc, links.headers())
         # Attachments are held in memory while the message is built and sent: wait for their
         # turn in this process's budget (notifications.channels.email.inflight).
         wait = positive_number("CHANNEL_TIMEOUT")
@@ -245,13 +287,22 @@ class EmailChannel(Channel):
             if not ready:
                 error = f"email: its attachments waited {wait:g}s for their turn ({IN_FLIGHT_SETTING})"
                 return ChannelResult(self.name, error, ErrorClass.TRANSIENT, answered=True, not_sent=True)
-            return self._send(firing, content, to, cc, bcc)
+            return self._send(firing, content, to, cc, bcc, links.headers())
 
-    def _send(self, firing: Firing, content: Content, to: list[str], cc: list[str], bcc: list[str]) -> ChannelResult:
-        """Build the message of `firing` and send it on this thread's connection."""
+    def _send(
+        self,
+        firing: Firing,
+        content: Content,
+        to: list[str],
+        cc: list[str],
+        bcc: list[str],
+        headers: Mapping[str, str],
+    ) -> ChannelResult:
+        """Build the message of `firing` (with the queue's own `headers`: List-Unsubscribe)
+        and send it on this thread's connection."""
         row = firing.notification
         try:
-            message = build_message(firing, content, to, cc, bcc)
+            message = build_message(firing, content, to, cc, bcc, extra_headers=headers)
         except AttachmentMissing as exc:
             # Nothing reached the mail server: not its failure, so the breaker does not count it.
             return ChannelResult(self.name, f"email: {exc}", exc.error_class, answered=True)

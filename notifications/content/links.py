@@ -1,0 +1,116 @@
+"""The links a message gives its recipient: one-click unsubscribe (RFC 8058) and the
+preference centre, signed so the link itself is the key.
+
+Tokens are `django.core.signing` values with a salt per purpose: an unsubscribe token
+names a recipient and a category, a preferences token a recipient; one never validates
+for the other, and a changed character fails. They do not expire (a mail client may
+POST months later); rotating SECRET_KEY (with SECRET_KEY_FALLBACKS for a while) ends them.
+
+Links are built on NOTIFICATIONS_PUBLIC_URL: a cron tick has no request to take the host
+from. Without it, or without `notifications.urls` in the site's URLconf, there are none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from django.core import signing
+from django.urls import NoReverseMatch, reverse
+
+from notifications.conf import app_settings, categories
+
+UNSUBSCRIBE_SALT = "notifications.unsubscribe"
+PREFERENCES_SALT = "notifications.preferences"
+ONE_CLICK = "List-Unsubscribe=One-Click"  # RFC 8058's POST body, and its header's value
+
+
+def unsubscribe_token(recipient: str, category: str) -> str:
+    return signing.dumps({"r": recipient, "c": category}, salt=UNSUBSCRIBE_SALT, compress=True)
+
+
+def preferences_token(recipient: str) -> str:
+    return signing.dumps({"r": recipient}, salt=PREFERENCES_SALT, compress=True)
+
+
+def read_unsubscribe(token: str) -> tuple[str, str] | None:
+    """(recipient, category) of a valid unsubscribe token; None for anything else."""
+    value = _load(token, UNSUBSCRIBE_SALT)
+    if value is None or not isinstance(value.get("c"), str):
+        return None
+    return value["r"], value["c"]
+
+
+def read_preferences(token: str) -> str | None:
+    """The recipient of a valid preferences token; None for anything else."""
+    value = _load(token, PREFERENCES_SALT)
+    return None if value is None else value["r"]
+
+
+def _load(token: str, salt: str) -> dict[str, Any] | None:
+    try:
+        value = signing.loads(token, salt=salt)
+    except (signing.BadSignature, ValueError, TypeError, UnicodeError):
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("r"), str) or not value["r"]:
+        return None
+    return value
+
+
+def _public(name: str, token: str) -> str | None:
+    origin = app_settings.PUBLIC_URL
+    if not isinstance(origin, str) or not origin.startswith("https://"):
+        return None
+    try:
+        path = reverse(f"notifications:{name}", args=[token])
+    except NoReverseMatch:  # the site's URLconf does not include notifications.urls
+        return None
+    return origin.rstrip("/") + path
+
+
+def unsubscribe_url(recipient: str, category: str) -> str | None:
+    return _public("unsubscribe", unsubscribe_token(recipient, category))
+
+
+def preferences_url(recipient: str) -> str | None:
+    return _public("preferences", preferences_token(recipient))
+
+
+@dataclass(frozen=True)
+class Links:
+    """A message's links: both None where the row has no recipient key or the site no public URL."""
+
+    unsubscribe: str | None = None
+    preferences: str | None = None
+    mailto: str | None = None
+
+    def context(self) -> dict[str, str]:
+        """What templates see: `unsubscribe_url` and `preferences_url` ("" when there is none)."""
+        return {"unsubscribe_url": self.unsubscribe or "", "preferences_url": self.preferences or ""}
+
+    def headers(self) -> dict[str, str]:
+        """RFC 8058's two headers, for a message with an unsubscribe link; none otherwise."""
+        if not self.unsubscribe:
+            return {}
+        value = f"<{self.unsubscribe}>"
+        if self.mailto:
+            value += f", <{self.mailto}>"
+        return {"List-Unsubscribe": value, "List-Unsubscribe-Post": ONE_CLICK}
+
+
+def links_for(recipient: str, category: str) -> Links:
+    """The links of a message to `recipient` (its key: an id, or an address) of `category`:
+    a preference centre whenever there is a recipient, an unsubscribe link for a category
+    that is not required."""
+    if not recipient:
+        return Links()
+    known = categories()
+    unsubscribe = mailto = None
+    if category in known and not known[category].required:
+        token = unsubscribe_token(recipient, category)
+        unsubscribe = _public("unsubscribe", token)
+        address = app_settings.UNSUBSCRIBE_MAILTO
+        if unsubscribe and isinstance(address, str) and address:
+            mailto = f"mailto:{address}?subject={quote('unsubscribe ' + token)}"
+    return Links(unsubscribe, preferences_url(recipient) if known else None, mailto)

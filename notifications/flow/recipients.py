@@ -1,0 +1,147 @@
+"""What recipients chose, applied to a claimed batch before it is sent.
+
+A row of a category (`NOTIFICATIONS_CATEGORIES`) that is not required goes through
+`screen` in the tick's own thread, once per batch:
+
+- Each owed channel asks the channel whose preferences count (`Channel.recipient_keys`:
+  the row's `recipient`; for email without one, each address). A channel every key of
+  which turned the category off is **skipped**: not sent, no retry spent, logged as an
+  attempt with outcome `skipped`. Where only some keys did, the channel leaves those out
+  (`Channel.leave_out`: email drops the addresses, as it drops suppressed ones).
+- A category's `throttle` lets at most N firings reach one recipient per window
+  (`notifications.flow.throttle`); the rest are skipped with outcome `throttled`.
+- A firing all of whose channels were skipped settles like a success
+  (`services.record_skipped`); a row with channels left owes only those in this tick.
+
+Preferences are read in one query per batch; a throttle costs one statement per recipient
+and category the batch holds. A site with no categories pays nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from notifications import registry, services
+from notifications.channels import Channel
+from notifications.conf import Policy, categories
+from notifications.flow import throttle
+from notifications.flow.targets import channel_target
+from notifications.models import DeliveryAttempt, Notification, Preference
+from notifications.rules import categories as rules
+from notifications.services import Outcome, tallies
+
+logger = logging.getLogger("notifications.tick")
+
+SKIPPED = DeliveryAttempt.Outcome.SKIPPED
+THROTTLED = DeliveryAttempt.Outcome.THROTTLED
+
+
+@dataclass
+class Screened:
+    """A batch after `screen`: the rows to send (owing only the channels not skipped),
+    the outcomes of rows with nothing left to send, and the skipped channels' records."""
+
+    send: list[Notification]
+    settled: list[Outcome] = field(default_factory=list)
+    attempts: list[DeliveryAttempt] = field(default_factory=list)
+
+
+def screen(rows: Sequence[Notification], channels: Mapping[str, Channel], now: datetime) -> Screened:
+    """Apply recipients' choices and throttles to `rows` (claimed, valid, due to go now)."""
+    known = categories()
+    chosen = [r for r in rows if r.category in known and not known[r.category].required]
+    if not chosen:
+        return Screened(send=list(rows))
+    keys = {row.pk: {name: _keys(row, name, channels) for name in row.owed_channels} for row in chosen}
+    every_key = {k for per_row in keys.values() for ks in per_row.values() for k in ks}
+    choices = Preference.objects.choices_of(every_key) if every_key else {}  # one query per batch
+
+    skipped: dict[int, dict[str, str]] = defaultdict(dict)  # row pk -> channel -> outcome
+    for row in chosen:
+        category = known[row.category]
+        for name, row_keys in keys[row.pk].items():
+            if not row_keys:
+                continue  # nobody to ask: sent
+            off = [k for k in row_keys if not rules.enabled(category, name, choices.get(k, {}))]
+            if len(off) == len(row_keys):
+                skipped[row.pk][name] = SKIPPED
+            elif off and name in channels:
+                channels[name].leave_out(row, off)
+    _throttle(chosen, keys, skipped, known, now)
+
+    result = Screened(send=[])
+    by_category: Counter[tuple[str, str]] = Counter()
+    for row in rows:
+        gone = skipped.get(row.pk)
+        if not gone:
+            result.send.append(row)
+            continue
+        owed = row.owed_channels
+        result.attempts += [_record(row, name, outcome, now) for name, outcome in gone.items()]
+        left = [name for name in owed if name not in gone]
+        if left:
+            row.pending_channels = left  # in memory: this firing owes only these now
+            result.send.append(row)
+        else:
+            try:
+                result.settled.append(services.record_skipped(row, now))
+            except Exception as exc:  # a schedule that cannot advance: a poison row costs only itself
+                logger.exception("notification %s: internal error", row.pk)
+                result.settled.append(services.record_internal_error(row, exc, now, Policy.from_settings()))
+                continue
+            reason = THROTTLED if THROTTLED in gone.values() else SKIPPED
+            by_category[(row.category, str(reason))] += 1
+    if by_category:
+        tallies.add_skipped(by_category)
+    return result
+
+
+def _keys(row: Notification, name: str, channels: Mapping[str, Channel]) -> list[str]:
+    channel = channels.get(name)
+    if channel is None:
+        return [row.recipient] if row.recipient else []
+    return [k for k in channel.recipient_keys(row) if k]
+
+
+def _throttle(
+    rows: list[Notification],
+    keys: Mapping[int, Mapping[str, list[str]]],
+    skipped: dict[int, dict[str, str]],
+    known: Mapping[str, rules.Category],
+    now: datetime,
+) -> None:
+    """Skip, as `throttled`, the rows past their category's throttle for their recipient
+    (the row's `recipient`, else the first key a channel gives), in batch order."""
+    wanting: dict[tuple[str, str], list[Notification]] = defaultdict(list)
+    for row in rows:
+        limit = known[row.category].throttle
+        left = [name for name in row.owed_channels if name not in skipped.get(row.pk, {})]
+        if limit is None or not left:
+            continue
+        recipient = row.recipient or next((k for name in left for k in keys[row.pk][name]), "")
+        if recipient:
+            wanting[(row.category, recipient)].append(row)
+    if wanting:
+        throttle.prune_stale(now.timestamp())
+    for (category, recipient), waiting in wanting.items():
+        limit = known[category].throttle
+        assert limit is not None
+        granted = throttle.take(category, recipient, limit, len(waiting), now.timestamp())
+        for row in waiting[granted:]:
+            for name in row.owed_channels:
+                skipped[row.pk].setdefault(name, THROTTLED)
+
+
+def _record(row: Notification, channel: str, outcome: str, now: datetime) -> DeliveryAttempt:
+    return DeliveryAttempt(
+        notification_id=row.pk,
+        firing_id=row.firing_id,
+        channel=channel,
+        target=channel_target(row, channel) if registry.known(channel) else "",
+        outcome=outcome,
+        attempted_at=now,
+    )

@@ -1,0 +1,16 @@
+"""The recipients' public pages: one-click unsubscribe (RFC 8058) and the preference centre.
+
+Include them in the site's URLconf, e.g. `path("notifications/", include("notifications.urls"))`,
+and set NOTIFICATIONS_PUBLIC_URL: the links in email are built on it. No login: the signed
+link is the key (`notifications.content.links`).
+"""
+
+from django.urls import path
+
+from notifications import public
+
+app_name = "notifications"
+urlpatterns = [
+    path("unsubscribe/<str:token>/", public.unsubscribe, name="unsubscribe"),
+    path("preferences/<str:token>/", public.preference_centre, name="preferences"),
+]
