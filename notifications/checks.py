@@ -33,6 +33,7 @@ A bad value is reported here rather than by a crash mid-tick.
 | E025 | LOW_PRIORITY_AGING is not a positive number |
 | E026 | the queue's MariaDB/MySQL server has no SKIP LOCKED (MariaDB < 10.6, MySQL < 8.0.11) (database check) |
 | E027 | the tick's email backend setting (or a NOTIFICATIONS_MAILERS alias's) names no email backend class |
+| E033 | DIGEST_MAX_ITEMS is not a positive integer |
 | W001 | BACKOFF has fewer steps than MAX_RETRIES - 1 |
 | W002 | the SMTP backend is in use and its timeout (EMAIL_TIMEOUT, or the default mailer's) is unset |
 | W003 | django_crontab is installed but there is no `crontab` binary |
@@ -127,6 +128,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> Messages:
     errors += _number("MAX_ATTACHMENT_BYTES", app_settings.MAX_ATTACHMENT_BYTES, integer=True, id="notifications.E023")
     errors += _check_attachment_storage()
     errors += _number("LOW_PRIORITY_AGING", app_settings.LOW_PRIORITY_AGING, integer=False, id="notifications.E025")
+    errors += _number("DIGEST_MAX_ITEMS", app_settings.DIGEST_MAX_ITEMS, integer=True, id="notifications.E033")
     errors += _check_unknown_settings()
     return errors
 

@@ -209,12 +209,16 @@ def language_active(code: str) -> Iterator[None]:
 
 
 def render_content(row: Row) -> Content:
-    """The row's email, rendered with its payload in its language.
+    """The row's email, rendered with its payload in its language (a digest's row: also
+    `items`, every row's payload oldest first, and `count`).
 
     Raises TemplateRenderError (a refused template, a limit reached, a template file gone
     or failing).
     """
     payload: Mapping[str, Any] = row.payload if isinstance(row.payload, dict) else {}
+    group = getattr(row, "digest_rows", ())
+    if group:  # a digest: the first row's message, with every row's payload
+        payload = {**payload, "items": [each.payload for each in group], "count": len(group)}
     if getattr(row, "message", None) is not None:  # queued by QueuedEmailBackend: sent as it is
         return Content(" ".join((row.subject or "").split())[:MAX_SUBJECT_CHARS], row.body or "", None)
     with language_active(row.language):

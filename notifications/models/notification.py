@@ -17,7 +17,7 @@ from notifications.databases import SettledOnMySQL
 from notifications.models import attachments, states, validation
 from notifications.models.addresses import AddressesField, normalise
 from notifications.models.fields import HttpsURLField
-from notifications.models.indexes import DueIndex
+from notifications.models.indexes import DueIndex, WholeIndex
 from notifications.models.keys import KeyConstraint, KeyField
 from notifications.models.states import State
 from notifications.rules import expiry, quiet, schedule
@@ -57,6 +57,9 @@ USER_FIELDS = (
     "quiet_hours",
     "max_retries",
     "backoff",
+    "recipient",
+    "digest_key",
+    "digest_window",
 )
 
 
@@ -243,6 +246,24 @@ class Notification(SettledOnMySQL, models.Model):
         null=True, blank=True, help_text="Seconds before retry 1, 2, 3 ... (a list); blank: the site's."
     )
 
+    # Digests (notifications.services.digests): one-shot rows of one `recipient` and
+    # `digest_key` go out together, as one message per channel, at the end of a window of
+    # `digest_window` seconds opened by the first of them to come due.
+    recipient = models.CharField(max_length=200, blank=True, default="")
+    digest_key = models.CharField(
+        max_length=200,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="Rows of one recipient with this key are sent together, as one digest.",
+    )
+    digest_window = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Seconds a digest collects rows, from the first one due."
+    )
+    # The digest this row has joined (rows of one digest share it, and settle as one);
+    # NULL: not in one (yet). Rows that share it also share their firing's state.
+    digest_id = models.UUIDField(null=True, blank=True, editable=False)
+
     next_fire_at = models.DateTimeField(null=True, blank=True, help_text="Blank parks the row.")
     last_fired_at = models.DateTimeField(null=True, blank=True, editable=False)
     error_count = models.PositiveIntegerField(default=0, editable=False)
@@ -289,6 +310,10 @@ class Notification(SettledOnMySQL, models.Model):
 
     objects = NotificationQuerySet.as_manager()
 
+    # The rows of the digest this row leads (itself first) while a tick holds them: set by
+    # the digest claim, read by the channels (`Firing.rows`) and the write-back. Not a field.
+    digest_rows: tuple[Notification, ...] = ()
+
     class Meta:
         ordering = ["next_fire_at", "id"]
         indexes = [
@@ -311,6 +336,11 @@ class Notification(SettledOnMySQL, models.Model):
             models.Index(fields=["claim_token"], name="notification_claim_idx", condition=Q(claim_token__isnull=False)),
             # Rows an open circuit holds, found by target when it closes (and counted for the admin).
             models.Index(fields=["held_for"], name="notification_held_idx", condition=Q(held_for__isnull=False)),
+            # A digest's rows, by group (filing a row, claiming a digest) and by digest.
+            WholeIndex(
+                fields=["digest_key", "recipient"], name="notification_digest_group_idx", condition=~Q(digest_key="")
+            ),
+            WholeIndex(fields=["digest_id"], name="notification_digest_idx", condition=Q(digest_id__isnull=False)),
         ]
         constraints = [
             # Keys are unique among rows that have one, enforced by the database so that
@@ -366,7 +396,7 @@ class Notification(SettledOnMySQL, models.Model):
         if unstorable:
             exclude = {*(exclude or ()), *unstorable}
         # Django's IntegerField raises OverflowError on float("inf"): clean() refuses it.
-        infinite = [n for n in ("max_delay", "max_retries") if validation.not_finite(getattr(self, n))]
+        infinite = [n for n in ("max_delay", "max_retries", "digest_window") if validation.not_finite(getattr(self, n))]
         if infinite:
             exclude = {*(exclude or ()), *infinite}
         super().clean_fields(exclude)

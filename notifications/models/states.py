@@ -34,6 +34,7 @@ class State(models.TextChoices):
     PARKED = "parked", _("Parked")
     PAUSED = "paused", _("Paused")
     EXPIRED = "expired", _("Expired")
+    DIGEST = "digest", _("In a digest")
 
 
 # What `last_error` starts with after a partial failure: operators read it there (the
@@ -91,6 +92,10 @@ RUNNING = Condition(Q(paused_at__isnull=True), lambda r, now: r.paused_at is Non
 EXPIRED = Condition(Q(expired_at__isnull=False), lambda r, now: r.expired_at is not None)
 IN_TIME = Condition(Q(expired_at__isnull=True), lambda r, now: r.expired_at is None)
 
+# Whether the row has joined a digest (notifications.services.digests).
+IN_DIGEST = Condition(Q(digest_id__isnull=False), lambda r, now: r.digest_id is not None)
+UNGROUPED = Condition(Q(digest_id__isnull=True), lambda r, now: r.digest_id is None)
+
 ACTIVE = RUNNING & IN_TIME  # neither paused by hand nor holding an expired firing
 HEALTHY = ALIVE & WHOLE & CLEAN  # no failure on record: the row just waits for its due time
 # Every row kept as a dead letter and not paused: the DEAD state, and EXPIRED one-shot rows
@@ -101,13 +106,15 @@ DEAD_LETTERS = RUNNING & DEAD_LETTERED
 # row is paused whatever else it holds; an expired firing shows before a dead letter.
 STATES: dict[State, Condition] = {
     State.DUE: ACTIVE & HEALTHY & REACHED,
-    State.SCHEDULED: ACTIVE & HEALTHY & AHEAD,
+    State.SCHEDULED: ACTIVE & HEALTHY & AHEAD & UNGROUPED,
     State.RETRYING: ACTIVE & ALIVE & WHOLE & FAILING,
     State.PARTIAL: ACTIVE & ALIVE & PARTLY_FAILED,
     State.DEAD: ACTIVE & DEAD_LETTERED,
     State.PARKED: ACTIVE & HEALTHY & UNSCHEDULED,
     State.PAUSED: PAUSED,
     State.EXPIRED: RUNNING & EXPIRED,
+    # Waiting in a digest for its window to end (or for quiet hours, a rate limit ...).
+    State.DIGEST: ACTIVE & HEALTHY & AHEAD & IN_DIGEST,
 }
 
 

@@ -16,7 +16,7 @@ from django.utils import timezone
 from notifications import compat
 from notifications.models import DeliveryAttempt, Notification, Suppression
 from notifications.models.addresses import is_address, storable
-from notifications.services import tallies
+from notifications.services import digests, tallies
 from notifications.services.outcomes import Kind, Outcome
 
 logger = logging.getLogger("notifications")
@@ -68,6 +68,7 @@ def save_outcomes(
     for token, batch in batches:
         tokens.append(token)
         outcomes.extend(batch)
+    outcomes = digests.spread(outcomes)  # a digest settles as one: every row of it
     doomed = [o.row.pk for o in outcomes if o.delete]
     released = [o.row.pk for o in outcomes if o.kind == Kind.RELEASED]
     deferred = [o.row for o in outcomes if o.kind == Kind.DEFERRED]

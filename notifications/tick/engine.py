@@ -22,6 +22,7 @@ import queue
 import socket
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -39,7 +40,7 @@ from notifications.flow.pruning import prune_idle
 from notifications.flow.targets import channel_target, target_of
 from notifications.health.clock import measure_offset
 from notifications.models import DeliveryAttempt, Notification, validation
-from notifications.services import TICK_COUNTS, Kind, Outcome
+from notifications.services import TICK_COUNTS, Kind, Outcome, digests
 from notifications.services.claims import claim
 from notifications.tick import tallies
 from notifications.tick.dispatch import Batch, Dispatcher, Job
@@ -220,17 +221,20 @@ class Tick:
         batch_now = self.fixed_now or timezone.now()
         claimed = claim(batch_now, size, self.lease)
         self.exhausted = claimed.size < size
+        if digests.claim_into(claimed, batch_now, size, self.lease) == size:  # whole digests, same token
+            self.exhausted = False
         if claimed.size:
             self.report.batches += 1
         if claimed.unloadable:
             dead = services.dead_letter_unloadable(claimed.token, claimed.unloadable, batch_now, self.policy)
             self.report.tally[Kind.DEAD_LETTERED] += dead
         if claimed.rows:
-            self.held += len(claimed.rows)
             for channel in self.channels.values():
                 channel.prepare(claimed.rows)  # e.g. the suppressed addresses: workers touch no database
-            batch = Batch(claimed.token, batch_now, len(claimed.rows))
             ready, held = self.hold_back(claimed.rows, batch_now)
+            ready = self.file_for_digests(ready, claimed.token, batch_now)
+            self.held += len(ready) + len(held)
+            batch = Batch(claimed.token, batch_now, len(ready) + len(held))
             send, deferred = self.flow.admit(ready, batch_now)  # open circuits, rate limits
             for outcome in held + deferred:
                 self.results.put((Job(batch, outcome.row, ""), outcome, []))
@@ -263,6 +267,14 @@ class Tick:
             else:
                 held.append(services.record_held(row, hold, now))
         return ready, held
+
+    def file_for_digests(self, rows: list[Notification], token: uuid.UUID, now: datetime) -> list[Notification]:
+        """Rows that wait for a digest join one (written at once, claim released, no outcome);
+        the rest go on. A digest due now (its window over, or full) is claimed next."""
+        filing = digests.file_due(rows, now, token)
+        if filing.closed:
+            self.exhausted = False
+        return filing.rows
 
     def claim_wanted(self, size: int) -> bool:
         """Whether to claim now. Claims take the database's write lock (all of it, on

@@ -1,0 +1,302 @@
+"""Digests: rows of one recipient and digest key go out together, as one firing, at the
+end of a window (SPEC "Version 4 / Digests"). Time moves by `run_tick(now=...)`."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.test import override_settings
+from django.utils import timezone
+
+from notifications import services
+from notifications.api import cancel, schedule
+from notifications.models import Notification
+from notifications.models.states import State
+from notifications.testing import capture_notifications
+
+pytestmark = pytest.mark.django_db
+
+URL = "https://hooks.example.com/digest"
+WINDOW = 600  # seconds
+
+
+def digest_row(n: int, *, at, recipient: str = "user:42", key: str = "comments", window: int = WINDOW, **fields):
+    fields.setdefault("channels", ["webhook"])
+    if "webhook" in fields["channels"]:
+        fields.setdefault("webhook_url", URL)
+    return schedule(recipient=recipient, digest_key=key, digest_window=window, payload={"n": n}, fire_at=at, **fields)
+
+
+def email_digest_row(n: int, *, at, **fields):
+    fields.setdefault("channels", ["email"])
+    fields.setdefault("subject", "{{ count }} new comments")
+    fields.setdefault("body", "{% for item in items %}#{{ item.n }} {% endfor %}(first: {{ n }})")
+    return digest_row(n, at=at, email_to="ada@example.com", **fields)
+
+
+# --- validation ----------------------------------------------------------------------------
+
+
+def test_a_recurring_row_with_a_digest_key_is_refused_on_digest_key():
+    with pytest.raises(ValidationError) as caught:
+        schedule(
+            channels=["webhook"],
+            webhook_url=URL,
+            recurrence_rule="0 9 * * *",
+            digest_key="comments",
+            digest_window=60,
+        )
+    assert "digest_key" in caught.value.message_dict
+
+
+def test_a_digest_key_needs_a_window_and_a_window_needs_a_key():
+    with pytest.raises(ValidationError) as caught:
+        schedule(channels=["webhook"], webhook_url=URL, digest_key="comments")
+    assert "digest_window" in caught.value.message_dict
+    with pytest.raises(ValidationError) as caught:
+        schedule(channels=["webhook"], webhook_url=URL, digest_window=60)
+    assert "digest_key" in caught.value.message_dict
+
+
+@pytest.mark.parametrize("window", [0, -5])
+def test_a_window_must_be_positive(window):
+    with pytest.raises(ValidationError) as caught:
+        schedule(channels=["webhook"], webhook_url=URL, digest_key="comments", digest_window=window)
+    assert "digest_window" in caught.value.message_dict
+
+
+def test_a_digest_key_longer_than_200_characters_is_refused():
+    with pytest.raises(ValidationError) as caught:
+        schedule(channels=["webhook"], webhook_url=URL, digest_key="k" * 201, digest_window=60)
+    assert "digest_key" in caught.value.message_dict
+
+
+def test_schedule_takes_the_digest_fields():
+    row = digest_row(1, at=timezone.now())
+    row.refresh_from_db()
+    assert (row.recipient, row.digest_key, row.digest_window) == ("user:42", "comments", WINDOW)
+
+
+# --- one firing at the end of the window ------------------------------------------------------
+
+
+def test_rows_due_inside_the_window_go_out_as_one_webhook_when_it_ends():
+    t0 = timezone.now()
+    rows = [digest_row(n, at=t0 + timedelta(seconds=n * 60)) for n in range(3)]
+    with capture_notifications() as captured:
+        captured.tick(now=t0)  # the first is due: it opens a window of 10 minutes
+        captured.tick(now=t0 + timedelta(seconds=130))  # the others join
+        captured.tick(now=t0 + timedelta(seconds=WINDOW - 1))  # not yet
+        assert captured.webhooks == []
+        assert Notification.objects.count() == 3
+        report = captured.tick(now=t0 + timedelta(seconds=WINDOW))
+        assert report.counts()["succeeded"] == 1
+        assert len(captured.webhooks) == 1
+        body = captured.webhooks[0].json
+        assert body["type"] == "notification.digest"
+        assert body["count"] == 3
+        assert body["items"] == [{"n": 0}, {"n": 1}, {"n": 2}]
+        assert captured.webhooks[0].verify()
+    assert not Notification.objects.filter(pk__in=[r.pk for r in rows]).exists()
+
+
+def test_a_row_due_after_the_window_ends_opens_the_next_digest():
+    t0 = timezone.now()
+    digest_row(0, at=t0)
+    digest_row(1, at=t0 + timedelta(seconds=WINDOW + 30))
+    with capture_notifications() as captured:
+        captured.tick(now=t0)
+        captured.tick(now=t0 + timedelta(seconds=WINDOW))
+        assert [w.json["items"] for w in captured.webhooks] == [[{"n": 0}]]
+        captured.tick(now=t0 + timedelta(seconds=WINDOW + 30))
+        assert len(captured.webhooks) == 1  # its own window has just opened
+        captured.tick(now=t0 + timedelta(seconds=2 * WINDOW + 30))
+        assert [w.json["items"] for w in captured.webhooks] == [[{"n": 0}], [{"n": 1}]]
+    assert not Notification.objects.exists()
+
+
+def test_a_late_tick_sends_what_was_due_in_each_window_in_that_tick():
+    t0 = timezone.now()
+    for n in range(4):
+        digest_row(n, at=t0 + timedelta(seconds=n * 400))  # 0 and 1 in the first window, 2 and 3 in the next
+    with capture_notifications() as captured:
+        captured.tick(now=t0 + timedelta(hours=2))
+        assert sorted(w.json["count"] for w in captured.webhooks) == [2, 2]
+        items = sorted((w.json["items"] for w in captured.webhooks), key=lambda i: i[0]["n"])
+    assert items == [[{"n": 0}, {"n": 1}], [{"n": 2}, {"n": 3}]]
+    assert not Notification.objects.exists()
+
+
+def test_groups_are_per_recipient_and_key():
+    t0 = timezone.now()
+    digest_row(0, at=t0, recipient="user:1")
+    digest_row(1, at=t0, recipient="user:2")
+    digest_row(2, at=t0, recipient="user:1", key="likes")
+    digest_row(3, at=t0, recipient="user:1")
+    with capture_notifications() as captured:
+        captured.tick(now=t0)
+        captured.tick(now=t0 + timedelta(seconds=WINDOW))
+        items = sorted((w.json["items"] for w in captured.webhooks), key=lambda i: i[0]["n"])
+    assert items == [[{"n": 0}, {"n": 3}], [{"n": 1}], [{"n": 2}]]
+
+
+def test_plain_rows_beside_digests_go_out_as_before():
+    t0 = timezone.now()
+    digest_row(0, at=t0)
+    plain = schedule(channels=["webhook"], webhook_url=URL, payload={"plain": True}, fire_at=t0)
+    with capture_notifications() as captured:
+        captured.tick(now=t0)
+        assert [w.json["type"] for w in captured.webhooks] == ["notification.fired"]
+        assert captured.webhooks[0].json["notification_id"] == plain.pk
+
+
+@override_settings(NOTIFICATIONS_DIGEST_MAX_ITEMS=3)
+def test_a_full_digest_goes_out_at_once_and_the_next_row_opens_another():
+    t0 = timezone.now()
+    for n in range(4):
+        digest_row(n, at=t0)
+    with capture_notifications() as captured:
+        captured.tick(now=t0)
+        assert [w.json["items"] for w in captured.webhooks] == [[{"n": 0}, {"n": 1}, {"n": 2}]]
+        assert Notification.objects.count() == 1
+        captured.tick(now=t0 + timedelta(seconds=WINDOW))
+        assert [w.json["count"] for w in captured.webhooks] == [3, 1]
+
+
+def test_email_templates_of_the_first_row_render_with_items_and_count():
+    t0 = timezone.now()
+    for n in range(3):
+        email_digest_row(n, at=t0)
+    with capture_notifications() as captured:
+        captured.tick(now=t0)
+        captured.tick(now=t0 + timedelta(seconds=WINDOW))
+        assert len(captured.emails) == 1
+        message = captured.emails[0]
+    assert message.subject == "3 new comments"
+    assert message.body == "#0 #1 #2 (first: 0)"
+
+
+def test_a_digest_on_two_channels_is_one_message_on_each():
+    t0 = timezone.now()
+    for n in range(2):
+        email_digest_row(n, at=t0, channels=["email", "webhook"], webhook_url=URL)
+    with capture_notifications() as captured:
+        captured.tick(now=t0 + timedelta(seconds=WINDOW))
+        assert len(captured.emails) == 1
+        assert len(captured.webhooks) == 1
+    assert not Notification.objects.exists()
+
+
+# --- settled as one ------------------------------------------------------------------------------
+
+
+def test_a_failing_digest_retries_as_one_with_one_webhook_id_then_is_dead_lettered_as_one():
+    t0 = timezone.now()
+    rows = [digest_row(n, at=t0) for n in range(3)]
+    with capture_notifications() as captured:
+        captured.respond(503)
+        captured.tick(now=t0)
+        report = captured.tick(now=t0 + timedelta(seconds=WINDOW))
+        assert report.counts()["retried"] == 1
+        states = {r.state(t0 + timedelta(seconds=WINDOW)) for r in Notification.objects.all()}
+        assert states == {State.RETRYING}
+        assert {r.error_count for r in Notification.objects.all()} == {1}
+        captured.tick(now=t0 + timedelta(seconds=WINDOW + 60))
+        captured.tick(now=t0 + timedelta(seconds=WINDOW + 60 + 300))
+        assert len(captured.webhooks) == 3  # MAX_RETRIES attempts, each the whole digest
+        assert len({w.message_id for w in captured.webhooks}) == 1
+        assert all(w.json["count"] == 3 for w in captured.webhooks)
+        dead = Notification.objects.filter(pk__in=[r.pk for r in rows])
+        assert dead.count() == 3
+        assert all(r.dead_lettered_at is not None for r in dead)
+
+        # Requeueing one row of it sends the whole digest again, once, with the same id.
+        captured.clear()
+        captured.respond(200)
+        result = services.requeue(Notification.objects.filter(pk=rows[1].pk))
+        assert result.changed == 3
+        captured.tick()
+        assert len(captured.webhooks) == 1
+        assert captured.webhooks[0].json["count"] == 3
+    assert not Notification.objects.exists()
+
+
+def test_cancelling_a_row_of_an_open_digest_takes_it_out():
+    t0 = timezone.now()
+    rows = [digest_row(n, at=t0) for n in range(3)]
+    with capture_notifications() as captured:
+        captured.tick(now=t0)
+        assert cancel(rows[1]) is True
+        captured.tick(now=t0 + timedelta(seconds=WINDOW))
+        assert [w.json["items"] for w in captured.webhooks] == [[{"n": 0}, {"n": 2}]]
+
+
+def test_cancelling_the_row_that_opened_the_digest_keeps_its_window():
+    t0 = timezone.now()
+    rows = [digest_row(n, at=t0 + timedelta(seconds=n * 100)) for n in range(3)]
+    with capture_notifications() as captured:
+        captured.tick(now=t0)
+        captured.tick(now=t0 + timedelta(seconds=200))
+        assert cancel(rows[0]) is True
+        captured.tick(now=t0 + timedelta(seconds=WINDOW - 1))
+        assert captured.webhooks == []
+        captured.tick(now=t0 + timedelta(seconds=WINDOW))
+        assert [w.json["items"] for w in captured.webhooks] == [[{"n": 1}, {"n": 2}]]
+    assert not Notification.objects.exists()
+
+
+def test_rows_bulk_created_are_grouped_too():
+    t0 = timezone.now()
+    Notification.objects.bulk_create(
+        [
+            Notification(
+                channels=["webhook"],
+                webhook_url=URL,
+                recipient="user:7",
+                digest_key="k",
+                digest_window=60,
+                payload={"n": n},
+                next_fire_at=t0,
+            )
+            for n in range(5)
+        ]
+    )
+    with capture_notifications() as captured:
+        captured.tick(now=t0 + timedelta(seconds=60))
+        assert [w.json["count"] for w in captured.webhooks] == [5]
+
+
+def test_a_bulk_created_recurring_row_with_a_digest_key_is_dead_lettered_saying_why():
+    t0 = timezone.now()
+    (row,) = Notification.objects.bulk_create(
+        [
+            Notification(
+                channels=["webhook"],
+                webhook_url=URL,
+                recurrence_rule="0 9 * * *",
+                digest_key="k",
+                digest_window=60,
+                next_fire_at=t0,
+            )
+        ]
+    )
+    with capture_notifications() as captured:
+        captured.tick(now=t0)
+        assert captured.webhooks == []
+    row.refresh_from_db()
+    assert row.dead_lettered_at is not None
+    assert "digest_key" in row.last_error
+
+
+def test_the_digest_state_and_open_digests():
+    t0 = timezone.now()
+    rows = [digest_row(n, at=t0) for n in range(2)]
+    with capture_notifications() as captured:
+        captured.tick(now=t0)
+    assert {Notification.objects.get(pk=r.pk).state(t0) for r in rows} == {State.DIGEST}
+    assert Notification.objects.in_state("digest", t0).count() == 2
+    (digest,) = services.digests.open_digests()
+    assert digest["rows"] == 2
+    assert digest["closes_at"] == t0 + timedelta(seconds=WINDOW)
