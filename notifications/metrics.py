@@ -26,6 +26,7 @@ Metrics (labels never carry a secret: a target is a webhook's host and port, or 
 - `notifications_oldest_due_seconds`: the age of the oldest due, unsent row (0 when none);
 - `notifications_tick_duration_seconds`: a histogram of the ticks' durations;
 - `notifications_open_circuits`: targets whose circuit is open or half-open;
+- `notifications_open_digests`: digests collecting rows, or due and not yet sent;
 - `notifications_last_tick_timestamp_seconds`: when the last tick finished (Unix time).
 """
 

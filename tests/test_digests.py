@@ -297,6 +297,6 @@ def test_the_digest_state_and_open_digests():
         captured.tick(now=t0)
     assert {Notification.objects.get(pk=r.pk).state(t0) for r in rows} == {State.DIGEST}
     assert Notification.objects.in_state("digest", t0).count() == 2
-    (digest,) = services.digests.open_digests()
+    (digest,) = services.digests.open_digests(t0)
     assert digest["rows"] == 2
     assert digest["closes_at"] == t0 + timedelta(seconds=WINDOW)

@@ -98,6 +98,10 @@ UNGROUPED = Condition(Q(digest_id__isnull=True), lambda r, now: r.digest_id is N
 
 ACTIVE = RUNNING & IN_TIME  # neither paused by hand nor holding an expired firing
 HEALTHY = ALIVE & WHOLE & CLEAN  # no failure on record: the row just waits for its due time
+# Rows of digests still to go out, collecting rows or due and not yet sent: what "open
+# digests" counts (`Count("digest_id", distinct=True, filter=OPEN_DIGEST_ROWS.q(now))`).
+SCHEDULED_ANY_TIME = Condition(Q(next_fire_at__isnull=False), lambda r, now: r.next_fire_at is not None)
+OPEN_DIGEST_ROWS = ACTIVE & HEALTHY & IN_DIGEST & SCHEDULED_ANY_TIME
 # Every row kept as a dead letter and not paused: the DEAD state, and EXPIRED one-shot rows
 # (a firing too late to send is kept as a dead letter). What a purge of dead letters takes.
 DEAD_LETTERS = RUNNING & DEAD_LETTERED
@@ -174,3 +178,8 @@ def claimable(now: datetime, max_retries: int, lease_clock: Any = None) -> Q:
     `Now()`, which every host shares); None compares them with `now`."""
     expired = Q(claimed_until__lte=now if lease_clock is None else lease_clock)
     return Q(Q(claimed_until__isnull=True) | expired, ready(now, max_retries))
+
+
+def open_digests(now: datetime) -> Any:
+    """An aggregate: how many digests are open at `now` (see OPEN_DIGEST_ROWS)."""
+    return models.Count("digest_id", distinct=True, filter=OPEN_DIGEST_ROWS.q(now))

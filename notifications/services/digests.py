@@ -40,7 +40,7 @@ from django.db.models.functions import Coalesce
 
 from notifications.conf import digest_max_items
 from notifications.databases import DatabaseNow
-from notifications.models import Notification
+from notifications.models import Notification, states
 from notifications.services.claims import Claim, lease_end, load_defensively
 from notifications.services.outcomes import Outcome
 
@@ -98,19 +98,12 @@ def with_their_digests(pks: Sequence[Any]) -> list[Any]:
     return [*pks, *extra]
 
 
-def open_digests() -> QuerySet[Any, dict[str, Any]]:
-    """One row per digest still collecting rows or waiting to go out: `digest_id`, `rows`
-    (how many have joined) and `closes_at` (when it goes out: the window's end, or after
-    quiet hours or a rate limit). Digests being retried or dead-lettered are not open."""
+def open_digests(now: datetime) -> QuerySet[Any, dict[str, Any]]:
+    """One entry per open digest (`states.OPEN_DIGEST_ROWS`): `digest_id`, `rows` (how
+    many have joined) and `closes_at` (when it goes out: the window's end, or after quiet
+    hours or a rate limit), soonest first."""
     return (
-        Notification.objects.filter(
-            digest_id__isnull=False,
-            next_fire_at__isnull=False,
-            error_count=0,
-            dead_lettered_at__isnull=True,
-            failed_channels__isnull=True,
-            paused_at__isnull=True,
-        )
+        Notification.objects.filter(states.OPEN_DIGEST_ROWS.q(now))
         .values("digest_id")
         .annotate(rows=Count("pk"), closes_at=Min("next_fire_at"))
         .order_by("closes_at")

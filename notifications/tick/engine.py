@@ -41,7 +41,7 @@ from notifications.flow.targets import channel_target, target_of
 from notifications.health.clock import measure_offset
 from notifications.models import DeliveryAttempt, Notification, validation
 from notifications.services import TICK_COUNTS, Kind, Outcome, digests
-from notifications.services.claims import claim
+from notifications.services.claims import Claim, claim
 from notifications.tick import tallies
 from notifications.tick.dispatch import Batch, Dispatcher, Job
 from notifications.tick.workers import Reported, Workers
@@ -144,6 +144,7 @@ class Tick:
         )
         self.held = 0  # rows claimed and not yet given an outcome
         self.exhausted = False  # a claim came back short: nothing more is due
+        self.digests_wanted = True  # digests may be due: see claim_digests
         self.finished: list[Batch] = []  # batches with every outcome, not yet written back
         self.next_write = self.next_starved_claim = self.next_check = time.monotonic()
         self.live_workers = 0  # started as claimed rows need them (see claim_if_needed), never stopped
@@ -221,8 +222,7 @@ class Tick:
         batch_now = self.fixed_now or timezone.now()
         claimed = claim(batch_now, size, self.lease)
         self.exhausted = claimed.size < size
-        if digests.claim_into(claimed, batch_now, size, self.lease) == size:  # whole digests, same token
-            self.exhausted = False
+        self.claim_digests(claimed, batch_now, size)
         if claimed.size:
             self.report.batches += 1
         if claimed.unloadable:
@@ -268,11 +268,22 @@ class Tick:
                 held.append(services.record_held(row, hold, now))
         return ready, held
 
+    def claim_digests(self, claimed: Claim, now: datetime, size: int) -> None:
+        """Add whole digests whose window has ended to `claimed` (same token): with the
+        tick's first claim, and again while more are due (a full claim of them, or a digest
+        that filing has just closed). One statement when none is due."""
+        if not self.digests_wanted:
+            return
+        self.digests_wanted = digests.claim_into(claimed, now, size, self.lease) == size
+        if self.digests_wanted:
+            self.exhausted = False
+
     def file_for_digests(self, rows: list[Notification], token: uuid.UUID, now: datetime) -> list[Notification]:
         """Rows that wait for a digest join one (written at once, claim released, no outcome);
         the rest go on. A digest due now (its window over, or full) is claimed next."""
         filing = digests.file_due(rows, now, token)
         if filing.closed:
+            self.digests_wanted = True
             self.exhausted = False
         return filing.rows
 
