@@ -3,6 +3,7 @@ end of a window (SPEC "Version 4 / Digests"). Time moves by `run_tick(now=...)`.
 
 from __future__ import annotations
 
+import io
 from datetime import timedelta
 
 import pytest
@@ -300,3 +301,79 @@ def test_the_digest_state_and_open_digests():
     (digest,) = services.digests.open_digests(t0)
     assert digest["rows"] == 2
     assert digest["closes_at"] == t0 + timedelta(seconds=WINDOW)
+
+
+# --- seen as one: admin, status, metrics ---------------------------------------------------------
+
+
+CHANGELIST = "/admin/notifications/notification/"
+
+
+def test_the_admin_shows_open_digests_and_a_digests_rows_from_any_of_them(admin_client):
+    t0 = timezone.now()
+    rows = [digest_row(n, at=t0) for n in range(3)]
+    other = digest_row(9, at=t0, recipient="user:9")
+    with capture_notifications() as captured:
+        captured.tick(now=t0)
+
+    waiting = admin_client.get(CHANGELIST, {"state": "digest"})
+    assert waiting.status_code == 200
+    assert {r.pk for r in waiting.context["cl"].result_list} == {*(r.pk for r in rows), other.pk}
+    page = waiting.content.decode()
+    assert "digest of 3 rows" in page
+    assert "digest of 1 row" in page
+    assert "goes out" in page
+
+    digest_id = Notification.objects.get(pk=rows[0].pk).digest_id
+    group = admin_client.get(CHANGELIST, {"digest": str(digest_id)})
+    assert {r.pk for r in group.context["cl"].result_list} == {r.pk for r in rows}
+    opened = admin_client.get(CHANGELIST, {"digest": "open"})
+    assert len(opened.context["cl"].result_list) == 4
+
+    change = admin_client.get(f"{CHANGELIST}{rows[1].pk}/change/").content.decode()
+    for row in rows:
+        assert f"{CHANGELIST}{row.pk}/change/" in change
+    assert f"?digest={digest_id}" in change
+
+
+def test_a_forged_digest_id_in_the_admin_lists_nothing(admin_client):
+    digest_row(0, at=timezone.now())
+    response = admin_client.get(CHANGELIST, {"digest": "not-a-digest'--"})
+    assert response.status_code == 200
+    assert list(response.context["cl"].result_list) == []
+
+
+def test_the_admin_requeue_action_requeues_the_whole_digest(admin_client):
+    t0 = timezone.now()
+    rows = [digest_row(n, at=t0) for n in range(3)]
+    with capture_notifications() as captured:
+        captured.respond(410)  # permanent: the digest is dead-lettered at once
+        captured.tick(now=t0 + timedelta(seconds=WINDOW))
+        assert Notification.objects.dead().count() == 3
+        response = admin_client.post(CHANGELIST, {"action": "requeue", "_selected_action": [rows[2].pk]}, follow=True)
+        assert response.status_code == 200
+        assert Notification.objects.dead().count() == 0
+        captured.clear()
+        captured.respond(200)
+        captured.tick()
+        assert [w.json["count"] for w in captured.webhooks] == [3]
+    assert not Notification.objects.exists()
+
+
+def test_status_and_metrics_count_open_digests():
+    from django.core.management import call_command
+
+    from notifications.health import monitoring
+    from notifications.health.queue import queue_health
+
+    t0 = timezone.now()
+    for n in range(3):
+        digest_row(n, at=t0)
+    digest_row(3, at=t0, recipient="user:9")
+    with capture_notifications() as captured:
+        captured.tick(now=t0)
+    assert queue_health().open_digests == 2
+    assert monitoring.read().open_digests == 2
+    out = io.StringIO()
+    call_command("notifications_status", stdout=out)
+    assert "open digests: 2" in out.getvalue()
