@@ -4,6 +4,9 @@ end of a window (SPEC "Version 4 / Digests"). Time moves by `run_tick(now=...)`.
 from __future__ import annotations
 
 import io
+import json
+import threading
+import traceback
 from datetime import timedelta
 
 import pytest
@@ -12,7 +15,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from notifications import services
-from notifications.api import cancel, schedule
+from notifications.api import cancel, run_tick, schedule
 from notifications.models import Notification
 from notifications.models.states import State
 from notifications.testing import capture_notifications
@@ -377,3 +380,96 @@ def test_status_and_metrics_count_open_digests():
     out = io.StringIO()
     call_command("notifications_status", stdout=out)
     assert "open digests: 2" in out.getvalue()
+
+
+# --- two ticks never send a digest twice -----------------------------------------------------------
+
+RACE_SETTINGS = {
+    "NOTIFICATIONS_TICK_LIMIT": 7,  # small claims: each tick comes back for more while the others hold theirs
+    "NOTIFICATIONS_CHANNEL_TIMEOUT": 10,
+    "NOTIFICATIONS_CIRCUIT_BREAKER": {"failures": 0},
+}
+
+
+def race(ticks: int, now) -> list:
+    """`ticks` ticks in threads, started together at `now`; their reports."""
+    from django.db import connection
+
+    gate = threading.Barrier(ticks, timeout=60)
+    reports: list = []
+    errors: list[str] = []
+
+    def one() -> None:
+        try:
+            gate.wait()
+            reports.append(run_tick(now=now))
+        except BaseException:
+            errors.append(traceback.format_exc())
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=one) for _ in range(ticks)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not errors, "\n".join(errors)
+    assert len(reports) == ticks
+    return reports
+
+
+def delivered_rows(webhook_server) -> list[int]:
+    """Every row (`payload["n"]`) in every digest the receiver got, as often as it got it."""
+    return [item["n"] for r in webhook_server.received for item in json.loads(r.body)["items"]]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_racing_ticks_send_each_digest_exactly_once(webhook_server):
+    groups, per_group = 30, 4
+    t0 = timezone.now()
+    url = webhook_server.url()
+    with override_settings(**RACE_SETTINGS):
+        for g in range(groups):
+            for i in range(per_group):
+                digest_row(g * per_group + i, at=t0, recipient=f"user:{g}", webhook_url=url)
+        run_tick(now=t0)  # every row files into its group's digest
+        digests = set(Notification.objects.values_list("firing_id", flat=True))
+        assert len(digests) == groups
+        assert webhook_server.received == []
+
+        reports = race(4, t0 + timedelta(seconds=WINDOW))
+
+    arrived = webhook_server.webhook_ids()
+    assert set(arrived) == {f"msg_{d}" for d in digests}  # each digest, none invented
+    assert {i: n for i, n in arrived.items() if n != 1} == {}  # none twice
+    assert sorted(delivered_rows(webhook_server)) == list(range(groups * per_group))
+    assert sum(r.counts()["succeeded"] for r in reports) == groups
+    assert not Notification.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_racing_ticks_filing_and_sending_lose_nothing_and_send_no_row_twice(webhook_server):
+    groups, per_group = 25, 6
+    t0 = timezone.now()
+    url = webhook_server.url()
+    Notification.objects.bulk_create(
+        [
+            Notification(
+                channels=["webhook"],
+                webhook_url=url,
+                recipient=f"user:{g}",
+                digest_key="comments",
+                digest_window=60,
+                payload={"n": g * per_group + i},
+                next_fire_at=t0 - timedelta(seconds=120 - i),  # every window has ended
+            )
+            for g in range(groups)
+            for i in range(per_group)
+        ]
+    )
+    with override_settings(**RACE_SETTINGS):
+        race(4, t0)
+    assert sorted(delivered_rows(webhook_server)) == list(range(groups * per_group))  # each row once
+    arrived = webhook_server.webhook_ids()
+    assert {i: n for i, n in arrived.items() if n != 1} == {}
+    assert not Notification.objects.exists()

@@ -17,24 +17,25 @@ in `digest_rows`. The tick sends it as one firing; `spread` copies its outcome o
 other rows before the write-back, so the digest settles as one.
 
 One lock per group. Filing a row and claiming a digest each run in a short transaction
-that first locks the group's rows (SELECT ... FOR UPDATE in id order on PostgreSQL and
-MariaDB/MySQL; SQLite's write lock, taken by the IMMEDIATE transaction, serialises
-everything), so two ticks never claim one digest, and a row never joins a digest that a
-tick is sending (it opens the next one). A digest whose rows a live claim holds is being
-sent: it takes no new row, and no other tick claims it.
+holding the lock of the row's group (`group_lock`: an advisory lock on PostgreSQL and
+MariaDB/MySQL, SQLite's write lock), so two ticks never claim one digest, and a row never
+joins a digest that a tick is sending (it opens the next one). A digest whose rows a live
+claim holds is being sent: it takes no new row, and no other tick claims it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import logging
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.db.models import BooleanField, Case, Count, F, Min, QuerySet, Value, When
 from django.db.models.functions import Coalesce
 
@@ -170,7 +171,7 @@ def _file_group(
     """File `rows` (claimed by `token`) into their group's digests; (rows filed, whether a
     digest is due now)."""
     filed = 0
-    with transaction.atomic():
+    with group_lock(recipient, key):
         digests = _digests_of_group(recipient, key)
         for row in sorted(rows, key=lambda r: (_own_due(r), r.pk)):
             due = _own_due(row)
@@ -198,6 +199,47 @@ def _file_group(
     return filed, closed
 
 
+# --- one lock per group ----------------------------------------------------------------------
+
+# Seconds a tick waits for a group's lock on MariaDB/MySQL (GET_LOCK) before giving up with
+# an error: each holder keeps it for a few short statements.
+GROUP_LOCK_TIMEOUT = 30
+
+
+@contextlib.contextmanager
+def group_lock(recipient: str, key: str) -> Iterator[None]:
+    """A transaction holding the lock of one group (recipient, digest_key), so filing a row
+    and claiming a digest of the group take turns, on every host.
+
+    An advisory lock, not the rows' own locks, so it never meets the row locks a tick's
+    claim or write-back takes (which, taken in another order, could deadlock): PostgreSQL's
+    `pg_advisory_xact_lock` (released at the end of the transaction), MariaDB/MySQL's named
+    `GET_LOCK` (released after the commit, so the next holder reads what this one wrote).
+    SQLite's write lock, which the (IMMEDIATE) transaction takes, already serialises it all.
+    """
+    name = "nq-digest-" + hashlib.sha256(f"{recipient}\x00{key}".encode()).hexdigest()[:40]
+    vendor = connection.vendor
+    if vendor == "mysql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT GET_LOCK(%s, %s)", [name, GROUP_LOCK_TIMEOUT])
+            (granted,) = cursor.fetchone()
+        if granted != 1:
+            raise OperationalError(f"the lock of a digest group was not granted within {GROUP_LOCK_TIMEOUT}s")
+        try:
+            with transaction.atomic():
+                yield
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT RELEASE_LOCK(%s)", [name])
+        return
+    with transaction.atomic():
+        if vendor == "postgresql":
+            number = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [number])
+        yield
+
+
 class _Member(NamedTuple):
     """What filing reads of one row of a group."""
 
@@ -222,8 +264,8 @@ class _Member(NamedTuple):
 
 
 def _digests_of_group(recipient: str, key: str) -> dict[uuid.UUID, _Digest]:
-    """Lock the group's rows (id order) and read its digests: each open one (every row
-    healthy, none claimed by a tick) and its window's end."""
+    """Read the group's digests (under its lock): each open one (every row healthy, none
+    claimed by a tick) and its window's end."""
     live = Case(
         When(claimed_until__gt=DatabaseNow(), then=Value(True)), default=Value(False), output_field=BooleanField()
     )
@@ -243,8 +285,6 @@ def _digests_of_group(recipient: str, key: str) -> dict[uuid.UUID, _Digest]:
             "paused_at",
         )
     )
-    if connection.features.has_select_for_update:
-        query = query.select_for_update()
     seen: dict[uuid.UUID, list[_Member]] = defaultdict(list)
     for digest_id, *facts in query:
         if digest_id is not None:
@@ -286,21 +326,22 @@ def _claimed_now() -> Case:
 # --- claiming whole digests --------------------------------------------------------------------
 
 
-def claim_into(claimed: Claim, now: datetime, limit: int, lease: float) -> int:
+def claim_into(claimed: Claim, now: datetime, limit: int, lease: float) -> bool:
     """Claim up to `limit` digests whose window has ended, with `claimed`'s token, and add
     one row per digest (its oldest, holding the digest's rows in `digest_rows`) to
-    `claimed.rows`; returns how many digests were claimed."""
+    `claimed.rows`. True if more may be due: `limit` were found (others may have taken some)."""
     if limit <= 0:
-        return 0
+        return True
     due = Notification.objects.due(now, lease_clock=DatabaseNow()).filter(digest_id__isnull=False)
     candidates = list(
         due.values("digest_id", "recipient", "digest_key")
         .annotate(first=Min("next_fire_at"))
         .order_by("first", "digest_id")[:limit]
     )
+    more = len(candidates) == limit
     won = [c["digest_id"] for c in candidates if _claim_digest(c, now, claimed.token, lease)]
     if not won:
-        return 0
+        return more
     rows, unloadable = load_defensively(
         Notification.objects.filter(claim_token=claimed.token, digest_id__in=won).order_by("pk")
     )
@@ -312,19 +353,15 @@ def claim_into(claimed: Claim, now: datetime, limit: int, lease: float) -> int:
         first = members[0]
         first.digest_rows = tuple(members)
         claimed.rows.append(first)
-    return len(won)
+    return more
 
 
 def _claim_digest(candidate: dict[str, Any], now: datetime, token: uuid.UUID, lease: float) -> bool:
     """Claim every due row of one digest, or none: under the group's lock, a digest a
     live claim holds is another tick's."""
     digest_id = candidate["digest_id"]
-    with transaction.atomic():
-        rows = Notification.objects.filter(
-            recipient=candidate["recipient"], digest_key=candidate["digest_key"], digest_id=digest_id
-        ).order_by("pk")
-        if connection.features.has_select_for_update:
-            rows = rows.select_for_update()
+    with group_lock(candidate["recipient"], candidate["digest_key"]):
+        rows = Notification.objects.filter(digest_id=digest_id)
         if any(rows.annotate(live=_claimed_now()).values_list("live", flat=True)):
             return False  # being sent by another tick
         claimable = Notification.objects.due(now, lease_clock=DatabaseNow()).filter(digest_id=digest_id)

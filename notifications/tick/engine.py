@@ -274,7 +274,7 @@ class Tick:
         that filing has just closed). One statement when none is due."""
         if not self.digests_wanted:
             return
-        self.digests_wanted = digests.claim_into(claimed, now, size, self.lease) == size
+        self.digests_wanted = digests.claim_into(claimed, now, size, self.lease)
         if self.digests_wanted:
             self.exhausted = False
 
