@@ -36,10 +36,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from django.db import OperationalError, connection, transaction
-from django.db.models import BooleanField, Case, Count, F, Min, QuerySet, Value, When
+from django.db.models import BooleanField, Case, Count, F, Min, Q, QuerySet, Value, When
 from django.db.models.functions import Coalesce
 
-from notifications.conf import digest_max_items
+from notifications.conf import digest_max_items, positive_int
 from notifications.databases import DatabaseNow
 from notifications.models import Notification, states
 from notifications.services.claims import Claim, lease_end, load_defensively
@@ -346,6 +346,9 @@ def claim_into(claimed: Claim, now: datetime, limit: int, lease: float) -> bool:
         Notification.objects.filter(claim_token=claimed.token, digest_id__in=won).order_by("pk")
     )
     claimed.unloadable.update(unloadable)
+    # Rows of this claim that joined a digest as it was claimed go out with it.
+    taken = {row.pk for row in rows} | set(unloadable)
+    claimed.rows[:] = [row for row in claimed.rows if row.pk not in taken]
     by_digest: dict[Any, list[Notification]] = defaultdict(list)
     for row in rows:
         by_digest[row.digest_id].append(row)
@@ -358,14 +361,53 @@ def claim_into(claimed: Claim, now: datetime, limit: int, lease: float) -> bool:
 
 def _claim_digest(candidate: dict[str, Any], now: datetime, token: uuid.UUID, lease: float) -> bool:
     """Claim every due row of one digest, or none: under the group's lock, a digest a
-    live claim holds is another tick's."""
+    live claim holds is another tick's. Rows of the group due before its window ended that
+    no tick has filed yet (a tick late, or behind a backlog) join it first."""
     digest_id = candidate["digest_id"]
-    with group_lock(candidate["recipient"], candidate["digest_key"]):
-        rows = Notification.objects.filter(digest_id=digest_id)
-        if any(rows.annotate(live=_claimed_now()).values_list("live", flat=True)):
+    recipient, key = candidate["recipient"], candidate["digest_key"]
+    with group_lock(recipient, key):
+        rows = Notification.objects.filter(digest_id=digest_id, paused_at__isnull=True)
+        facts = list(rows.annotate(live=_claimed_now()).values_list("live", "next_fire_at", "firing_id"))
+        if any(live for live, _, _ in facts):
             return False  # being sent by another tick
-        claimable = Notification.objects.due(now, lease_clock=DatabaseNow()).filter(digest_id=digest_id)
+        ends = [(due, firing_id) for _, due, firing_id in facts if due is not None]
+        if ends:
+            closes_at, firing_id = min(ends)
+            room = digest_max_items() - len(facts)
+            if room > 0:
+                _join_stragglers(recipient, key, _Digest(digest_id, closes_at, firing_id), now, room, token)
+        claimable = Notification.objects.filter(_claimable_or_ours(now, token), digest_id=digest_id)
         return claimable.update(claim_token=token, claimed_until=lease_end(lease)) > 0
+
+
+def _claimable_or_ours(now: datetime, token: uuid.UUID) -> Q:
+    """Rows a tick may claim now, or that this tick (`token`) has claimed."""
+    return states.claimable(now, positive_int("MAX_RETRIES"), DatabaseNow()) | Q(claim_token=token)
+
+
+def _join_stragglers(recipient: str, key: str, digest: _Digest, now: datetime, room: int, token: uuid.UUID) -> int:
+    """Up to `room` due rows of the group that no tick has filed, due before `digest`
+    closed, join it (oldest due first): unclaimed, or claimed by this tick (`token`) and
+    not filed yet. Two statements; one when there are none."""
+    due = Notification.objects.filter(_claimable_or_ours(now, token))
+    unfiled = due.filter(
+        recipient=recipient, digest_key=key, digest_id__isnull=True, digest_window__isnull=False, recurrence_rule=""
+    )
+    ids = list(
+        unfiled.filter(next_fire_at__lt=digest.closes_at)
+        .order_by("next_fire_at", "pk")
+        .values_list("pk", flat=True)[:room]
+    )
+    if not ids:
+        return 0
+    # Asked again in the UPDATE: a row another tick claims meanwhile is its to file.
+    return unfiled.filter(pk__in=ids).update(
+        firing_due_at=Coalesce(F("firing_due_at"), F("next_fire_at")),  # first: see `_join`
+        next_fire_at=digest.closes_at,
+        digest_id=digest.id,
+        firing_id=digest.firing_id,
+        updated_at=now,
+    )
 
 
 # --- settling as one -----------------------------------------------------------------------------
