@@ -7,6 +7,7 @@ import io
 import json
 import threading
 import traceback
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -473,3 +474,83 @@ def test_racing_ticks_filing_and_sending_lose_nothing_and_send_no_row_twice(webh
     arrived = webhook_server.webhook_ids()
     assert {i: n for i, n in arrived.items() if n != 1} == {}
     assert not Notification.objects.exists()
+
+
+def test_run_now_on_one_row_of_an_open_digest_sends_the_whole_digest():
+    t0 = timezone.now()
+    rows = [digest_row(n, at=t0) for n in range(3)]
+    with capture_notifications() as captured:
+        captured.tick(now=t0)
+        services.run_now(rows[1], now=t0 + timedelta(seconds=5))
+        captured.tick(now=t0 + timedelta(seconds=5))
+        assert [w.json["count"] for w in captured.webhooks] == [3]
+    assert not Notification.objects.exists()
+
+
+def test_a_row_joining_while_its_digest_is_being_sent_goes_in_the_next_one():
+    """The digest is claimed (a tick is sending it); a row of the group due before its
+    window ended is filed meanwhile by another tick: it opens the next digest and is
+    neither sent with the first nor deleted by its write-back."""
+    from notifications.services import claims, digests
+
+    t0 = timezone.now()
+    first = [digest_row(n, at=t0) for n in range(2)]
+    with capture_notifications() as captured:
+        captured.tick(now=t0)
+    closes = t0 + timedelta(seconds=WINDOW)
+    # A tick claims the digest at its end ...
+    sending = claims.Claim(uuid.uuid4())
+    digests.claim_into(sending, closes, 10, 600)
+    (leader,) = sending.rows
+    assert {r.pk for r in leader.digest_rows} == {r.pk for r in first}
+    # ... while another files a row due just before the window ended.
+    late = digest_row(7, at=closes - timedelta(seconds=1))
+    other = claims.claim(closes, 10, 600)
+    assert [r.pk for r in other.rows] == [late.pk]
+    digests.file_due(other.rows, closes, other.token)
+    late.refresh_from_db()
+    assert late.digest_id not in (None, leader.digest_id)
+    # The first digest succeeds: its rows go, the late one stays for its own window.
+    outcome = services.Outcome(leader, services.Kind.SUCCEEDED, delete=True)
+    services.save_outcomes([(sending.token, [outcome])], [])
+    assert list(Notification.objects.values_list("pk", flat=True)) == [late.pk]
+
+
+def test_a_partial_failure_parks_the_digest_as_one_and_requeue_resends_only_what_failed():
+    t0 = timezone.now()
+    rows = [email_digest_row(n, at=t0, channels=["email", "webhook"], webhook_url=URL) for n in range(2)]
+    with capture_notifications() as captured:
+        captured.respond(410)
+        report = captured.tick(now=t0 + timedelta(seconds=WINDOW))
+        assert report.counts()["partial"] == 1
+        assert len(captured.emails) == 1
+        parked = Notification.objects.filter(pk__in=[r.pk for r in rows])
+        assert {r.state() for r in parked} == {State.PARTIAL}
+        assert {r.last_error for r in parked} == {"partial: webhook"}
+
+        captured.clear()
+        captured.respond(200)
+        services.requeue(Notification.objects.filter(pk=rows[0].pk))
+        captured.tick()
+        assert captured.emails == []
+        assert [w.json["count"] for w in captured.webhooks] == [2]
+    assert not Notification.objects.exists()
+
+
+def test_a_channel_sees_the_digest_on_its_firing():
+    from notifications.channels import Firing
+    from notifications.services import claims, digests
+
+    t0 = timezone.now()
+    rows = [digest_row(n, at=t0) for n in range(3)]
+    with capture_notifications() as captured:
+        captured.tick(now=t0)
+    claimed = claims.Claim(uuid.uuid4())
+    digests.claim_into(claimed, t0 + timedelta(seconds=WINDOW), 10, 600)
+    (leader,) = claimed.rows
+    firing = Firing(leader, str(leader.firing_id), t0, ["webhook"])
+    assert firing.is_digest
+    assert [r.pk for r in firing.rows] == [r.pk for r in rows]
+    assert firing.items == [{"n": 0}, {"n": 1}, {"n": 2}]
+    plain = schedule(channels=["webhook"], webhook_url=URL, payload={"x": 1})
+    assert Firing(plain, str(plain.firing_id), t0, ["webhook"]).items == [{"x": 1}]

@@ -39,7 +39,7 @@ from django.db import OperationalError, connection, transaction
 from django.db.models import BooleanField, Case, Count, F, Min, Q, QuerySet, Value, When
 from django.db.models.functions import Coalesce
 
-from notifications.conf import digest_max_items, positive_int
+from notifications.conf import MAX_DELAY_SECONDS, digest_max_items, positive_int
 from notifications.databases import DatabaseNow
 from notifications.models import Notification, states
 from notifications.services.claims import Claim, lease_end, load_defensively
@@ -376,12 +376,20 @@ def _claim_digest(candidate: dict[str, Any], now: datetime, token: uuid.UUID, le
             room = digest_max_items() - len(facts)
             if room > 0:
                 _join_stragglers(recipient, key, _Digest(digest_id, closes_at, firing_id), now, room, token)
-        claimable = Notification.objects.filter(_claimable_or_ours(now, token), digest_id=digest_id)
+        # The digest goes whole: a row of it due later (one an operator ran now) goes too.
+        whole = Notification.objects.filter(_claimable_or_ours(now + WHOLE_DIGEST_HORIZON, token), digest_id=digest_id)
+        claimable = whole
         return claimable.update(claim_token=token, claimed_until=lease_end(lease)) > 0
 
 
+# How far ahead the rows of a digest that is going out may be due and still go with it:
+# every row the digest holds (a hundred years: conf.MAX_DELAY_SECONDS).
+WHOLE_DIGEST_HORIZON = timedelta(seconds=MAX_DELAY_SECONDS)
+
+
 def _claimable_or_ours(now: datetime, token: uuid.UUID) -> Q:
-    """Rows a tick may claim now, or that this tick (`token`) has claimed."""
+    """Rows a tick may claim at `now` (their claims compared with the database's clock), or
+    that this tick (`token`) has claimed."""
     return states.claimable(now, positive_int("MAX_RETRIES"), DatabaseNow()) | Q(claim_token=token)
 
 
