@@ -17,7 +17,7 @@ in `digest_rows`. The tick sends it as one firing; `spread` copies its outcome o
 other rows before the write-back, so the digest settles as one.
 
 One lock per group. Filing a row and claiming a digest each run in a short transaction
-holding the lock of the row's group (`group_lock`: an advisory lock on PostgreSQL and
+holding the lock of the row's group (`group_locks`: an advisory lock on PostgreSQL and
 MariaDB/MySQL, SQLite's write lock), so two ticks never claim one digest, and a row never
 joins a digest that a tick is sending (it opens the next one). A digest whose rows a live
 claim holds is being sent: it takes no new row, and no other tick claims it.
@@ -140,8 +140,9 @@ class _Digest:
 def file_due(rows: Sequence[Notification], now: datetime, token: uuid.UUID) -> Filing:
     """File the rows that wait for a digest (`waits_for_digest`); return the others.
 
-    One short transaction per group (recipient, digest_key). Rows are filed oldest due
-    first; a filed row's claim is released in the same transaction.
+    One short transaction holding the locks of the rows' groups (recipient, digest_key).
+    Rows are filed oldest due first; a filed row's claim is released in the same
+    transaction.
     """
     plain: list[Notification] = []
     groups: dict[tuple[str, str], list[Notification]] = defaultdict(list)
@@ -151,11 +152,14 @@ def file_due(rows: Sequence[Notification], now: datetime, token: uuid.UUID) -> F
         else:
             plain.append(row)
     filing = Filing(plain)
+    if not groups:
+        return filing
     limit = digest_max_items()
-    for (recipient, key), members in groups.items():
-        filed, closed = _file_group(recipient, key, members, now, token, limit)
-        filing.filed += filed
-        filing.closed = filing.closed or closed
+    with group_locks(groups):
+        for (recipient, key), members in groups.items():
+            filed, closed = _file_group(recipient, key, members, now, token, limit)
+            filing.filed += filed
+            filing.closed = filing.closed or closed
     return filing
 
 
@@ -168,33 +172,30 @@ def _own_due(row: Notification) -> datetime:
 def _file_group(
     recipient: str, key: str, rows: list[Notification], now: datetime, token: uuid.UUID, limit: int
 ) -> tuple[int, bool]:
-    """File `rows` (claimed by `token`) into their group's digests; (rows filed, whether a
-    digest is due now)."""
+    """File `rows` (claimed by `token`) into their group's digests, under the group's lock
+    (`file_due` holds it); (rows filed, whether a digest is due now)."""
     filed = 0
-    with group_lock(recipient, key):
-        digests = _digests_of_group(recipient, key)
-        for row in sorted(rows, key=lambda r: (_own_due(r), r.pk)):
-            due = _own_due(row)
-            assert row.digest_window is not None
-            # The earliest open window this row is due inside of; else it opens its own.
-            inside = [d for d in digests.values() if d.open and d.size < limit and due < d.closes_at]
-            digest = min(inside, key=lambda d: d.closes_at, default=None)
-            if digest is None:
-                window = timedelta(seconds=row.digest_window)
-                digest = _Digest(uuid.uuid4(), due + window, row.firing_id, new=True)
-                digests[digest.id] = digest
-            digest.joining.append(row)
-            digest.size += 1
-            if digest.size >= limit and digest.closes_at > due:
-                digest.closes_at = due  # full: it goes out now, with the row that filled it
-                digest.moved = not digest.new
-        for digest in digests.values():
-            if digest.moved:
-                Notification.objects.filter(digest_id=digest.id, claim_token__isnull=True).update(
-                    next_fire_at=digest.closes_at, updated_at=now
-                )
-            if digest.joining:
-                filed += _join(digest, now, token)
+    digests = _digests_of_group(recipient, key)
+    for row in sorted(rows, key=lambda r: (_own_due(r), r.pk)):
+        due = _own_due(row)
+        assert row.digest_window is not None
+        # The earliest open window this row is due inside of; else it opens its own.
+        inside = [d for d in digests.values() if d.open and d.size < limit and due < d.closes_at]
+        digest = min(inside, key=lambda d: d.closes_at, default=None)
+        if digest is None:
+            window = timedelta(seconds=row.digest_window)
+            digest = _Digest(uuid.uuid4(), due + window, row.firing_id, new=True)
+            digests[digest.id] = digest
+        digest.joining.append(row)
+        digest.size += 1
+        if digest.size >= limit and digest.closes_at > due:
+            digest.closes_at = due  # full: it goes out now, with the row that filled it
+            digest.moved = not digest.new
+    for digest in digests.values():
+        if digest.moved:
+            Notification.objects.filter(digest_id=digest.id).update(next_fire_at=digest.closes_at, updated_at=now)
+        if digest.joining:
+            filed += _join(digest, now, token)
     closed = any(d.joining and d.closes_at <= now for d in digests.values())
     return filed, closed
 
@@ -206,37 +207,48 @@ def _file_group(
 GROUP_LOCK_TIMEOUT = 30
 
 
-@contextlib.contextmanager
-def group_lock(recipient: str, key: str) -> Iterator[None]:
-    """A transaction holding the lock of one group (recipient, digest_key), so filing a row
-    and claiming a digest of the group take turns, on every host.
+def lock_name(recipient: str, key: str) -> str:
+    """The name of a group's advisory lock (64 characters at most, as MariaDB takes)."""
+    return "nq-digest-" + hashlib.sha256(f"{recipient}\x00{key}".encode()).hexdigest()[:40]
 
-    An advisory lock, not the rows' own locks, so it never meets the row locks a tick's
+
+@contextlib.contextmanager
+def group_locks(groups: Iterable[tuple[str, str]]) -> Iterator[None]:
+    """A transaction holding the locks of `groups` (recipient, digest_key), so filing a
+    row and claiming a digest of one group take turns, on every host.
+
+    Advisory locks, not the rows' own locks, so they never meet the row locks a tick's
     claim or write-back takes (which, taken in another order, could deadlock): PostgreSQL's
     `pg_advisory_xact_lock` (released at the end of the transaction), MariaDB/MySQL's named
     `GET_LOCK` (released after the commit, so the next holder reads what this one wrote).
+    Taken in the order of their names, so two ticks locking several never deadlock.
     SQLite's write lock, which the (IMMEDIATE) transaction takes, already serialises it all.
     """
-    name = "nq-digest-" + hashlib.sha256(f"{recipient}\x00{key}".encode()).hexdigest()[:40]
+    names = sorted({lock_name(recipient, key) for recipient, key in groups})
     vendor = connection.vendor
     if vendor == "mysql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT GET_LOCK(%s, %s)", [name, GROUP_LOCK_TIMEOUT])
-            (granted,) = cursor.fetchone()
-        if granted != 1:
-            raise OperationalError(f"the lock of a digest group was not granted within {GROUP_LOCK_TIMEOUT}s")
+        taken: list[str] = []
         try:
+            with connection.cursor() as cursor:
+                for name in names:
+                    cursor.execute("SELECT GET_LOCK(%s, %s)", [name, GROUP_LOCK_TIMEOUT])
+                    (granted,) = cursor.fetchone()
+                    if granted != 1:
+                        raise OperationalError(f"a digest group's lock was not granted within {GROUP_LOCK_TIMEOUT}s")
+                    taken.append(name)
             with transaction.atomic():
                 yield
         finally:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT RELEASE_LOCK(%s)", [name])
+            if taken:
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT " + ", ".join(["RELEASE_LOCK(%s)"] * len(taken)), taken)
         return
     with transaction.atomic():
         if vendor == "postgresql":
-            number = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
             with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [number])
+                for name in names:
+                    number = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
+                    cursor.execute("SELECT pg_advisory_xact_lock(%s)", [number])
         yield
 
 
@@ -339,7 +351,10 @@ def claim_into(claimed: Claim, now: datetime, limit: int, lease: float) -> bool:
         .order_by("first", "digest_id")[:limit]
     )
     more = len(candidates) == limit
-    won = [c["digest_id"] for c in candidates if _claim_digest(c, now, claimed.token, lease)]
+    if not candidates:
+        return more
+    with group_locks((c["recipient"], c["digest_key"]) for c in candidates):
+        won = [c["digest_id"] for c in candidates if _claim_digest(c, now, claimed.token, lease)]
     if not won:
         return more
     rows, unloadable = load_defensively(
@@ -360,26 +375,26 @@ def claim_into(claimed: Claim, now: datetime, limit: int, lease: float) -> bool:
 
 
 def _claim_digest(candidate: dict[str, Any], now: datetime, token: uuid.UUID, lease: float) -> bool:
-    """Claim every due row of one digest, or none: under the group's lock, a digest a
-    live claim holds is another tick's. Rows of the group due before its window ended that
-    no tick has filed yet (a tick late, or behind a backlog) join it first."""
+    """Claim every row of one digest, or none: under the group's lock (`claim_into` holds
+    it), a digest a live claim holds is another tick's. Rows of the group due before its
+    window ended that no tick has filed yet (a tick late, or behind a backlog) join it
+    first."""
     digest_id = candidate["digest_id"]
     recipient, key = candidate["recipient"], candidate["digest_key"]
-    with group_lock(recipient, key):
-        rows = Notification.objects.filter(digest_id=digest_id, paused_at__isnull=True)
-        facts = list(rows.annotate(live=_claimed_now()).values_list("live", "next_fire_at", "firing_id"))
-        if any(live for live, _, _ in facts):
-            return False  # being sent by another tick
-        ends = [(due, firing_id) for _, due, firing_id in facts if due is not None]
-        if ends:
-            closes_at, firing_id = min(ends)
-            room = digest_max_items() - len(facts)
-            if room > 0:
-                _join_stragglers(recipient, key, _Digest(digest_id, closes_at, firing_id), now, room, token)
-        # The digest goes whole: a row of it due later (one an operator ran now) goes too.
-        whole = Notification.objects.filter(_claimable_or_ours(now + WHOLE_DIGEST_HORIZON, token), digest_id=digest_id)
-        claimable = whole
-        return claimable.update(claim_token=token, claimed_until=lease_end(lease)) > 0
+    rows = Notification.objects.filter(digest_id=digest_id, paused_at__isnull=True)
+    facts = list(rows.annotate(live=_claimed_now()).values_list("live", "next_fire_at", "firing_id"))
+    if any(live for live, _, _ in facts):
+        return False  # being sent by another tick
+    ends = [(due, firing_id) for _, due, firing_id in facts if due is not None]
+    if ends:
+        closes_at, firing_id = min(ends)
+        room = digest_max_items() - len(facts)
+        if room > 0:
+            _join_stragglers(recipient, key, _Digest(digest_id, closes_at, firing_id), now, room, token)
+    # The digest goes whole: a row of it due later (one an operator ran now) goes too.
+    whole = Notification.objects.filter(_claimable_or_ours(now + WHOLE_DIGEST_HORIZON, token), digest_id=digest_id)
+    claimable = whole
+    return claimable.update(claim_token=token, claimed_until=lease_end(lease)) > 0
 
 
 # How far ahead the rows of a digest that is going out may be due and still go with it:
