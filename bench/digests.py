@@ -13,6 +13,7 @@ sink counts the webhook-ids: every digest must arrive exactly once and no row be
 
 from __future__ import annotations
 
+import re
 import time
 from datetime import timedelta
 from typing import Any
@@ -132,7 +133,7 @@ def scenario_digest_race(
     stats = sink.stats()
     left = remaining()
     clear()
-    claims = [r["summary"].split()[0] for r in results]
+    claims = [re.search(r"claimed=\d+", r["summary"]).group(0) for r in results]
     table.add(
         f"17. {processes} runtick processes, {digests:,} digests of {per_digest} rows due at once",
         f"{seconds:.2f} s, {stats['received']:,} webhooks, {stats['unique']:,} ids, {stats['duplicates']} twice, "
