@@ -28,6 +28,9 @@ and time. `--scenario digest-race`: `--race-digests` digests (default 1,000, 5 r
 once, drained by 4 runtick processes: each must arrive exactly once.
 `--scenario prune`: one tick with nothing due over `--prune-attempts` delivery records past
 retention (default 200,000): how fast the tick's housekeeping catches up.
+`--scenario enqueue` (bench/enqueue.py, about a minute on SQLite): `schedule()`, `schedule_many()`
+and `send_mass_mail()` through `QueuedEmailBackend`, `--enqueue-rows` each (default 10,000), side
+by side with Django's own `Model.save()` and `bulk_create()` of the same rows.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.actions import scenario_actions  # noqa: E402
 from bench.digests import scenario_digest_race, scenario_digests  # noqa: E402
+from bench.enqueue import scenario_enqueue  # noqa: E402
 from bench.flow import scenario_flow  # noqa: E402
 from bench.sink import Sink, ceiling  # noqa: E402
 
@@ -1128,6 +1132,7 @@ SCENARIOS = [
     "host-writes",
     "fast-lane",
     "burst",
+    "enqueue",
 ]
 
 
@@ -1164,6 +1169,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--race-digests", type=int, default=1_000, help="digests 4 runtick processes drain (scenario 17, digest-race)"
     )
+    parser.add_argument(
+        "--enqueue-rows", type=int, default=10_000, help="rows enqueued by each method (scenario 16, enqueue)"
+    )
     parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the benchmark runs")
     parser.add_argument("--out", help="results file (default bench/results/<database>-<time>.md)")
     args = parser.parse_args(argv)
@@ -1176,6 +1184,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.attempts = 5_000
         args.prune_attempts = 3_000
         args.digest_rows, args.digests, args.race_digests = 500, 10, 40
+        args.enqueue_rows = 200
     return args
 
 
@@ -1239,6 +1248,8 @@ def main(argv: list[str] | None = None) -> Path:
                 scenario_digest_race(table, sink, args.race_digests, 5, 4, jobs_together, clear, remaining)
             if "instrumentation" in only:  # scenario 13: not in the default set
                 scenario_instrumentation(table, sink, args.rows, max(args.repeats, 3))
+            if "enqueue" in only:  # scenario 16, bench/enqueue.py
+                scenario_enqueue(table, args.enqueue_rows, args.repeats)
             if "burst" in only:
                 burst_sweep = [int(c) for c in args.burst_sweep.split(",") if c]
                 scenario_burst(

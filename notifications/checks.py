@@ -33,6 +33,8 @@ A bad value is reported here rather than by a crash mid-tick.
 | E025 | LOW_PRIORITY_AGING is not a positive number |
 | E026 | the queue's MariaDB/MySQL server has no SKIP LOCKED (MariaDB < 10.6, MySQL < 8.0.11) (database check) |
 | E027 | the tick's email backend setting (or a NOTIFICATIONS_MAILERS alias's) names no email backend class |
+| E028 | attachments are kept in a file storage whose location is relative or unset (MEDIA_ROOT empty) |
+| E029 | ATTACHMENT_BYTES_IN_FLIGHT is not a positive integer |
 | E033 | DIGEST_MAX_ITEMS is not a positive integer |
 | W001 | BACKOFF has fewer steps than MAX_RETRIES - 1 |
 | W002 | the SMTP backend is in use and its timeout (EMAIL_TIMEOUT, or the default mailer's) is unset |
@@ -127,6 +129,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> Messages:
     errors += _check_flow_control()
     errors += _number("MAX_ATTACHMENT_BYTES", app_settings.MAX_ATTACHMENT_BYTES, integer=True, id="notifications.E023")
     errors += _check_attachment_storage()
+    errors += _number(
+        "ATTACHMENT_BYTES_IN_FLIGHT", app_settings.ATTACHMENT_BYTES_IN_FLIGHT, integer=True, id="notifications.E029"
+    )
     errors += _number("LOW_PRIORITY_AGING", app_settings.LOW_PRIORITY_AGING, integer=False, id="notifications.E025")
     errors += _number("DIGEST_MAX_ITEMS", app_settings.DIGEST_MAX_ITEMS, integer=True, id="notifications.E033")
     errors += _check_unknown_settings()
@@ -332,7 +337,42 @@ def _check_attachment_storage() -> Messages:
                 id="notifications.E024",
             )
         ]
-    return []
+    return _check_attachment_location(alias)
+
+
+def _check_attachment_location(alias: str) -> Messages:
+    """E028: a file storage relative to the working directory (MEDIA_ROOT unset is the
+    working directory itself) keeps what the site stored where a tick started by cron from
+    $HOME does not look."""
+    from django.core.files.storage import FileSystemStorage, storages
+    from django.utils.module_loading import import_string
+
+    from notifications.models.attachments import location_setting, relative_location
+
+    config = cast(dict[str, Any], storages.backends[alias])  # a configuration, whatever the stubs say
+    try:
+        backend = import_string(config.get("BACKEND", ""))
+    except ImportError:
+        return []  # Django's own storage handling says so when it is used
+    if not (isinstance(backend, type) and issubclass(backend, FileSystemStorage)):
+        return []  # S3 and the like: every process reaches the same files
+    try:
+        relative = relative_location(backend(**(config.get("OPTIONS") or {})))
+    except (TypeError, ValueError):
+        return []
+    if relative is None:
+        return []
+    setting = location_setting(alias)
+    where = f"is {relative!r}, a relative path" if relative else "is unset"
+    return [
+        checks.Error(
+            f"Email attachments are kept in the storage {alias!r} (NOTIFICATIONS_ATTACHMENT_STORAGE), whose "
+            f"location ({setting}) {where}: each process reads and writes them under its own working "
+            "directory, so a tick started by cron from another directory cannot find them.",
+            hint=f'Set {setting} to an absolute path, such as BASE_DIR / "media".',
+            id="notifications.E028",
+        )
+    ]
 
 
 @checks.register()

@@ -105,6 +105,9 @@ def mark_body_read(response: requests.Response) -> None:
 # - `connection.features.has_native_uuid_field`: False where a UUID is stored as 32 hex
 #   digits (SQLite), which `uuid.UUID.hex` gives directly.
 # - `ForeignKey.target_field`: the field a relation points at.
+# - `connection.features.max_query_params` and `can_return_rows_from_bulk_insert`
+#   (`services.inserting`: the rows one INSERT of the queue may carry, and whether it
+#   can return their ids); on SQLite the library's own limit, `Connection.getlimit()`.
 #
 # Why not the public API: the write-back logs a delivery record per channel per firing.
 # `bulk_create` compiles its multi-row INSERT value by value through the SQL compiler,
@@ -142,6 +145,37 @@ def quote_name(connection: BaseDatabaseWrapper, name: str) -> str:
 def rows_per_statement(connection: BaseDatabaseWrapper, fields: Sequence[Field[Any, Any]], objs: Sequence[Any]) -> int:
     """How many of `objs` one INSERT of `fields` may carry on `connection` (at least 1)."""
     return max(1, connection.ops.bulk_batch_size(list(fields), list(objs)))
+
+
+def insert_batch_size(connection: BaseDatabaseWrapper, columns: int, rows: int) -> int:
+    """How many rows of `columns` values one INSERT may carry on `connection` (at least 1).
+
+    The database's own limit of parameters per statement: on SQLite the library's
+    SQLITE_LIMIT_VARIABLE_NUMBER (32,766 since 3.32; Django 5.2 assumes 999, which would
+    split a few dozen queue rows over several statements; Django 6.0 reads the limit
+    too), elsewhere Django's `features.max_query_params` (None: no limit).
+    """
+    limit = connection.features.max_query_params
+    if connection.vendor == "sqlite":
+        import sqlite3
+
+        connection.ensure_connection()
+        raw = connection.connection
+        getlimit = getattr(raw, "getlimit", None)  # Python 3.11+
+        if getlimit is not None:
+            # A placeholder is three bytes of the statement's text ("?, "): the text's own limit too.
+            limit = min(getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER), getlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH) // 4)
+    elif connection.vendor == "postgresql" and connection.settings_dict.get("OPTIONS", {}).get("server_side_binding"):
+        limit = 65_535  # the protocol's parameters per statement
+    if not limit:
+        return max(rows, 1)
+    return max(1, limit // max(columns, 1))
+
+
+def can_return_rows_from_bulk_insert(connection: BaseDatabaseWrapper) -> bool:
+    """Whether a multi-row INSERT on `connection` takes RETURNING (PostgreSQL, SQLite 3.35+,
+    MariaDB 10.5+; not MySQL)."""
+    return bool(connection.features.can_return_rows_from_bulk_insert)
 
 
 def datetime_adapter(connection: BaseDatabaseWrapper) -> Callable[[datetime], Any]:
@@ -198,3 +232,40 @@ def mime_part(data: bytes) -> Any:
     else:
         part.set_payload(parsed.get_payload())
     return part
+
+
+# === glibc: large buffers given back to the system ======================================
+#
+# Relies on (checked with glibc 2.36): `mallopt(M_MMAP_THRESHOLD, n)` (M_MMAP_THRESHOLD is
+# -3) makes every allocation of n bytes or more its own mmap, unmapped when freed, and turns
+# off the threshold's dynamic growth (up to 32 MiB after the first large free).
+# Why not the public API alone: Python has none. A message with a 10 MiB attachment holds
+# about ten times that while it is built and written out (base64, its lines, the bytes);
+# with the dynamic threshold those buffers land in per-thread arenas that keep them, so
+# forty workers took 1 GB even while NOTIFICATIONS_ATTACHMENT_BYTES_IN_FLIGHT let three
+# sends hold attachments at once (bench/attachments_memory.py: 1,014 MiB; 291 MiB with it).
+# Elsewhere (musl, macOS) it does nothing.
+
+LARGE_ALLOCATION = 1024 * 1024  # bytes: buffers this large are mapped, and unmapped when freed
+M_MMAP_THRESHOLD = -3
+_large_buffers_mapped = False
+
+
+def map_large_buffers() -> bool:
+    """Ask glibc's allocator to give buffers of LARGE_ALLOCATION bytes or more back to the
+    system when freed (once per process); whether it did."""
+    global _large_buffers_mapped
+    if _large_buffers_mapped:
+        return True
+    import ctypes
+    import ctypes.util
+    import platform
+
+    if platform.libc_ver()[0] != "glibc":
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        _large_buffers_mapped = bool(libc.mallopt(M_MMAP_THRESHOLD, LARGE_ALLOCATION))
+    except (OSError, AttributeError):
+        return False
+    return _large_buffers_mapped

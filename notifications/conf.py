@@ -69,6 +69,8 @@ class Defaults:
     # Attachments: bytes of one row's attachments together, and the STORAGES alias they are kept in.
     MAX_ATTACHMENT_BYTES: int = 10 * 1024 * 1024
     ATTACHMENT_STORAGE: str = "default"
+    # Attachment bytes the tick's workers hold at once in a process (notifications.channels.email.inflight).
+    ATTACHMENT_BYTES_IN_FLIGHT: int = 32 * 1024 * 1024
     # Seconds a `low` row may wait past its due time before it is claimed as `normal`:
     # low-priority mail is never starved by a steady stream of normal mail.
     LOW_PRIORITY_AGING: float = 3600

@@ -85,15 +85,18 @@ class QueuedEmailBackend(BaseEmailBackend):
 
 @dataclass
 class QueuedMessage:
-    """A message as a row's fields, with its attachments still in memory (stored at commit)."""
+    """A message as a row validated in memory (not saved), its attachments still in memory
+    (stored at commit)."""
 
-    fields: dict[str, Any]
+    row: Any  # a Notification, unsaved
     attachments: list[Any]
 
 
 def queued_message(message: EmailMessage, *, priority: str = "normal") -> QueuedMessage:
-    """The row of `message`, validated now (the caller learns of a bad message at once)."""
-    from notifications.models import Notification
+    """The row of `message`, validated now (the caller learns of a bad message at once),
+    once: at commit it is only inserted."""
+    from notifications.models.attachments import validate
+    from notifications.services import prepare
 
     extra = {str(k): str(v) for k, v in (message.extra_headers or {}).items() if not header_rules.is_own(str(k))}
     fields: dict[str, Any] = {
@@ -110,12 +113,9 @@ def queued_message(message: EmailMessage, *, priority: str = "normal") -> Queued
         "message": message_extras(message),
     }
     attachments = [_attachment(item) for item in message.attachments]
-    row = Notification(**fields)
-    row.full_clean(exclude=["next_fire_at"], validate_constraints=False)
-    from notifications.models.attachments import validate
-
+    row, _ = prepare(fields=fields)
     validate(attachments)  # refused now, not at commit
-    return QueuedMessage(fields, attachments)
+    return QueuedMessage(row, attachments)
 
 
 def _attachment(item: Any) -> Any:
@@ -145,18 +145,22 @@ def _unnamed_part(content: str | bytes, mimetype: str | None) -> Message:
 
 
 def _queue(queued: list[QueuedMessage], fail_silently: bool) -> None:
-    """Create the rows (after the caller's commit), all or none."""
-    from notifications.models.attachments import delete_files, store
-    from notifications.services import schedule_notification
+    """Create the rows (after the caller's commit), all or none, in one bulk insert.
 
-    stored: list[dict[str, Any]] = []
+    Validated when they were sent; here each is only made due now (quiet hours applied
+    as at a save) and inserted.
+    """
+    from django.utils import timezone
+
+    from notifications.services import Prepared, save_batch, start
+
+    now = timezone.now()
+    batch = []
+    for item in queued:
+        start(item.row, now, now=now)
+        batch.append(Prepared(item.row, item.attachments))
     try:
-        with transaction.atomic():
-            for item in queued:
-                files = store(item.attachments) if item.attachments else []
-                stored += files
-                schedule_notification(**item.fields, attachments=files)
+        save_batch(batch)
     except Exception:
-        delete_files(stored, at_once=True)
         if not fail_silently:
             raise

@@ -3,7 +3,7 @@
 Needs `prometheus_client` (`pip install "django-notification-queue[prometheus]"`).
 Ticks are short-lived cron processes, so nothing is counted in a process's memory: a
 scrape reads the totals the ticks keep in the database (`notifications.services.tallies`) and the
-queue's state (`notifications.health.monitoring`, four queries). Three ways to expose them:
+queue's state (`notifications.health.monitoring`, six queries). Three ways to expose them:
 
 - the view, opt-in by the site's URLconf: `path("metrics/notifications/",
   include("notifications.metrics"))`. It answers staff users holding

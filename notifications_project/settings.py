@@ -134,6 +134,9 @@ CRONJOBS = [
     ("* * * * *", "notifications.cron.runtick", f"--skip-checks >> {shlex.quote(str(TICK_LOG))} 2>&1"),
 ]
 CRONTAB_LOCK_JOBS = False  # claims in the database, not a file lock, keep ticks apart
+# Cron starts its jobs in $HOME: the tick runs from the project, as every other command does
+# (a relative path anywhere in the settings then means the same file to the site and to cron).
+CRONTAB_COMMAND_PREFIX = f"cd {shlex.quote(str(BASE_DIR))} &&"
 
 LOGGING = {
     "version": 1,

@@ -30,6 +30,9 @@ SCENARIOS = [
     "10. burst: 200 rows over 10 receivers",
     "10. memory per in-flight send",
     "10. burst: the same 200 rows to one receiver",
+    "16. enqueue 200 rows one by one: schedule() vs Model.save()",
+    "16. enqueue 200 rows at once: schedule_many() vs bulk_create()",
+    "16. enqueue 200 emails: send_mass_mail() through QueuedEmailBackend vs bulk_create()",
 ]
 
 
@@ -81,3 +84,21 @@ def test_the_flow_scenarios_run_on_tiny_sizes(tmp_path, on_postgres):
     for name in ("11a. dead endpoint (503)", "breaker off", "breaker on", "11b. ", "11c. "):
         assert name in table, table
     assert "0 left, 0 twice" in table, table
+
+
+@pytest.mark.slow
+def test_the_enqueue_scenario_runs_on_tiny_sizes(tmp_path, on_postgres, vendor):
+    """`--scenario enqueue --quick`: schedule(), schedule_many() and send_mass_mail() beside
+    Model.save() and bulk_create() of 200 rows each; the statements per row are the
+    benchmark's own count (one INSERT per schedule(), and the NOTIFY on PostgreSQL)."""
+    out = tmp_path / "enqueue.md"
+    run = run_benchmark(out, on_postgres, "--scenario", "enqueue", timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = [line for line in out.read_text().splitlines() if line.startswith("| 16. enqueue")]
+    assert len(lines) == 3, lines
+    one_by_one, at_once, emails = lines
+    per_row = 2 if vendor == "postgresql" else 1
+    assert "schedule() " in one_by_one and f"({per_row} statements/row) vs Model.save()" in one_by_one
+    assert "schedule_many() " in at_once and "bulk_create() " in at_once
+    assert "send_mass_mail() " in emails
+    assert all("x** the time" in line for line in lines)  # the ratio is printed, never asserted

@@ -43,14 +43,15 @@ ROWS = 100
 # made once (INSERT, with BEGIN/COMMIT), one UPDATE of the streak and one UPDATE that
 # opens the circuit at the threshold (the threshold is set out of reach here: a tripped
 # target's waiting rows would be held, not retried; opening adds a re-read for its signal).
-# Monitoring adds two: the write-back's upsert of the delivery totals and the tick
-# duration's (notifications.services.tallies).
+# Monitoring adds three: the write-back's upsert of the delivery totals, the tick
+# duration's, and the housekeeping's SELECT of idle targets' totals to fold into `other`
+# (notifications.services.tallies).
 # Digests add one SELECT per tick: the first claim looks for digests whose window has ended
 # (notifications.services.digests; later claims only when filing closed one).
 PINNED = {
-    "sqlite": {"succeeded": 21, "recurring": 22, "retried": 26, "partial": 28},
-    "postgresql": {"succeeded": 24, "recurring": 24, "retried": 28, "partial": 29},
-    "mysql": {"succeeded": 25, "recurring": 25, "retried": 29, "partial": 30},
+    "sqlite": {"succeeded": 22, "recurring": 23, "retried": 27, "partial": 29},
+    "postgresql": {"succeeded": 25, "recurring": 25, "retried": 29, "partial": 30},
+    "mysql": {"succeeded": 26, "recurring": 26, "retried": 30, "partial": 31},
 }
 
 

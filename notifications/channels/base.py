@@ -71,6 +71,10 @@ class ChannelResult:
     # The receiver answered about this message's recipients (a refusal or a deferral per
     # recipient): it is up, so the circuit breaker does not count the failure against the target.
     answered: bool = False
+    # Nothing was tried: the send did not get its turn within the deadline (attachment memory,
+    # NOTIFICATIONS_ATTACHMENT_BYTES_IN_FLIGHT). A firing whose every channel says so waits,
+    # due again at once, and spends no retry.
+    not_sent: bool = False
 
     @property
     def ok(self) -> bool:

@@ -1,4 +1,5 @@
-"""Pruning flow control's own tables: idle `Target` and `RateBucket` rows.
+"""Pruning flow control's own tables: idle `Target` and `RateBucket` rows (and, per target,
+the monitoring totals of idle targets, folded into `other`).
 
 Twenty thousand rows to as many hosts left as many Target and RateBucket rows behind,
 never deleted: the list header named every open circuit and `notifications_status`
@@ -15,6 +16,7 @@ from django.db.models import Exists, OuterRef, Q
 from notifications.databases import delete_sliced
 from notifications.flow.ratelimit import UNITS
 from notifications.models import Notification, RateBucket, Target
+from notifications.services import tallies
 
 PRUNE_BATCH = 1000  # rows of each table per tick at most
 # A Target row left alone this long is stale: closed with a failure streak nothing has
@@ -49,4 +51,5 @@ def prune_idle(now: datetime, batch: int = PRUNE_BATCH) -> int:
         idle_buckets |= Q(key__endswith=f"/{unit}", stamp__lt=stamp - seconds)
     stale = RateBucket.objects.filter(idle_buckets).order_by("stamp").values("pk")[:batch]
     buckets = delete_sliced(stale)
-    return deleted + buckets
+    folded = tallies.fold_idle(now, batch)  # idle targets' metrics series, into `other`
+    return deleted + buckets + folded

@@ -1,8 +1,15 @@
 """What the metrics say, read from the database: one snapshot for Prometheus and OpenTelemetry.
 
-`read()` costs four queries whatever the size of the queue and of its history: the
-totals (`notifications.services.tallies`), the rows per state with the oldest due row (the
-health aggregate), the last tick, and the open circuits. It needs no metrics library.
+`read()` costs six queries whatever the size of the queue and of its history: the
+totals (`notifications.services.tallies`: the busiest targets, their totals, the rest's
+sums), the rows per state with the oldest due row (the health aggregate), the last tick,
+and the open circuits. It needs no metrics library.
+
+Per target, the busiest MAX_TARGET_SERIES targets (by deliveries since the totals began,
+then by name) keep their own series; every other target's deliveries are summed under the
+target `other`, so whoever chooses webhook URLs does not choose how many series a scrape
+returns. A target that enters or leaves the busiest moves its count between its own series
+and `other`; the per-channel totals (`notifications_deliveries_total`) never move.
 """
 
 from __future__ import annotations
@@ -12,13 +19,16 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db.models import Count, Max, Min
+from django.db.models import Count, Max, Min, Q, Sum
 from django.utils import timezone
 
 from notifications.conf import positive_int
 from notifications.health.queue import count_states
 from notifications.models import Notification, Tally, Target, TickRun, states
 from notifications.services import tallies
+
+# Targets with a series of their own in the per-target metrics; the rest are summed as `other`.
+MAX_TARGET_SERIES = 100
 
 
 @dataclass(frozen=True)
@@ -54,21 +64,47 @@ class Snapshot:
         return dict(sorted(totals.items()))
 
 
-def read(now: datetime | None = None) -> Snapshot:
-    """The metrics now (four queries)."""
+def busiest_targets(limit: int = MAX_TARGET_SERIES) -> list[str]:
+    """The `limit` targets with the most deliveries (then by name), `other` aside."""
+    ranked = (
+        Tally.objects.filter(kind=Tally.Kind.DELIVERY)
+        .exclude(target=tallies.OTHER)
+        .values("target")
+        .annotate(deliveries=Sum("count"))
+        .order_by("-deliveries", "target")
+        .values_list("target", flat=True)
+    )
+    return list(ranked[:limit])
+
+
+def read(now: datetime | None = None, *, max_targets: int = MAX_TARGET_SERIES) -> Snapshot:
+    """The metrics now (six queries), at most `max_targets` targets and `other` per channel."""
     now = now or timezone.now()
     deliveries: dict[tuple[str, str, str], int] = {}
     buckets: dict[float, int] = {}
     tick_seconds = 0.0
-    for kind, channel, target, outcome, count, total in Tally.objects.values_list(
-        "kind", "channel", "target", "outcome", "count", "total"
-    ):
+    own = [*busiest_targets(max_targets), tallies.OTHER]
+    delivery = Q(kind=Tally.Kind.DELIVERY)
+    for kind, channel, target, outcome, count, total in Tally.objects.filter(
+        Q(kind=Tally.Kind.TICK) | (delivery & Q(target__in=own))
+    ).values_list("kind", "channel", "target", "outcome", "count", "total"):
         if kind == Tally.Kind.DELIVERY:
             deliveries[(channel, target, outcome)] = int(count)
         elif kind == Tally.Kind.TICK:
             bound = math.inf if outcome == "+Inf" else float(outcome)
             buckets[bound] = buckets.get(bound, 0) + int(count)
             tick_seconds += float(total)
+    rest = (
+        Tally.objects.filter(delivery)
+        .exclude(target__in=own)
+        .values("channel", "outcome")
+        .annotate(deliveries=Sum("count"))
+        .order_by()
+        .values_list("channel", "outcome", "deliveries")
+    )
+    for channel, outcome, count in rest:
+        key = (channel, tallies.OTHER, outcome)
+        deliveries[key] = deliveries.get(key, 0) + int(count or 0)
     rows, facts = count_states(
         Notification.objects.all(),
         now,

@@ -19,7 +19,7 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class NotificationsCollector(Collector):
-    """The queue's metrics, read from the database at each `collect()` (four queries)."""
+    """The queue's metrics, read from the database at each `collect()` (six queries)."""
 
     def collect(self) -> Iterator[Metric]:
         return iter(families(monitoring.read()))

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('notifications', '0014_suppression_lifts'),
+        ('notifications', '0019_attachments'),
     ]
 
     operations = [

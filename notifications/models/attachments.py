@@ -13,6 +13,12 @@ its files in). `kind` is `"file"` for a name, content and type (Django's
 (`attach(MIMEBase)`; an inline image with its `Content-ID`): then the file is the part
 as bytes, headers and all, and it goes out as it came in.
 
+A file's storage name is generated (a random prefix and an ASCII form of its name, never
+a `..`); the name the recipient sees is the one given (`"Q1..Q2 report.pdf"`, `".."`,
+`"📎"`), kept in `name`. A file storage must keep its files at an absolute path: under a
+relative one (an unset MEDIA_ROOT is the working directory) a tick started by cron from
+another directory looks elsewhere (`notifications.E028`; `relative_location()`).
+
 At most `NOTIFICATIONS_MAX_ATTACHMENT_BYTES` (10 MiB by default) of content per row,
 checked before anything is written. Files are deleted with their row, however it goes:
 delivered (a one-shot row), purged, cancelled, replaced by `schedule(on_conflict="replace")`
@@ -26,22 +32,24 @@ caller's transaction has committed.
 
 from __future__ import annotations
 
-import contextlib
 import email
 import email.policy
+import errno
+import logging
 import mimetypes
+import os
+import re
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.message import Message
-from typing import Any
+from typing import Any, cast
 
 from django.core.exceptions import ValidationError
 from django.core.files.base import ContentFile
-from django.core.files.storage import Storage, storages
+from django.core.files.storage import FileSystemStorage, Storage, storages
 from django.db import transaction
-from django.utils.text import get_valid_filename
 
 from notifications.conf import attachment_storage, max_attachment_bytes
 
@@ -50,6 +58,14 @@ DIRECTORY = "notifications/attachments"
 MAX_ATTACHMENTS = 100
 MAX_NAME_CHARS = 200
 DEFAULT_MIMETYPE = "application/octet-stream"
+STORAGE_NAME_CHARS = 80  # of the ASCII form of a name kept in its file's storage name
+
+logger = logging.getLogger("notifications.attachments")
+
+
+class NotStored(OSError):
+    """An attachment could not be written to storage (a full disk, storage down); nothing of
+    it is left behind. The message names the attachment and the storage, never its content."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +86,38 @@ class Attachment:
 def storage() -> Storage:
     """The storage attachments are kept in (NOTIFICATIONS_ATTACHMENT_STORAGE among STORAGES)."""
     return storages[attachment_storage()]
+
+
+def relative_location(target: Storage | None = None) -> str | None:
+    """The location of a file storage (FileSystemStorage or a subclass) that is relative to
+    the working directory (`""` when unset, i.e. MEDIA_ROOT empty); None for an absolute one
+    or another kind of storage. Each process then reads and writes under its own working
+    directory: a tick started by cron from $HOME does not find what the site stored."""
+    target = storage() if target is None else target
+    if not isinstance(target, FileSystemStorage):
+        return None
+    location = os.fspath(target.base_location or "")
+    return None if os.path.isabs(location) else location
+
+
+def location_setting(alias: str | None = None) -> str:
+    """The setting that places the file storage `alias` (default: the attachments'): its
+    OPTIONS' `location` in STORAGES when given, else MEDIA_ROOT."""
+    alias = attachment_storage() if alias is None else alias
+    config: dict[str, Any] = cast(dict[str, Any], storages.backends.get(alias)) or {}  # a configuration
+    options = config.get("OPTIONS") or {}
+    if isinstance(options, dict) and "location" in options:
+        return f"STORAGES[{alias!r}]['OPTIONS']['location']"
+    return "MEDIA_ROOT"
+
+
+def storage_name(name: str) -> str:
+    """A new storage name for a file whose display name is `name`: a random prefix and the
+    name's ASCII letters, digits, `-`, `_` and single dots (no `..`, no path), so that any
+    name Django's backends send can be stored; the display name is kept on the row."""
+    ascii_name = re.sub(r"[^A-Za-z0-9._-]+", "-", name)
+    ascii_name = re.sub(r"\.{2,}", ".", ascii_name).strip(".-_")[:STORAGE_NAME_CHARS].strip(".-_")
+    return f"{DIRECTORY}/{uuid.uuid4().hex}-{ascii_name or 'attachment'}"
 
 
 # --- what a row stores ---------------------------------------------------------------------
@@ -151,9 +199,8 @@ def store(items: Iterable[Any]) -> list[dict[str, Any]]:
     target = storage()
     try:
         for p in prepared:
-            safe = get_valid_filename(p.name)[:MAX_NAME_CHARS] if p.name else ""
             # One folder for all: a unique prefix, not a folder per file (none is left empty behind).
-            path = target.save(f"{DIRECTORY}/{uuid.uuid4().hex}-{safe or 'attachment'}", ContentFile(p.data))
+            path = _save(target, storage_name(p.name), p)
             written.append(
                 {
                     "name": p.name,
@@ -168,6 +215,46 @@ def store(items: Iterable[Any]) -> list[dict[str, Any]]:
         delete_files(written, at_once=True)
         raise
     return kept + written
+
+
+def _save(target: Storage, name: str, prepared: _Prepared) -> str:
+    """Write one attachment under `name`; a write that fails part-way (a full disk) leaves no
+    partial file behind and raises NotStored."""
+    try:
+        return target.save(name, ContentFile(prepared.data))
+    except Exception as exc:
+        _remove_partial(target, name)
+        reason = describe_failure(exc)
+        raise NotStored(
+            getattr(exc, "errno", None) or errno.EIO,
+            f"The attachment {prepared.name[:60]!r} could not be stored in the storage "
+            f"{attachment_storage()!r} ({reason}); nothing of it was kept.",
+        ) from exc
+
+
+def _remove_partial(target: Storage, name: str) -> None:
+    try:
+        if target.exists(name):
+            target.delete(name)
+    except Exception as exc:  # noqa: BLE001 - logged: the original failure is what the caller hears of
+        _log_failed_delete(name, exc)
+
+
+def describe_failure(exc: BaseException) -> str:
+    """An exception as its type and, for an OSError, its errno name and text (never a path)."""
+    code = getattr(exc, "errno", None)
+    if isinstance(exc, OSError) and isinstance(code, int):
+        return f"{type(exc).__name__}: {errno.errorcode.get(code, code)} {os.strerror(code)}"
+    return type(exc).__name__
+
+
+def _log_failed_delete(name: str, exc: BaseException) -> None:
+    logger.warning(
+        "could not delete the attachment file %s from the storage %r (%s); it stays behind",
+        name,
+        attachment_storage(),
+        describe_failure(exc),
+    )
 
 
 def validate(items: Iterable[Any]) -> None:
@@ -209,7 +296,7 @@ def _prepare(item: Any) -> _Prepared:
                 ]
             }
         )
-    if not isinstance(filename, str) or not filename.strip() or any(c in filename for c in "\r\n\x00"):
+    if not isinstance(filename, str) or not filename or any(c in filename for c in "\r\n\x00"):
         raise ValidationError({"attachments": ["An attachment needs a file name (one line)."]})
     if isinstance(content, str):
         data = content.encode()
@@ -240,9 +327,8 @@ def _inline_part(filename: str, data: bytes, mimetype: str, content_id: str) -> 
 
 
 def _prepare_part(part: Message) -> _Prepared:
-    """A MIME part kept whole: its bytes as they would go out."""
-    if part.is_multipart():
-        raise ValidationError({"attachments": ["A multipart MIME part cannot be an attachment here."]})
+    """A MIME part kept whole: its bytes as they would go out (a forwarded message,
+    `MIMEMessage`, or any multipart part, with what it holds)."""
     data = part.as_bytes()
     payload = part.get_payload(decode=True)
     size = len(payload) if isinstance(payload, bytes) else len(data)
@@ -279,11 +365,17 @@ def delete_files(items: Iterable[dict[str, Any]], *, at_once: bool = False) -> N
         return
 
     def delete() -> None:
-        target = storage()
+        try:
+            target = storage()
+        except Exception as exc:  # noqa: BLE001 - the rows are gone either way; said in the log
+            for name in names:
+                _log_failed_delete(name, exc)
+            return
         for name in names:
-            # A file already gone, or storage down: the row is gone either way.
-            with contextlib.suppress(Exception):
+            try:
                 target.delete(name)
+            except Exception as exc:  # noqa: BLE001 - storage down: the row is gone either way; said in the log
+                _log_failed_delete(name, exc)
 
     if at_once:
         delete()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from notifications.databases import SettledOnMySQL
 from notifications.models.notification import Notification
@@ -86,8 +87,11 @@ class Tally(models.Model):
     Ticks are short-lived processes, so counters live in the database: each write-back adds
     its deliveries (`kind` "delivery": by channel, target and outcome) and each tick its
     duration (`kind` "tick": `outcome` is the upper bound of a histogram bucket, `total` the
-    seconds), in the same transaction as what they count. Never pruned (the delivery log is,
-    and a counter must not go down); one row per combination, so it stays small.
+    seconds), in the same transaction as what they count. A counter must not go down, so a
+    target's rows are never simply deleted: those of a target idle for a while (`updated_at`)
+    are folded into its channel's `other` target (`notifications.services.tallies.fold_idle`),
+    which keeps the table, and the metrics' label values, from growing with every host ever
+    sent to.
     """
 
     class Kind(models.TextChoices):
@@ -100,11 +104,13 @@ class Tally(models.Model):
     outcome = models.CharField(max_length=16, blank=True, default="")
     count = models.BigIntegerField(default=0)
     total = models.FloatField(default=0)
+    updated_at = models.DateTimeField(default=timezone.now)  # last added to: idle targets are folded
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["kind", "channel", "target", "outcome"], name="tally_unique"),
         ]
+        indexes = [models.Index(fields=["updated_at"], name="tally_updated_idx")]
 
     def __str__(self) -> str:
         return f"{self.kind} {self.channel} {self.target} {self.outcome}: {self.count}"

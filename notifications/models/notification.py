@@ -393,6 +393,7 @@ class Notification(SettledOnMySQL, models.Model):
         if validation.payload_unencodable(self.payload):
             exclude = {*(exclude or ()), "payload"}
         unstorable = validation.storable_errors(self)
+        self._unstorable = unstorable  # clean(), next in full_clean(), reads it rather than walk the row again
         if unstorable:
             exclude = {*(exclude or ()), *unstorable}
         # Django's IntegerField raises OverflowError on float("inf"): clean() refuses it.
@@ -402,7 +403,7 @@ class Notification(SettledOnMySQL, models.Model):
         super().clean_fields(exclude)
 
     def clean(self) -> None:
-        validation.validate(self)
+        validation.validate(self, self.__dict__.pop("_unstorable", None))
 
     def validate_constraints(self, exclude: Any = None) -> None:
         """As Django's, but a key already taken is an error on `key`, where a form shows it

@@ -8,6 +8,7 @@ message instead of crashing the tick.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sys
@@ -22,6 +23,7 @@ from django.utils import timezone
 from notifications.conf import MAX_DELAY_SECONDS, Defaults, app_settings, is_backoff, is_positive, parse_networks
 from notifications.content import email as email_content
 from notifications.content.templating import template_errors
+from notifications.databases import MARIADB_JSON_DEPTH
 from notifications.models import addresses, attachments
 from notifications.rules import headers as header_rules
 from notifications.rules import network, quiet, schedule
@@ -101,6 +103,20 @@ def url_errors(url: str) -> list[str]:
     return []
 
 
+def allowed_networks() -> tuple[Any, ...]:
+    """NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS parsed (`conf.parse_networks`), once per value
+    of the setting rather than once per row validated."""
+    value = app_settings.WEBHOOK_ALLOWED_NETWORKS
+    if isinstance(value, list | tuple) and all(isinstance(entry, str) for entry in value):
+        return _parsed_networks(tuple(value))
+    return parse_networks(value)
+
+
+@functools.lru_cache(maxsize=16)
+def _parsed_networks(entries: tuple[str, ...]) -> tuple[Any, ...]:
+    return parse_networks(entries)
+
+
 def address_errors(url: str) -> list[str]:
     """A URL whose host is a literal refused address (any spelling) is refused up front.
 
@@ -111,7 +127,7 @@ def address_errors(url: str) -> list[str]:
         host = urlsplit(url).hostname
     except ValueError:
         return []
-    refused = network.literal_refusal(host, parse_networks(app_settings.WEBHOOK_ALLOWED_NETWORKS)) if host else None
+    refused = network.literal_refusal(host, allowed_networks()) if host else None
     if refused is None:
         return []
     address, reason = refused
@@ -175,13 +191,15 @@ def _measure(value: Any, stop_above: int) -> tuple[bool, int]:
 def payload_unencodable(payload: Any) -> bool:
     """Whether `payload` cannot be encoded as JSON at all (an integer of 4,300+ digits, a set,
     nesting too deep): Django's own JSONField check would raise on it, not refuse it."""
-    if payload_too_deep(payload):
-        return True
     try:
-        json.dumps(payload)
+        text = json.dumps(payload)  # a nesting thousands deep raises RecursionError here, at once
     except (TypeError, ValueError, RecursionError):
         return True
-    return False
+    # Each level of nesting opens a bracket: a text with few of them (every real payload)
+    # cannot be too deep, and is not walked in Python.
+    if text.count("[") + text.count("{") <= MARIADB_JSON_DEPTH:
+        return False
+    return payload_too_deep(payload)
 
 
 def payload_too_deep(payload: Any) -> bool:
@@ -249,6 +267,10 @@ SURROGATE_MESSAGE = "Remove the unpaired surrogate (\\ud800-\\udfff): it is not 
 def text_errors(value: Any) -> list[str]:
     """Why the string `value` (or any string inside a list or object, keys too) cannot be
     stored: a NUL, or an unpaired surrogate. Iterative: no depth raises RecursionError."""
+    if not value:  # most of a row's fields: blank, empty or None
+        return []
+    if type(value) is str and value.isascii():  # no surrogate: a NUL is all there is to find
+        return [NUL_MESSAGE] if "\x00" in value else []
     stack = [value]
     while stack:
         item = stack.pop()
@@ -283,10 +305,13 @@ def storable_errors(row: Notification) -> Errors:
     return errors
 
 
-def field_errors(row: Notification) -> Errors:
-    """Every problem of `row`, by field name; empty when the row can be delivered."""
+def field_errors(row: Notification, storable: Errors | None = None) -> Errors:
+    """Every problem of `row`, by field name; empty when the row can be delivered.
+
+    `storable`: `storable_errors(row)` when the caller has just computed it."""
     channels = row.channels if isinstance(row.channels, list) else []
-    errors: Errors = storable_errors(row)
+    known = storable if storable is not None else storable_errors(row)
+    errors: Errors = {field: list(messages) for field, messages in known.items()}
     unstorable = set(errors)
     for part in (
         {"channels": channel_errors(row.channels)},
@@ -467,9 +492,17 @@ def policy_errors(row: Notification) -> dict[str, list[str]]:
     return errors
 
 
-def validate(row: Notification) -> None:
-    """Raise a ValidationError naming each bad field of `row`."""
-    errors = field_errors(row)
+def stored_attachment_errors(value: Any) -> Errors:
+    """Why a row's stored `attachments` list (what `attachments.store` returned) cannot be
+    saved: the rules `Notification.full_clean` runs on that field, for a row validated
+    before its attachments were stored."""
+    messages = text_errors(value) or attachments.describe_errors(value)
+    return {"attachments": messages} if messages else {}
+
+
+def validate(row: Notification, storable: Errors | None = None) -> None:
+    """Raise a ValidationError naming each bad field of `row` (`storable`: see `field_errors`)."""
+    errors = field_errors(row, storable)
     for field, messages in policy_errors(row).items():
         errors.setdefault(field, []).extend(messages)
     if errors:

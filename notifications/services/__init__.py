@@ -19,7 +19,11 @@ The modules, each importing only those above it in this list:
 - `outcomes`: what a firing came to (`Kind`, `Outcome`) and the tick's counts (`TICK_COUNTS`).
 - `firing`: one firing in memory: `record_firing` & co., holds (`held_back`, `record_held`),
   expiry, `defer`, `release`, `dead_letter_unloadable`.
-- `creating`: `schedule_notification` and its keyed insert or replace, `edit`, `start`.
+- `creating`: `schedule_notification` and its keyed insert or replace, `edit`, `start`,
+  `prepare` (schedule()'s validation, once, in Python).
+- `inserting`: rows validated already, inserted one or many at a time (multi-row INSERTs);
+  a constraint's refusal as a ValidationError naming the field.
+- `enqueueing`: `schedule_many` (all or none, keys as a run of schedule() calls).
 - `persisting`: a batch's write-back (`save_outcomes`), `suppress`, `insert_statements`,
   `announce`.
 - `housekeeping`: `prune_history`, `prune` (it and the tick's other housekeeping in one
@@ -37,7 +41,8 @@ from __future__ import annotations
 
 from notifications.conf import Policy
 from notifications.services.actions import REQUEUE, ActionResult, RowAction, act, purge, requeue
-from notifications.services.creating import edit, schedule_notification, start
+from notifications.services.creating import edit, prepare, schedule_notification, start
+from notifications.services.enqueueing import Prepared, save_batch, schedule_many
 from notifications.services.firing import (
     CONFIGURATION_HOLD,
     Hold,
@@ -69,6 +74,7 @@ __all__ = [
     "Kind",
     "Outcome",
     "Policy",
+    "Prepared",
     "RowAction",
     "act",
     "announce",
@@ -80,6 +86,7 @@ __all__ = [
     "insert_statements",
     "pause",
     "pk_of",
+    "prepare",
     "prune",
     "prune_history",
     "purge",
@@ -94,7 +101,9 @@ __all__ = [
     "requeue",
     "resume",
     "run_now",
+    "save_batch",
     "save_outcomes",
+    "schedule_many",
     "schedule_notification",
     "start",
     "suppress",

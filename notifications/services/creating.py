@@ -8,14 +8,14 @@ from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, OperationalError, connection, connections, transaction
 from django.db.models import BooleanField, ExpressionWrapper, Model
 from django.utils import timezone
 
 from notifications.databases import DatabaseNow
 from notifications.models import USER_FIELDS, Notification, attachment_files, attachments, states, validation
 from notifications.rules import schedule
-from notifications.services import wake
+from notifications.services import inserting, wake
 
 NO_OCCURRENCE_LEFT = "The rule has no occurrence left after now."
 # Why an edit of a stored row is refused: a firing of it is in flight, it changed since the
@@ -42,9 +42,59 @@ def schedule_notification(
     *, fire_at: datetime | None = None, key: str = "", on_conflict: str = "error", **fields: Any
 ) -> Notification:
     """Validate and save a new row, or apply `on_conflict` to the row holding `key`; see
-    `notifications.api.schedule`."""
+    `notifications.api.schedule`.
+
+    Validated once, in Python (`prepare`); a plain row then costs one INSERT and nothing
+    else (and on PostgreSQL the fast lane's NOTIFY after commit): the database enforces
+    its own constraints, and a refusal is still a ValidationError naming the field.
+    """
+    check_policy(on_conflict)
+    row, given = prepare(fire_at=fire_at, key=key, fields=fields)
+    # Content goes to storage only once the rest of the row is known to be good.
+    row.attachments = attachments.store(given) if given else []
+    new_files = [item for item in row.attachments if not any(item is kept for kept in given)]
+    try:
+        check_stored(row, given)
+        if row.key:
+            saved = _save_keyed(row, on_conflict)
+            kept = {item["file"] for item in attachments.stored(saved.attachments)}
+            attachments.delete_files([f for f in new_files if f["file"] not in kept], at_once=True)  # "keep"
+            return saved
+        inserting.insert_one(row)
+    except BaseException:
+        attachments.delete_files(new_files, at_once=True)
+        raise
+    wake.announce_due(row.next_fire_at)
+    return row
+
+
+def check_stored(row: Notification, given: list[Any]) -> None:
+    """Raise ValidationError on `attachments` if the list `store` made of `given` cannot be
+    saved (a name no database stores): checked once they are stored, as a save would."""
+    if given:
+        errors = validation.stored_attachment_errors(row.attachments)
+        if errors:
+            raise ValidationError(errors)
+
+
+def check_policy(on_conflict: str) -> None:
+    """Raise ValueError unless `on_conflict` is one of `ON_CONFLICT`."""
     if on_conflict not in ON_CONFLICT:
         raise ValueError(f"on_conflict must be {' or '.join(map(repr, ON_CONFLICT))}, not {on_conflict!r}")
+
+
+def prepare(
+    *, fire_at: datetime | None = None, key: str = "", fields: dict[str, Any], now: datetime | None = None
+) -> tuple[Notification, list[Any]]:
+    """schedule()'s arguments as an unsaved row, validated and due: (row, attachments given).
+
+    Every rule of the row runs once, in Python (`Notification.full_clean` without its
+    constraint queries: the database decides those as it inserts). The attachments are
+    checked but not stored yet. Raises ValidationError naming each bad field, TypeError
+    for an argument schedule() does not take, ValueError for a naive `fire_at`.
+    `fields` is not changed.
+    """
+    fields = dict(fields)
     if "next_fire_at" in fields:  # the column's own name works as well as fire_at
         if fire_at is not None:
             raise TypeError("schedule() takes fire_at or next_fire_at, not both")
@@ -59,25 +109,13 @@ def schedule_notification(
     if fire_at is not None and timezone.is_naive(fire_at):
         raise ValueError("fire_at must be an aware datetime (USE_TZ is on)")
     # The key's uniqueness is the database's to decide (`_save_keyed`): a check here would race.
-    row.full_clean(exclude=["next_fire_at"], validate_constraints=False)
+    # No unique field either (the pk is new): Django's validate_unique would find nothing to ask.
+    row.full_clean(exclude=["next_fire_at"], validate_unique=False, validate_constraints=False)
     if given and "email" not in row.channel_list:
         raise ValidationError({"attachments": ["Attachments go with the email channel."]})
-    start(row, fire_at or timezone.now(), fire_at=fire_at)
-    # Content goes to storage only once the rest of the row is known to be good.
-    row.attachments = attachments.store(given) if given else []
-    new_files = [item for item in row.attachments if not any(item is kept for kept in given)]
-    try:
-        if row.key:
-            saved = _save_keyed(row, on_conflict)
-            kept = {item["file"] for item in attachments.stored(saved.attachments)}
-            attachments.delete_files([f for f in new_files if f["file"] not in kept], at_once=True)  # "keep"
-            return saved
-        row.save()
-    except BaseException:
-        attachments.delete_files(new_files, at_once=True)
-        raise
-    wake.announce_due(row.next_fire_at)
-    return row
+    now = now or timezone.now()
+    start(row, fire_at or now, fire_at=fire_at, now=now)
+    return row, list(given)
 
 
 # `key` and `on_conflict` are schedule()'s arguments of their own; `attachments` are stored
@@ -88,9 +126,11 @@ _SCHEDULE_FIELDS = {*USER_FIELDS, "attachments", "message"}
 # `key`, replace that row's fields (same pk, a fresh start), or return it unchanged.
 ON_CONFLICT = ("error", "replace", "keep")
 # A keyed schedule() tries again only when a row with its key appeared or vanished between
-# its read and its write (a concurrent schedule() or cancel()); more than a few in a row
-# means something keeps deleting and creating the key.
-KEY_ATTEMPTS = 5
+# its read and its write (a concurrent schedule() or cancel()), or a deadlock rolled it
+# back. Each try is a statement or two; hosts that loop schedule() and cancel() on one key
+# (measured: three schedulers beside a canceller) lose a few tries in a row now and then,
+# and only a key that keeps changing hands for all of these gives up.
+KEY_ATTEMPTS = 50
 # What a replace keeps of the row it replaces: its identity and its history.
 _KEPT_ON_REPLACE = frozenset({"id", "created_at", "last_fired_at"})
 
@@ -98,44 +138,63 @@ _KEPT_ON_REPLACE = frozenset({"id", "created_at", "last_fired_at"})
 def _save_keyed(row: Notification, on_conflict: str) -> Notification:
     """Insert `row`, or apply `on_conflict` to the row that holds its key.
 
-    Race-safe on every database through the key's unique constraint: the insert runs in
-    a savepoint, and a caller that loses the race to a concurrent schedule() is refused
-    by the database, reads the winner and applies its policy to that row. So concurrent
-    calls with one key leave exactly one row.
+    Race-safe on every database through the key's unique constraint: a caller that loses
+    the race to a concurrent schedule() is refused by the database and applies its policy
+    to the winner's row. So concurrent calls with one key leave exactly one row. A row
+    cancelled meanwhile (between the refusal and the look at the winner, or between the
+    look and the replace) leaves the key free again: the call tries once more. A deadlock
+    (MariaDB's duplicate-key locks beside a delete) is tried again too, unless the
+    caller's transaction holds work of its own (the database rolled that back).
+
+    With "error" the INSERT comes first (a taken key is the exception); with "replace" and
+    "keep" the look does (a taken key is what they expect).
     """
+    own_transaction = not connections[inserting.alias()].in_atomic_block
     for _ in range(KEY_ATTEMPTS):
-        existing = Notification.objects.filter(key=row.key).order_by().first()
-        if existing is None:
-            if _insert_keyed(row):
-                return row
-            continue  # another call inserted the key first: apply the policy to its row
-        if on_conflict == "error":
-            raise ValidationError({"key": [ValidationError(validation.KEY_TAKEN, code="unique")]})
-        if on_conflict == "keep":
-            return existing
-        replaced = _replace_keyed(row)
-        if replaced is not None:
-            return replaced
-        # cancelled between the read and the replace: insert after all
+        try:
+            if on_conflict == "error":
+                if _insert_keyed(row):
+                    return row
+                raise ValidationError({"key": [ValidationError(validation.KEY_TAKEN, code="unique")]})
+            existing = Notification.objects.filter(key=row.key).order_by().first()
+            if existing is None:
+                if _insert_keyed(row):
+                    return row
+                continue  # another call inserted the key first: apply the policy to its row
+            if on_conflict == "keep":
+                return existing
+            replaced = _replace_keyed(row)
+            if replaced is not None:
+                return replaced
+            # cancelled between the read and the replace: insert after all
+        except OperationalError as exc:
+            if not (own_transaction and inserting.is_retryable(exc)):
+                raise
     raise RuntimeError(f"schedule(key={row.key!r}): the key kept changing hands; try again")
 
 
 def _insert_keyed(row: Notification) -> bool:
-    """Insert `row`; False when a row with its key exists by now (the constraint refused it)."""
+    """Insert `row`; False when the key's constraint refused it (a row with its key exists).
+
+    Inside the caller's transaction in a savepoint, so a refusal leaves it usable. The
+    refusal itself says it was the key (`inserting.is_key_violation`): no look afterwards,
+    which a cancel could answer "no row" to. Validated by schedule(); Notification.save()
+    would validate again, and its check of the key would race the constraint that decides.
+    """
     try:
-        with transaction.atomic():  # a savepoint: a lost race leaves a caller's transaction usable
-            # Validated by schedule(); Notification.save() would validate again, and its
-            # check of the key would race the constraint that decides.
+        with inserting.savepoint_if_needed():
             Model.save(row, force_insert=True)
-    except IntegrityError:
-        if not Notification.objects.filter(key=row.key).exists():
-            raise  # not the key's constraint
+    except IntegrityError as exc:
+        if not inserting.is_key_violation(exc):
+            raise inserting.constraint_error(exc) from exc
+        row.pk = None  # not saved: a later attempt inserts it afresh
+        row._state.adding = True
         return False
     wake.announce_due(row.next_fire_at)
     return True
 
 
-def _replace_keyed(row: Notification) -> Notification | None:
+def _replace_keyed(row: Notification, *, announce: bool = True) -> Notification | None:
     """Give the row holding `row.key` every field of `row`: a fresh start. None if no row holds it.
 
     One UPDATE by key, so concurrent replaces queue on the row (its lock on PostgreSQL,
@@ -155,7 +214,8 @@ def _replace_keyed(row: Notification) -> Notification | None:
         replaced = Notification.objects.get(key=row.key)
         kept = {item["file"] for item in attachments.stored(replaced.attachments)}
         attachments.delete_files([item for item in old_files if item["file"] not in kept])  # on commit
-    wake.announce_due(replaced.next_fire_at)
+    if announce:  # schedule_many() wakes the fast lane once for its whole batch
+        wake.announce_due(replaced.next_fire_at)
     return replaced
 
 

@@ -34,6 +34,8 @@ def record_firing(row: Notification, results: list[ChannelResult], now: datetime
     if len(failed) < len(results):
         return _advance(row, now, Kind.PARTIAL, failed=[r.channel for r in failed], results=results)
     error = "; ".join(r.error or r.channel for r in failed)
+    if all(r.not_sent for r in results):  # nothing went out, nothing failed: its turn comes
+        return defer(row, now, now, error)
     if all(r.error_class == ErrorClass.PERMANENT for r in failed):
         # No retry can help (blocked address, 410 Gone, recipient refused ...), nor can the
         # next occurrence: a recurring row stops too, until an operator requeues it.

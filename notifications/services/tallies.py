@@ -21,8 +21,11 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
+from django.utils import timezone
 
 from notifications import compat
 from notifications.models import Tally
@@ -33,7 +36,11 @@ DEAD_LETTERED = "dead_lettered"
 DEFERRED = "deferred"
 EXPIRED = "expired"
 DELIVERY_OUTCOMES = (DELIVERED, FAILED, DEAD_LETTERED, DEFERRED, EXPIRED)
-OTHER = "other"  # the channel of an invalid row's unknown channel name
+OTHER = "other"  # the channel of an invalid row's unknown channel name; the target of folded totals
+# A target's totals untouched this long are folded into `other` (`fold_idle`), at most
+# FOLD_BATCH rows per tick.
+TARGET_IDLE = timedelta(days=7)
+FOLD_BATCH = 1000
 
 # Upper bounds (seconds) of the tick-duration histogram's buckets: a tick of a few rows
 # takes well under a second; the budget (50 s by default) bounds a draining one.
@@ -68,20 +75,54 @@ def _add(rows: Mapping[tuple[str, str, str, str], tuple[int, float]]) -> None:
         return
     table = compat.quote_name(connection, Tally._meta.db_table)
     columns = ", ".join(compat.quote_name(connection, c) for c in ("kind", "channel", "target", "outcome"))
-    count, total = (compat.quote_name(connection, c) for c in ("count", "total"))
+    count, total, updated = (compat.quote_name(connection, c) for c in ("count", "total", "updated_at"))
     keys = sorted(rows)
-    values = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(keys))
-    params: list[str | int | float] = []
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * len(keys))
+    stamp = connection.ops.adapt_datetimefield_value(timezone.now())
+    params: list[Any] = []
     for key in keys:
-        params.extend((*key, *rows[key]))
+        params.extend((*key, *rows[key], stamp))
     if connection.vendor == "mysql":
-        conflict = f"ON DUPLICATE KEY UPDATE {count} = {count} + VALUES({count}), {total} = {total} + VALUES({total})"
+        conflict = (
+            f"ON DUPLICATE KEY UPDATE {count} = {count} + VALUES({count}), {total} = {total} + VALUES({total}), "
+            f"{updated} = VALUES({updated})"
+        )
     else:  # SQLite 3.24+ and PostgreSQL
         conflict = (
             f"ON CONFLICT ({columns}) DO UPDATE SET {count} = {table}.{count} + excluded.{count}, "
-            f"{total} = {table}.{total} + excluded.{total}"
+            f"{total} = {table}.{total} + excluded.{total}, {updated} = excluded.{updated}"
         )
     # Only quoted model metadata goes into the text; values are parameters.
-    sql = f"INSERT INTO {table} ({columns}, {count}, {total}) VALUES {values} {conflict}"  # noqa: S608
+    sql = f"INSERT INTO {table} ({columns}, {count}, {total}, {updated}) VALUES {values} {conflict}"  # noqa: S608
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
+
+
+def fold_idle(now: datetime, batch: int = FOLD_BATCH) -> int:
+    """Fold the delivery totals of at most `batch` idle targets' rows (nothing added for
+    TARGET_IDLE) into their channel's `other` target, and delete them; how many went.
+
+    Whoever chooses webhook URLs chooses how many targets there are: without this the
+    table, and the metrics' label values, would grow with every host ever sent to. The sums
+    by channel and outcome never go down. The rows are locked first, so a write-back adding
+    to one meanwhile waits, then makes it anew. Nothing to fold costs one SELECT (inside the
+    tick's housekeeping transaction no savepoint is taken).
+    """
+    with transaction.atomic(savepoint=False):
+        idle = list(
+            Tally.objects.select_for_update()
+            .filter(kind=Tally.Kind.DELIVERY, updated_at__lt=now - TARGET_IDLE)
+            .exclude(target=OTHER)
+            .order_by("updated_at", "pk")
+            .values_list("pk", "channel", "outcome", "count", "total")[:batch]
+        )
+        if not idle:
+            return 0
+        folded: dict[tuple[str, str, str, str], tuple[int, float]] = {}
+        for _pk, channel, outcome, count, total in idle:
+            key = (Tally.Kind.DELIVERY.value, channel, OTHER, outcome)
+            before = folded.get(key, (0, 0.0))
+            folded[key] = (before[0] + count, before[1] + total)
+        Tally.objects.filter(pk__in=[row[0] for row in idle]).delete()
+        _add(folded)
+    return len(idle)

@@ -25,6 +25,7 @@ What the channel adds to a plain send:
 from __future__ import annotations
 
 import contextlib
+import os
 import smtplib
 import threading
 from collections.abc import Iterator, Sequence
@@ -37,10 +38,11 @@ from django.core.mail.utils import DNS_NAME
 
 from notifications import compat
 from notifications.channels.base import Channel, ChannelResult, ErrorClass, Firing
-from notifications.channels.email import providers
+from notifications.channels.email import inflight, providers
 from notifications.channels.email.mailers import (
     site_mailers as site_mailers,  # the checks' and the test double's answer too
 )
+from notifications.conf import positive_number
 from notifications.content.email import Content, render_content
 from notifications.content.queued import ANYMAIL_ATTRIBUTES, SHAPE_ATTRIBUTES, restore
 from notifications.content.templating import TemplateRenderError
@@ -52,6 +54,7 @@ if TYPE_CHECKING:
     from notifications.models import Notification
 
 ALL_SUPPRESSED = "email: all recipients suppressed"
+IN_FLIGHT_SETTING = "NOTIFICATIONS_ATTACHMENT_BYTES_IN_FLIGHT"
 # A server's refusal of one mail transaction: smtplib resets it and the session serves the
 # next message. Any other failure (a refused login, greeting or HELO, a lost connection)
 # leaves a session not worth reusing.
@@ -72,7 +75,14 @@ def message_id(firing: Firing) -> str:
 
 
 class AttachmentMissing(Exception):
-    """An attachment's file could not be read from storage (the message says which, never its content)."""
+    """An attachment's file could not be read from storage (the message says which, never its
+    content). Permanent only for a file known to be gone: missing from a storage at an absolute
+    location. A read error (storage down) is transient, and so is a file missing from a
+    storage relative to the working directory, which another directory may hold."""
+
+    def __init__(self, message: str, error_class: ErrorClass = ErrorClass.PERMANENT) -> None:
+        super().__init__(message)
+        self.error_class = error_class
 
 
 def build_message(firing: Firing, content: Content, to: list[str], cc: list[str], bcc: list[str]) -> EmailMessage:
@@ -117,9 +127,21 @@ def _attach(message: EmailMessage, item: dict[str, Any]) -> None:
     try:
         data = attachments.read(item)
     except FileNotFoundError:
-        raise AttachmentMissing(f"the attachment {name[:60]!r} is gone from storage") from None
-    except Exception as exc:  # noqa: BLE001 - whichever storage: its message may name paths or keys
-        raise AttachmentMissing(f"the attachment {name[:60]!r} could not be read ({type(exc).__name__})") from None
+        relative = attachments.relative_location()
+        if relative is None:
+            raise AttachmentMissing(f"the attachment {name[:60]!r} is gone from storage") from None
+        # Under a relative location each working directory has its own files: not a loss
+        # until the operator says so (notifications.E028).
+        where = os.path.join(os.path.abspath(relative), str(item["file"]))
+        raise AttachmentMissing(
+            f"the attachment {name[:60]!r} is not at {where} ({attachments.location_setting()} is relative "
+            "to the working directory; notifications.E028)",
+            ErrorClass.TRANSIENT,
+        ) from None
+    except Exception as exc:  # noqa: BLE001 - whichever storage: an outage is retried
+        reason = attachments.describe_failure(exc)  # never the message: it may name paths or keys
+        failure = f"the attachment {name[:60]!r} could not be read ({reason})"
+        raise AttachmentMissing(failure, ErrorClass.TRANSIENT) from None
     if item.get("kind") == "part":
         message.attach(compat.mime_part(data))
     else:
@@ -188,10 +210,26 @@ class EmailChannel(Channel):
         to, cc, bcc = (self._deliverable(v, owed) for v in (row.email_to, row.email_cc, row.email_bcc))
         if not (to or cc or bcc):
             return ChannelResult(self.name, ALL_SUPPRESSED, ErrorClass.PERMANENT)
+        size = attachments.total_size(row.attachments)
+        if not size:
+            return self._send(firing, content, to, cc, bcc)
+        # Attachments are held in memory while the message is built and sent: wait for their
+        # turn in this process's budget (notifications.channels.email.inflight).
+        wait = positive_number("CHANNEL_TIMEOUT")
+        with inflight.budget().holding(size, wait) as ready:
+            if not ready:
+                error = f"email: its attachments waited {wait:g}s for their turn ({IN_FLIGHT_SETTING})"
+                return ChannelResult(self.name, error, ErrorClass.TRANSIENT, answered=True, not_sent=True)
+            return self._send(firing, content, to, cc, bcc)
+
+    def _send(self, firing: Firing, content: Content, to: list[str], cc: list[str], bcc: list[str]) -> ChannelResult:
+        """Build the message of `firing` and send it on this thread's connection."""
+        row = firing.notification
         try:
             message = build_message(firing, content, to, cc, bcc)
         except AttachmentMissing as exc:
-            return ChannelResult(self.name, f"email: {exc}", ErrorClass.PERMANENT)
+            # Nothing reached the mail server: not its failure, so the breaker does not count it.
+            return ChannelResult(self.name, f"email: {exc}", exc.error_class, answered=True)
         self._local.connection = None
         try:
             conn = self._connection(row.mailer or "")

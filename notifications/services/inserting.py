@@ -1,0 +1,166 @@
+"""Inserting validated rows: one (`insert_one`) or many in multi-row INSERTs (`insert_many`).
+
+Rows reach here validated once, in Python (`creating.prepare`); the database enforces its
+own constraints, and a violation of one comes back as a ValidationError naming the field
+(`constraint_error`), without a query asking first. The key's unique constraint is the one
+a valid row can still meet: `is_key_violation` tells it from the others by the error itself,
+so a row cancelled between a refused insert and a look at it cannot make the refusal
+unexplained (issue 34: that look used to re-raise the raw IntegrityError).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import DatabaseError, IntegrityError, connections, router, transaction
+from django.db.models import Model
+from django.utils import timezone
+
+from notifications import compat
+from notifications.models import Notification, validation
+from notifications.services.persisting import _preparer
+
+# The key's unique constraint (`Notification.Meta.constraints`): PostgreSQL and MariaDB/MySQL
+# name it in their errors; SQLite names the column it guards instead.
+KEY_CONSTRAINT = "notification_key_unique"
+# Errors that say "try the transaction again": MariaDB/MySQL's deadlock (1213) and
+# PostgreSQL's deadlock and serialization failure (SQLSTATE 40P01, 40001).
+MYSQL_DEADLOCK = 1213
+RETRYABLE_SQLSTATES = ("40P01", "40001")
+
+
+def alias() -> str:
+    """The database the queue's rows are written to."""
+    return router.db_for_write(Notification) or "default"
+
+
+def insert_one(row: Notification) -> None:
+    """INSERT `row` (validated already) and nothing else: no query first, no validation again.
+
+    A database constraint it violates is raised as a ValidationError naming the field.
+    """
+    try:
+        Model.save(row, force_insert=True)
+    except IntegrityError as exc:
+        raise constraint_error(exc) from exc
+
+
+def insert_many(rows: Sequence[Notification]) -> None:
+    """INSERT `rows` (validated already) in multi-row statements, as few as the database's
+    parameter limit allows (one for a batch of a few thousand rows); each row gets its pk.
+
+    Built as `services.insert_statements` builds the delivery log's: values prepared by each
+    field as bulk_create would, without bulk_create's per-value compiling. The new rows' ids
+    come back with RETURNING where the database has it (PostgreSQL, SQLite 3.35+, MariaDB
+    10.5+) and otherwise from one SELECT by their `firing_id`, new and unique to each row;
+    either way matched by that id, so the order the database returns them in does not matter.
+    A constraint's refusal is raised as the IntegrityError it is (`constraint_error` says
+    which field): the caller decides what a taken key means.
+    """
+    if not rows:
+        return
+    connection = connections[alias()]
+    now = timezone.now()
+    for row in rows:  # what pre_save gives auto_now_add / auto_now on an insert
+        row.created_at = row.updated_at = now
+    fields = [f for f in compat.concrete_fields(Notification) if not f.primary_key]
+    prepare = [_preparer(f) for f in fields]
+    per_statement = compat.insert_batch_size(connection, len(fields), len(rows))
+    returning = compat.can_return_rows_from_bulk_insert(connection)
+    quote = connection.ops.quote_name
+    table = quote(Notification._meta.db_table)
+    columns = ", ".join(quote(f.column) for f in fields)
+    placeholders = "({})".format(", ".join(["%s"] * len(fields)))
+    by_name = {f.name: f for f in compat.concrete_fields(Notification)}
+    returned = ", ".join(quote(str(by_name[name].column)) for name in ("id", "firing_id"))
+    by_firing: dict[str, Notification] = {}
+    firing_prep = _preparer(by_name["firing_id"])
+    ids: list[tuple[Any, Any]] = []
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), per_statement):
+            chunk = rows[start : start + per_statement]
+            # Only quoted model metadata goes into the text; values are parameters.
+            sql = f"INSERT INTO {table} ({columns}) VALUES {', '.join([placeholders] * len(chunk))}"  # noqa: S608
+            if returning:
+                sql += f" RETURNING {returned}"
+            params = [p(getattr(row, f.attname)) for row in chunk for f, p in zip(fields, prepare, strict=True)]
+            cursor.execute(sql, params)
+            if returning:
+                ids.extend(cursor.fetchall())
+    for row in rows:
+        by_firing[_firing_key(firing_prep(row.firing_id))] = row
+    if not returning:
+        ids = _ids_by_firing(list(by_firing), connection)
+    for pk, firing in ids:
+        row = by_firing[_firing_key(firing)]
+        row.pk = pk
+        row._state.adding = False
+        row._state.db = connection.alias
+    missing = [row for row in rows if row.pk is None]
+    if missing:  # never expected: every row inserted has its id back
+        raise DatabaseError(f"{len(missing)} inserted rows did not come back with an id")
+
+
+def _firing_key(value: Any) -> str:
+    """A firing id as text, however the driver returned it (UUID, 32 hex digits, bytes)."""
+    return str(value).replace("-", "").lower()
+
+
+def _ids_by_firing(firings: list[str], connection: Any) -> list[tuple[Any, Any]]:
+    """(id, firing_id) of the rows whose firing ids are `firings`, read in chunks."""
+    found: list[tuple[Any, Any]] = []
+    step = compat.insert_batch_size(connection, 1, len(firings))
+    for start in range(0, len(firings), step):
+        chunk = firings[start : start + step]
+        found.extend(
+            Notification.objects.using(connection.alias)
+            .filter(firing_id__in=chunk)
+            .order_by()
+            .values_list("id", "firing_id")
+        )
+    return found
+
+
+def is_key_violation(exc: IntegrityError) -> bool:
+    """Whether `exc` is the key's unique constraint refusing a row (and no other constraint)."""
+    text = str(exc)
+    return KEY_CONSTRAINT in text or text.rstrip().endswith(f"{Notification._meta.db_table}.key")
+
+
+def is_retryable(exc: DatabaseError) -> bool:
+    """Whether `exc` is a deadlock or serialization failure: the transaction may run again."""
+    cause = exc.__cause__
+    if getattr(cause, "sqlstate", None) in RETRYABLE_SQLSTATES:
+        return True
+    args: tuple[Any, ...] = tuple(getattr(exc, "args", ()))
+    return len(args) > 0 and args[0] == MYSQL_DEADLOCK
+
+
+def constraint_error(exc: IntegrityError) -> Exception:
+    """A database constraint's refusal as a ValidationError naming the field (the key: on
+    `key`; another column's check: on that field), or `exc` itself when no field is named."""
+    if is_key_violation(exc):
+        return ValidationError({"key": [ValidationError(validation.KEY_TAKEN, code="unique")]})
+    text = str(exc)
+    table = Notification._meta.db_table
+    for field in compat.concrete_fields(Notification):
+        column = str(field.column)
+        # How PostgreSQL, SQLite and MariaDB/MySQL name a column's CHECK in their errors.
+        if any(name in text for name in (f"{table}_{column}_check", f'"{column}" >= 0', f"{table}.{column}`")):
+            return ValidationError({field.name: [f"The database refused this value ({text.splitlines()[0]})."]})
+    return exc
+
+
+@contextlib.contextmanager
+def savepoint_if_needed() -> Iterator[None]:
+    """A savepoint inside the caller's transaction, so a refused insert leaves it usable
+    (PostgreSQL aborts a transaction at its first error); nothing outside one, where each
+    statement commits by itself and a refusal costs nothing else."""
+    if connections[alias()].in_atomic_block:
+        with transaction.atomic(using=alias()):
+            yield
+    else:
+        yield
