@@ -22,6 +22,10 @@ select-all of 100,000 rows, timed, with the host's own saves beside the requeue 
 row, runtick without the monitoring totals, as shipped, and with the OpenTelemetry SDK.
 `--scenario charts` (about a minute on SQLite, a few on PostgreSQL): the admin's chart
 queries over a delivery log of `--attempts` records (default 1,000,000).
+`--scenario digests` (bench/digests.py): one tick draining `--digest-rows` rows in `--digests`
+digests (default 10,000 in 200) beside one draining as many plain rows: statements per digest
+and time. `--scenario digest-race`: `--race-digests` digests (default 1,000, 5 rows each) due at
+once, drained by 4 runtick processes: each must arrive exactly once.
 `--scenario prune`: one tick with nothing due over `--prune-attempts` delivery records past
 retention (default 200,000): how fast the tick's housekeeping catches up.
 `--scenario enqueue` (bench/enqueue.py, about a minute on SQLite): `schedule()`, `schedule_many()`
@@ -54,6 +58,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.actions import scenario_actions  # noqa: E402
+from bench.digests import scenario_digest_race, scenario_digests  # noqa: E402
 from bench.enqueue import scenario_enqueue  # noqa: E402
 from bench.flow import scenario_flow  # noqa: E402
 from bench.sink import Sink, ceiling  # noqa: E402
@@ -379,7 +384,8 @@ def fill_not_due(n: int, start: int = 0) -> None:
     table = connection.ops.quote_name(Notification._meta.db_table)
     columns = (
         "channels, email_to, subject, body, webhook_url, webhook_secret, payload, recurrence_rule, timezone, "
-        "next_fire_at, error_count, last_error, dead_lettered_at, firing_id, pending_channels, created_at, updated_at"
+        "next_fire_at, error_count, last_error, dead_lettered_at, firing_id, pending_channels, created_at, updated_at, "
+        "recipient"
     )
     if connection.vendor == "postgresql":
         sql = f"""
@@ -389,7 +395,7 @@ def fill_not_due(n: int, start: int = 0) -> None:
                    CASE i %% 4 WHEN 1 THEN 1 WHEN 3 THEN 3 ELSE 0 END,
                    CASE WHEN i %% 4 IN (1, 3) THEN 'webhook: HTTP 503' END,
                    CASE WHEN i %% 4 = 3 THEN now() END,
-                   gen_random_uuid(), NULL, now(), now()
+                   gen_random_uuid(), NULL, now(), now(), ''
             FROM generate_series(%s, %s) AS i
         """
         params = [start + 1, start + n]
@@ -402,7 +408,7 @@ def fill_not_due(n: int, start: int = 0) -> None:
                    CASE i %% 4 WHEN 1 THEN 1 WHEN 3 THEN 3 ELSE 0 END,
                    CASE WHEN i %% 4 IN (1, 3) THEN 'webhook: HTTP 503' END,
                    CASE WHEN i %% 4 = 3 THEN UTC_TIMESTAMP(6) END,
-                   REPLACE(UUID(), '-', ''), NULL, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)
+                   REPLACE(UUID(), '-', ''), NULL, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), ''
             FROM seq
         """
         params = [start + 1, start + n]
@@ -417,7 +423,7 @@ def fill_not_due(n: int, start: int = 0) -> None:
                    CASE WHEN i % 4 IN (1, 3) THEN 'webhook: HTTP 503' END,
                    CASE WHEN i % 4 = 3 THEN strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now') END,
                    lower(hex(randomblob(16))), NULL, strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now'),
-                   strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now')
+                   strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now'), ''
             FROM seq
         """
         params = [start + 1, start + n]
@@ -1161,6 +1167,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--prune-attempts", type=int, default=200_000, help="delivery records past retention (scenario 15, prune)"
     )
+    parser.add_argument("--digest-rows", type=int, default=10_000, help="rows in digests (scenario 16, digests)")
+    parser.add_argument("--digests", type=int, default=200, help="digests they form (scenario 16, digests)")
+    parser.add_argument(
+        "--race-digests", type=int, default=1_000, help="digests 4 runtick processes drain (scenario 17, digest-race)"
+    )
     parser.add_argument(
         "--enqueue-rows", type=int, default=10_000, help="rows enqueued by each method (scenario 16, enqueue)"
     )
@@ -1178,6 +1189,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.action_rows = 2_000
         args.attempts = 5_000
         args.prune_attempts = 3_000
+        args.digest_rows, args.digests, args.race_digests = 500, 10, 40
         args.enqueue_rows = 200
         args.tick_records = 20_000
     return args
@@ -1239,6 +1251,10 @@ def main(argv: list[str] | None = None) -> Path:
                 scenario_tick_chart(table, args.tick_records, max(args.repeats, 5))
             if "prune" in only:  # scenario 15: not in the default set
                 scenario_prune(table, args.prune_attempts)
+            if "digests" in only:  # scenario 16, bench/digests.py: not in the default set
+                scenario_digests(table, sink, args.digest_rows, args.digests, clear, remaining)
+            if "digest-race" in only:  # scenario 17: not in the default set
+                scenario_digest_race(table, sink, args.race_digests, 5, 4, jobs_together, clear, remaining)
             if "instrumentation" in only:  # scenario 13: not in the default set
                 scenario_instrumentation(table, sink, args.rows, max(args.repeats, 3))
             if "enqueue" in only:  # scenario 16, bench/enqueue.py

@@ -43,6 +43,7 @@ A bad value is reported here rather than by a crash mid-tick.
 | E040 | CATEGORIES is not a dict of category -> {"label", "default", "throttle"} |
 | E041 | CATEGORIES are set without PUBLIC_URL, or PUBLIC_URL is not an https origin |
 | E042 | UNSUBSCRIBE_MAILTO is not an email address |
+| E035 | DIGEST_MAX_ITEMS is not a positive integer |
 | W001 | BACKOFF has fewer steps than MAX_RETRIES - 1 |
 | W002 | the SMTP backend is in use and its timeout (EMAIL_TIMEOUT, or the default mailer's) is unset |
 | W003 | django_crontab is installed but there is no `crontab` binary |
@@ -141,6 +142,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> Messages:
         "ATTACHMENT_BYTES_IN_FLIGHT", app_settings.ATTACHMENT_BYTES_IN_FLIGHT, integer=True, id="notifications.E029"
     )
     errors += _number("LOW_PRIORITY_AGING", app_settings.LOW_PRIORITY_AGING, integer=False, id="notifications.E025")
+    errors += _number("DIGEST_MAX_ITEMS", app_settings.DIGEST_MAX_ITEMS, integer=True, id="notifications.E035")
     errors += _check_unknown_settings()
     errors += _check_metrics_token()
     return errors
@@ -210,7 +212,7 @@ def check_channels(app_configs: Any = None, **kwargs: Any) -> Messages:
         problem = registry.entry_problem(name, entry)
         if problem is not None:
             messages.append(
-                checks.Error(f"NOTIFICATIONS_CHANNELS: {problem}.", hint=CHANNELS_HINT, id="notifications.E033")
+                checks.Error(f"NOTIFICATIONS_CHANNELS: {problem}.", hint=CHANNELS_HINT, id="notifications.E035")
             )
             continue
         backend = entry["BACKEND"]

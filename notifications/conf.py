@@ -89,6 +89,9 @@ class Defaults:
     PUBLIC_URL: str = ""
     # An address that unsubscribes by mail (List-Unsubscribe's mailto: alternative); blank: none.
     UNSUBSCRIBE_MAILTO: str = ""
+    # Rows one digest holds at most: once this many have joined, it goes out at once
+    # (notifications.services.digests).
+    DIGEST_MAX_ITEMS: int = 50
 
 
 # A derived lease outlives everything a tick does with its rows: the budget, a last batch
@@ -116,6 +119,7 @@ MAXIMUMS: dict[str, tuple[float, str]] = {
     "ATTEMPT_RETENTION_DAYS": (MAX_DELAY_SECONDS // 86_400, "days: a hundred years"),
     "MAX_CLOCK_OFFSET": (MAX_DELAY_SECONDS, "seconds: a hundred years"),
     "LOW_PRIORITY_AGING": (MAX_DELAY_SECONDS, "seconds: a hundred years"),
+    "DIGEST_MAX_ITEMS": (10_000, "rows"),
 }
 
 
@@ -230,6 +234,11 @@ def attachment_storage() -> str:
     """NOTIFICATIONS_ATTACHMENT_STORAGE: the STORAGES alias attachments are kept in (E024 checks it)."""
     value = app_settings.ATTACHMENT_STORAGE
     return value if isinstance(value, str) and value else Defaults.ATTACHMENT_STORAGE
+
+
+def digest_max_items() -> int:
+    """NOTIFICATIONS_DIGEST_MAX_ITEMS if it is a positive integer, else its default (E035)."""
+    return positive_int("DIGEST_MAX_ITEMS")
 
 
 def low_priority_aging() -> float:

@@ -28,6 +28,7 @@ Metrics (labels never carry a secret: a target is a webhook's host and port, or 
 - `notifications_open_circuits`: targets whose circuit is open or half-open;
 - `notifications_skipped_firings_total{category,reason}`: firings not sent because the
   recipient turned their category off (`skipped`) or its throttle held them (`throttled`);
+- `notifications_open_digests`: digests collecting rows, or due and not yet sent;
 - `notifications_last_tick_timestamp_seconds`: when the last tick finished (Unix time).
 """
 

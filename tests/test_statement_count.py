@@ -49,10 +49,12 @@ ROWS = 100
 # PostgreSQL and MariaDB/MySQL add one to the write-back: the SELECT ... FOR UPDATE that
 # locks its rows in primary-key order first (persisting.lock_in_order: no deadlock with
 # a host's writes); SQLite locks the whole database instead.
+# Digests add one SELECT per tick: the first claim looks for digests whose window has ended
+# (notifications.services.digests; later claims only when filing closed one).
 PINNED = {
-    "sqlite": {"succeeded": 21, "recurring": 22, "retried": 26, "partial": 28},
-    "postgresql": {"succeeded": 25, "recurring": 25, "retried": 29, "partial": 30},
-    "mysql": {"succeeded": 26, "recurring": 26, "retried": 30, "partial": 31},
+    "sqlite": {"succeeded": 22, "recurring": 23, "retried": 27, "partial": 29},
+    "postgresql": {"succeeded": 26, "recurring": 26, "retried": 30, "partial": 31},
+    "mysql": {"succeeded": 27, "recurring": 27, "retried": 31, "partial": 32},
 }
 
 

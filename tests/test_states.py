@@ -5,6 +5,7 @@ row: they must agree on every combination of the columns a state reads, on each 
 from __future__ import annotations
 
 import itertools
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -27,6 +28,7 @@ COLUMNS = {
     "next_fire_at": [None, NOW - MINUTE, NOW, NOW + MINUTE],
     "paused_at": [None, NOW - timedelta(hours=2)],
     "expired_at": [None, NOW - timedelta(hours=3)],
+    "digest_id": [None, uuid.UUID(int=7)],  # in a digest, or not
 }
 
 

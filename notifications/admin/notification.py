@@ -31,7 +31,7 @@ from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
 from notifications import services
-from notifications.admin import charts, display, partial_causes, row_text
+from notifications.admin import charts, digests, display, partial_causes, row_text
 from notifications.admin.attachments import AttachmentsAdminMixin
 from notifications.admin.base import ModelAdmin, TabularInline
 from notifications.admin.display import moment
@@ -94,6 +94,7 @@ LIST_COLUMNS = (
     "paused_at",
     "expired_at",
     "held_for",
+    "digest_id",
 )
 
 
@@ -145,6 +146,7 @@ class NotificationChangeList(ChangeList):
         rows: QuerySet[Any] = super().get_queryset(request, exclude_parameters).only(*LIST_COLUMNS)
         # A partial failure's cause, from the delivery log, in the page's one query.
         rows = rows.annotate(**{partial_causes.ANNOTATION: partial_causes.latest_failure()})
+        rows = digests.with_sizes(rows)  # a digest's size, beside its rows' state
         if signing_problem() is None:
             return rows
         own_secret = Case(When(webhook_secret="", then=Value(False)), default=Value(True))
@@ -162,7 +164,7 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
     # column of its own would not leave the state's reason room at 1366 px.
     list_display = ["id", "sends_to", "subject_or_event", "status", "firing"]
     list_display_links = ["id"]
-    list_filter = [StateFilter, ChannelFilter, RecurrenceFilter, "priority", CategoryFilter]
+    list_filter = [StateFilter, ChannelFilter, RecurrenceFilter, "priority", CategoryFilter, digests.DigestFilter]
     search_fields = ["key", "email_to", "webhook_url", "last_error", "recipient"]
     date_hierarchy = "next_fire_at"
     list_per_page = 100
@@ -190,6 +192,9 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
         "attachment_list",
         "queued_message",
         "html_alternative",
+        "digest_key",
+        "digest_window",
+        "digest_members",
     ]
     fieldsets = [
         (
@@ -210,6 +215,7 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
         ),
         (_("Schedule"), {"fields": ["recurrence_rule", "timezone", "next_fire_at", "upcoming"]}),
         (_("Limits"), {"fields": ["expires_at", "max_delay", "quiet_hours", "max_retries", "backoff"]}),
+        (_("Digest"), {"fields": ["digest_key", "digest_window", "digest_members"]}),
         (
             row_text.EMAIL_FIELDSET,
             {
@@ -326,7 +332,14 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
             )
         why = reason(obj) or ""
         hover = why or state.label
-        return format_html('<span class="nq-status" title="{}">{}{} {}</span>', hover, state_badge(state), tries, why)
+        return format_html(
+            '<span class="nq-status" title="{}">{}{} {}{}</span>',
+            hover,
+            state_badge(state),
+            tries,
+            why,
+            digests.digest_line(obj),
+        )
 
     @admin.display(description=_("next / last firing"), ordering="next_fire_at")
     def firing(self, obj: Notification) -> SafeString | None:
@@ -358,6 +371,10 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
     @admin.display(description=_("state"))
     def state_column(self, obj: Notification) -> SafeString:
         return state_badge(obj.state())
+
+    @admin.display(description=_("rows of its digest"))
+    def digest_members(self, obj: Notification) -> SafeString | str:
+        return self.or_empty(digests.digest_rows(obj))
 
     @admin.display(description=_("last error"))
     def full_error(self, obj: Notification) -> SafeString | str:

@@ -62,6 +62,21 @@ class Firing:
     # the delivery's span names as its destination
     targets: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def is_digest(self) -> bool:
+        """Whether this firing sends a digest: the rows of one recipient and digest key."""
+        return bool(self.notification.digest_rows)
+
+    @property
+    def rows(self) -> tuple[Notification, ...]:
+        """The rows this firing sends, oldest first: a digest's, or the one row."""
+        return self.notification.digest_rows or (self.notification,)
+
+    @property
+    def items(self) -> list[Any]:
+        """The rows' payloads, oldest first (a digest's `items`)."""
+        return [row.payload for row in self.rows]
+
 
 @dataclass
 class ChannelResult:

@@ -209,13 +209,17 @@ def language_active(code: str) -> Iterator[None]:
 
 
 def render_content(row: Row, extra: Mapping[str, Any] | None = None) -> Content:
-    """The row's email, rendered with its payload in its language; `extra` (the message's
-    links: `unsubscribe_url`, `preferences_url`) is seen by the templates too, over the payload.
+    """The row's email, rendered with its payload in its language (a digest's row: also
+    `items`, every row's payload oldest first, and `count`); `extra` (the message's links:
+    `unsubscribe_url`, `preferences_url`) is seen by the templates too, over the payload.
 
     Raises TemplateRenderError (a refused template, a limit reached, a template file gone
     or failing).
     """
     payload: Mapping[str, Any] = row.payload if isinstance(row.payload, dict) else {}
+    group = getattr(row, "digest_rows", ())
+    if group:  # a digest: the first row's message, with every row's payload
+        payload = {**payload, "items": [each.payload for each in group], "count": len(group)}
     if extra:
         payload = {**payload, **extra}
     if getattr(row, "message", None) is not None:  # queued by QueuedEmailBackend: sent as it is

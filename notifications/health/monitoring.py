@@ -46,6 +46,7 @@ class Snapshot:
     in_flight: int = 0
     oldest_due_seconds: float = 0.0  # 0 when nothing is due
     open_circuits: int = 0  # targets whose rows are held: open or half-open
+    open_digests: int = 0  # digests collecting rows, or due and not yet sent
     last_tick_at: datetime | None = None
     # (category, reason: skipped | throttled) -> firings skipped whole (recipients' choices)
     skipped: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -115,6 +116,7 @@ def read(now: datetime | None = None, *, max_targets: int = MAX_TARGET_SERIES) -
         now,
         in_flight=Count("pk", filter=states.claim_live(now)),
         oldest_due_at=Min("next_fire_at", filter=states.ready(now, positive_int("MAX_RETRIES"))),
+        open_digests=states.open_digests(now),
     )
     oldest = facts["oldest_due_at"]
     last_tick_at = TickRun.objects.aggregate(last=Max("finished_at"))["last"]
@@ -128,6 +130,7 @@ def read(now: datetime | None = None, *, max_targets: int = MAX_TARGET_SERIES) -
         in_flight=facts["in_flight"],
         oldest_due_seconds=max((now - oldest).total_seconds(), 0.0) if oldest else 0.0,
         open_circuits=open_circuits,
+        open_digests=facts["open_digests"],
         last_tick_at=last_tick_at,
         skipped=skipped,
     )

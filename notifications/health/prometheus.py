@@ -63,6 +63,11 @@ def families(snapshot: monitoring.Snapshot) -> list[Metric]:
             "Targets whose circuit is open or half-open.",
             value=snapshot.open_circuits,
         ),
+        GaugeMetricFamily(
+            "notifications_open_digests",
+            "Digests collecting rows, or due and not yet sent.",
+            value=snapshot.open_digests,
+        ),
     ]
     skipped = CounterMetricFamily(
         "notifications_skipped_firings",

@@ -54,6 +54,7 @@ class QueueHealth:
     # and how many rows that sign with the site's secret the tick holds meanwhile.
     signing_problem: str | None = None
     unsigned: int = 0
+    open_digests: int = 0  # digests collecting rows, or due and not yet sent
 
     @property
     def total(self) -> int:
@@ -148,6 +149,7 @@ class QueueHealth:
             "now": self.now.isoformat(),
             "counts": dict(self.counts),
             "in_flight": self.in_flight,
+            "open_digests": self.open_digests,
             "due_now": self.due_now,
             "oldest_due_at": self.oldest_due_at.isoformat() if self.oldest_due_at else None,
             "oldest_due_age_seconds": _seconds(self.oldest_due_age),
@@ -194,6 +196,7 @@ def queue_health(
         in_flight=Count("pk", filter=states.claim_live(now)),
         oldest_due_at=Min("next_fire_at", filter=states.ready(now, positive_int("MAX_RETRIES"))),
         due_now=Count("pk", filter=states.ready(now, positive_int("MAX_RETRIES"))),
+        open_digests=states.open_digests(now),
         **extra,
     )
     ticks = list(TickRun.objects.order_by("-pk")[:RECENT_TICKS])
@@ -210,6 +213,7 @@ def queue_health(
         max_clock_offset=clock_threshold() if max_clock_offset is None else max_clock_offset,
         signing_problem=problem,
         unsigned=facts.get("unsigned", 0),
+        open_digests=facts["open_digests"],
     )
 
 

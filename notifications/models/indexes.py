@@ -27,3 +27,13 @@ class DueIndex(models.Index):
             first_field = models.Index(fields=self.fields[:1], name=self.name)
             return first_field.create_sql(model, schema_editor, using, **kwargs)
         return super().create_sql(model, schema_editor, using, **kwargs)
+
+
+class WholeIndex(models.Index):
+    """A partial `models.Index` that MariaDB/MySQL, which have no partial index, build over
+    the whole table (Django would leave it out there)."""
+
+    def create_sql(self, model: Any, schema_editor: BaseDatabaseSchemaEditor, using: str = "", **kwargs: Any) -> Any:
+        if is_mysql(schema_editor.connection):
+            return models.Index(fields=self.fields, name=self.name).create_sql(model, schema_editor, using, **kwargs)
+        return super().create_sql(model, schema_editor, using, **kwargs)

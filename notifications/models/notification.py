@@ -17,7 +17,7 @@ from notifications.databases import SettledOnMySQL
 from notifications.models import attachments, states, validation
 from notifications.models.addresses import AddressesField, normalise
 from notifications.models.fields import HttpsURLField
-from notifications.models.indexes import DueIndex
+from notifications.models.indexes import DueIndex, WholeIndex
 from notifications.models.keys import KeyConstraint, KeyField
 from notifications.models.states import State
 from notifications.rules import expiry, quiet, schedule
@@ -61,6 +61,8 @@ USER_FIELDS = (
     "backoff",
     "recipient",
     "category",
+    "digest_key",
+    "digest_window",
 )
 
 
@@ -271,7 +273,8 @@ class Notification(SettledOnMySQL, models.Model):
     )
 
     # Recipients (notifications.rules.categories): the host's id for the person, and the
-    # kind of notification, which the person may turn off per channel.
+    # kind of notification, which the person may turn off per channel. Rows of one recipient
+    # and `digest_key` go out together (notifications.services.digests).
     recipient = models.CharField(
         max_length=200,
         blank=True,
@@ -287,6 +290,22 @@ class Notification(SettledOnMySQL, models.Model):
         db_default="",
         help_text="A key of NOTIFICATIONS_CATEGORIES; blank: always sent.",
     )
+    # Digests (notifications.services.digests): one-shot rows of one `recipient` and
+    # `digest_key` go out together, as one message per channel, at the end of a window of
+    # `digest_window` seconds opened by the first of them to come due.
+    digest_key = models.CharField(
+        max_length=200,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="Rows of one recipient with this key are sent together, as one digest.",
+    )
+    digest_window = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Seconds a digest collects rows, from the first one due."
+    )
+    # The digest this row has joined (rows of one digest share it, and settle as one);
+    # NULL: not in one (yet). Rows that share it also share their firing's state.
+    digest_id = models.UUIDField(null=True, blank=True, editable=False)
 
     next_fire_at = models.DateTimeField(null=True, blank=True, help_text="Blank parks the row.")
     last_fired_at = models.DateTimeField(null=True, blank=True, editable=False)
@@ -334,6 +353,10 @@ class Notification(SettledOnMySQL, models.Model):
 
     objects = NotificationQuerySet.as_manager()
 
+    # The rows of the digest this row leads (itself first) while a tick holds them: set by
+    # the digest claim, read by the channels (`Firing.rows`) and the write-back. Not a field.
+    digest_rows: tuple[Notification, ...] = ()
+
     class Meta:
         ordering = ["next_fire_at", "id"]
         indexes = [
@@ -356,6 +379,11 @@ class Notification(SettledOnMySQL, models.Model):
             models.Index(fields=["claim_token"], name="notification_claim_idx", condition=Q(claim_token__isnull=False)),
             # Rows an open circuit holds, found by target when it closes (and counted for the admin).
             models.Index(fields=["held_for"], name="notification_held_idx", condition=Q(held_for__isnull=False)),
+            # A digest's rows, by group (filing a row, claiming a digest) and by digest.
+            WholeIndex(
+                fields=["digest_key", "recipient"], name="notification_digest_group_idx", condition=~Q(digest_key="")
+            ),
+            WholeIndex(fields=["digest_id"], name="notification_digest_idx", condition=Q(digest_id__isnull=False)),
         ]
         constraints = [
             # Keys are unique among rows that have one, enforced by the database so that
@@ -412,7 +440,7 @@ class Notification(SettledOnMySQL, models.Model):
         if unstorable:
             exclude = {*(exclude or ()), *unstorable}
         # Django's IntegerField raises OverflowError on float("inf"): clean() refuses it.
-        infinite = [n for n in ("max_delay", "max_retries") if validation.not_finite(getattr(self, n))]
+        infinite = [n for n in ("max_delay", "max_retries", "digest_window") if validation.not_finite(getattr(self, n))]
         if infinite:
             exclude = {*(exclude or ()), *infinite}
         super().clean_fields(exclude)

@@ -36,6 +36,7 @@ class State(models.TextChoices):
     PARKED = "parked", _("Parked")
     PAUSED = "paused", _("Paused")
     EXPIRED = "expired", _("Expired")
+    DIGEST = "digest", _("In a digest")
 
 
 # What `last_error` starts with after a partial failure: operators read it there (the
@@ -93,8 +94,16 @@ RUNNING = Condition(Q(paused_at__isnull=True), lambda r, now: r.paused_at is Non
 EXPIRED = Condition(Q(expired_at__isnull=False), lambda r, now: r.expired_at is not None)
 IN_TIME = Condition(Q(expired_at__isnull=True), lambda r, now: r.expired_at is None)
 
+# Whether the row has joined a digest (notifications.services.digests).
+IN_DIGEST = Condition(Q(digest_id__isnull=False), lambda r, now: r.digest_id is not None)
+UNGROUPED = Condition(Q(digest_id__isnull=True), lambda r, now: r.digest_id is None)
+
 ACTIVE = RUNNING & IN_TIME  # neither paused by hand nor holding an expired firing
 HEALTHY = ALIVE & WHOLE & CLEAN  # no failure on record: the row just waits for its due time
+# Rows of digests still to go out, collecting rows or due and not yet sent: what "open
+# digests" counts (`Count("digest_id", distinct=True, filter=OPEN_DIGEST_ROWS.q(now))`).
+SCHEDULED_ANY_TIME = Condition(Q(next_fire_at__isnull=False), lambda r, now: r.next_fire_at is not None)
+OPEN_DIGEST_ROWS = ACTIVE & HEALTHY & IN_DIGEST & SCHEDULED_ANY_TIME
 # Every row kept as a dead letter and not paused: the DEAD state, and EXPIRED one-shot rows
 # (a firing too late to send is kept as a dead letter). What a purge of dead letters takes.
 DEAD_LETTERS = RUNNING & DEAD_LETTERED
@@ -103,13 +112,15 @@ DEAD_LETTERS = RUNNING & DEAD_LETTERED
 # row is paused whatever else it holds; an expired firing shows before a dead letter.
 STATES: dict[State, Condition] = {
     State.DUE: ACTIVE & HEALTHY & REACHED,
-    State.SCHEDULED: ACTIVE & HEALTHY & AHEAD,
+    State.SCHEDULED: ACTIVE & HEALTHY & AHEAD & UNGROUPED,
     State.RETRYING: ACTIVE & ALIVE & WHOLE & FAILING,
     State.PARTIAL: ACTIVE & ALIVE & PARTLY_FAILED,
     State.DEAD: ACTIVE & DEAD_LETTERED,
     State.PARKED: ACTIVE & HEALTHY & UNSCHEDULED,
     State.PAUSED: PAUSED,
     State.EXPIRED: RUNNING & EXPIRED,
+    # Waiting in a digest for its window to end (or for quiet hours, a rate limit ...).
+    State.DIGEST: ACTIVE & HEALTHY & AHEAD & IN_DIGEST,
 }
 
 
@@ -171,3 +182,8 @@ def claimable(now: datetime, max_retries: int, lease_clock: Any = None) -> Q:
     `Now()`, which every host shares); None compares them with `now`."""
     expired = Q(claimed_until__lte=now if lease_clock is None else lease_clock)
     return Q(Q(claimed_until__isnull=True) | expired, ready(now, max_retries))
+
+
+def open_digests(now: datetime) -> Any:
+    """An aggregate: how many digests are open at `now` (see OPEN_DIGEST_ROWS)."""
+    return models.Count("digest_id", distinct=True, filter=OPEN_DIGEST_ROWS.q(now))

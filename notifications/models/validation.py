@@ -364,6 +364,7 @@ def field_errors(row: Notification, storable: Errors | None = None) -> Errors:
         _schedule_errors(row),
         _limit_errors(row),
         _delivery_errors(row, email="email" in channels),
+        digest_errors(row),
     ):
         for field, messages in part.items():
             if messages and field not in unstorable:
@@ -486,6 +487,25 @@ def _limit_errors(row: Notification) -> Errors:
         # A retry that far off is past what a date can hold: the write-back could not schedule it.
         errors["backoff"] = [f"Give steps of at most {MAX_DELAY_SECONDS:,} seconds (a hundred years)."]
     return errors
+
+
+def digest_errors(row: Notification) -> Errors:
+    """A digest needs both its key and its window, and a one-shot row: a recurring row's
+    firings are each their own message."""
+    key, window = row.digest_key, row.digest_window
+    if not key and window is None:
+        return {}
+    if not key:
+        return {"digest_key": ["A digest_window needs a digest_key: the rows sent together share it."]}
+    if row.recurrence_rule:
+        return {"digest_key": ["A recurring row cannot be part of a digest: give a one-shot row a digest_key."]}
+    if window is None:
+        return {"digest_window": ["A digest_key needs a digest_window: the seconds its digest collects rows."]}
+    if not is_positive(window, integer=True):
+        return {"digest_window": ["Give a positive number of seconds."]}
+    if window > MAX_DELAY_SECONDS:
+        return {"digest_window": [f"Give at most {MAX_DELAY_SECONDS:,} seconds (a hundred years)."]}
+    return {}
 
 
 def _sentence(exc: Exception) -> str:

@@ -19,6 +19,7 @@ from notifications.models import Notification
 from notifications.models.states import State
 from notifications.services import wake
 from notifications.services.claims import load_defensively
+from notifications.services.digests import with_their_digests
 from notifications.services.persisting import lock_in_order, update_rows
 
 REQUEUE_FIELDS = [
@@ -148,8 +149,9 @@ def requeue(rows: Iterable[Notification], now: datetime | None = None, on_chunk:
     fire it early, and a retrying row retries by itself.
     Rows are re-read inside the transaction (locked on PostgreSQL) so a tick's claim or
     write-back in between is never overwritten (see `act`, and for `on_chunk` too).
+    A row of a digest brings every row of its digest: the digest is sent again as one.
     """
-    return act(REQUEUE, rows, now, on_chunk)
+    return act(REQUEUE, with_their_digests(_pks(rows)), now, on_chunk)
 
 
 def _requeue(row: Notification, now: datetime) -> None:
@@ -219,7 +221,8 @@ def purge(rows: Iterable[Notification], on_batch: Callable[[int, int], None] | N
     return deleted
 
 
-def _pks(rows: Iterable[Notification]) -> list[Any]:
+def _pks(rows: Iterable[Notification] | Iterable[Any]) -> list[Any]:
+    """The ids of `rows`: a queryset, rows, or ids."""
     if isinstance(rows, QuerySet):
         return list(rows.order_by().values_list("pk", flat=True))
-    return [row.pk for row in rows]
+    return [getattr(row, "pk", row) for row in rows]

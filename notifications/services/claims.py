@@ -79,7 +79,9 @@ def selection(now: datetime, limit: int, *, lock: bool = False) -> tuple[str, li
     branches: list[str] = []
     params: list[Any] = []
     for rank, condition in enumerate(classes(now)):
-        due = Notification.objects.due(now, lease_clock=DatabaseNow()).filter(condition).order_by("next_fire_at", "id")
+        due = Notification.objects.due(now, lease_clock=DatabaseNow()).filter(condition)
+        # Rows that joined a digest go out with it, whole (notifications.services.digests).
+        due = due.filter(digest_id__isnull=True).order_by("next_fire_at", "id")
         query = due.values("id", "next_fire_at")[:limit]
         if lock:
             query = query.select_for_update(skip_locked=True)

@@ -16,7 +16,7 @@ from django.utils import timezone
 from notifications import compat
 from notifications.models import DeliveryAttempt, Notification, Suppression
 from notifications.models.addresses import is_address, storable
-from notifications.services import reconnecting, tallies
+from notifications.services import digests, reconnecting, tallies
 from notifications.services.outcomes import Kind, Outcome
 
 logger = logging.getLogger("notifications")
@@ -85,6 +85,7 @@ def save_outcomes(
     for token, batch in batches:
         tokens.append(token)
         outcomes.extend(batch)
+    outcomes = digests.spread(outcomes)  # a digest settles as one: every row of it
     if not tokens:
         return
     log = insert_statements(DeliveryAttempt, attempts)

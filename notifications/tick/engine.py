@@ -40,7 +40,7 @@ from notifications.flow.targets import channel_target, target_of
 from notifications.health.clock import measure_offset
 from notifications.models import DeliveryAttempt, Notification, validation
 from notifications.models.log import RECIPIENT_CHARS, SUMMARY_CHARS
-from notifications.services import TICK_COUNTS, Kind, Outcome, reconnecting
+from notifications.services import TICK_COUNTS, Kind, Outcome, digests, reconnecting
 from notifications.services.claims import Claim, claim, release_tokens
 from notifications.tick import tallies
 from notifications.tick.dispatch import Batch, Dispatcher, Job
@@ -165,6 +165,7 @@ class Tick:
         )
         self.held = 0  # rows claimed and not yet given an outcome
         self.exhausted = False  # a claim came back short: nothing more is due
+        self.digests_wanted = True  # digests may be due: see claim_digests
         self.finished: list[Batch] = []  # batches with every outcome, not yet written back
         self.next_write = self.next_starved_claim = self.next_check = time.monotonic()
         self.live_workers = 0  # started as claimed rows need them (see claim_if_needed), never stopped
@@ -290,17 +291,19 @@ class Tick:
         """Hand a claimed batch to the workers (rows held back, deferred and unloadable
         get their outcomes at once)."""
         self.exhausted = claimed.size < size
+        self.claim_digests(claimed, batch_now, size)
         if claimed.size:
             self.report.batches += 1
         if claimed.unloadable:
             dead = services.dead_letter_unloadable(claimed.token, claimed.unloadable, batch_now, self.policy)
             self.report.tally[Kind.DEAD_LETTERED] += dead
         if claimed.rows:
-            self.held += len(claimed.rows)
             for channel in self.channels.values():
                 channel.prepare(claimed.rows)  # e.g. the suppressed addresses: workers touch no database
-            batch = Batch(claimed.token, batch_now, len(claimed.rows))
             ready, held = self.hold_back(claimed.rows, batch_now)
+            ready = self.file_for_digests(ready, claimed.token, batch_now)
+            self.held += len(ready) + len(held)
+            batch = Batch(claimed.token, batch_now, len(ready) + len(held))
             screened = screen(ready, self.channels, batch_now)  # recipients' choices, throttles
             batch.attempts += screened.attempts
             send, deferred = self.flow.admit(screened.send, batch_now)  # open circuits, rate limits
@@ -334,6 +337,25 @@ class Tick:
             else:
                 held.append(services.record_held(row, hold, now))
         return ready, held
+
+    def claim_digests(self, claimed: Claim, now: datetime, size: int) -> None:
+        """Add whole digests whose window has ended to `claimed` (same token): with the
+        tick's first claim, and again while more are due (a full claim of them, or a digest
+        that filing has just closed). One statement when none is due."""
+        if not self.digests_wanted:
+            return
+        self.digests_wanted = digests.claim_into(claimed, now, size, self.lease)
+        if self.digests_wanted:
+            self.exhausted = False
+
+    def file_for_digests(self, rows: list[Notification], token: uuid.UUID, now: datetime) -> list[Notification]:
+        """Rows that wait for a digest join one (written at once, claim released, no outcome);
+        the rest go on. A digest due now (its window over, or full) is claimed next."""
+        filing = digests.file_due(rows, now, token)
+        if filing.closed:
+            self.digests_wanted = True
+            self.exhausted = False
+        return filing.rows
 
     def claim_wanted(self, size: int) -> bool:
         """Whether to claim now. Claims take the database's write lock (all of it, on

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from notifications.models import Notification
 
 EVENT_TYPE = "notification.fired"
+DIGEST_EVENT_TYPE = "notification.digest"  # one firing for the rows of a digest
 BLOCKED = "webhook: blocked address"
 MALFORMED_URL = "webhook: malformed URL"
 USER_AGENT = "django-notification-queue"  # the distribution's name
@@ -69,16 +70,30 @@ _ENCODER = DjangoJSONEncoder(separators=(",", ":"))
 def body(firing: Firing) -> bytes:
     """The JSON body of one attempt: compact, as the payload limit measures it."""
     row = firing.notification
-    return _ENCODER.encode(
-        {
-            "id": message_id(firing),
-            "type": EVENT_TYPE,
-            "notification_id": row.pk,
-            "fired_at": firing.fired_at.isoformat(),
-            "channels": firing.channels,
-            "payload": row.payload,
-        }
-    ).encode()
+    content = {
+        "id": message_id(firing),
+        "type": EVENT_TYPE,
+        "notification_id": row.pk,
+        "fired_at": firing.fired_at.isoformat(),
+        "channels": firing.channels,
+        "payload": row.payload,
+    }
+    if firing.is_digest:
+        content.update(digest_fields(firing))
+    return _ENCODER.encode(content).encode()
+
+
+def digest_fields(firing: Firing) -> dict[str, object]:
+    """What a digest's body adds: its rows' payloads (`items`, oldest first) and ids."""
+    row = firing.notification
+    return {
+        "type": DIGEST_EVENT_TYPE,
+        "recipient": row.recipient,
+        "digest_key": row.digest_key,
+        "items": firing.items,
+        "count": len(firing.rows),
+        "notification_ids": [each.pk for each in firing.rows],
+    }
 
 
 @functools.lru_cache(maxsize=PREPARED_URLS)

@@ -97,6 +97,8 @@ def describe(health: QueueHealth) -> list[str]:
     """The facts as short lines of text."""
     counts = " ".join(f"{state}={count}" for state, count in health.counts.items())
     lines = [f"rows: {counts} in_flight={health.in_flight}"]
+    if health.open_digests:
+        lines.append(f"open digests: {health.open_digests}")
     if health.oldest_due_at is None:
         lines.append("oldest due: none")
     else:
