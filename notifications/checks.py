@@ -212,7 +212,7 @@ def check_channels(app_configs: Any = None, **kwargs: Any) -> Messages:
         problem = registry.entry_problem(name, entry)
         if problem is not None:
             messages.append(
-                checks.Error(f"NOTIFICATIONS_CHANNELS: {problem}.", hint=CHANNELS_HINT, id="notifications.E035")
+                checks.Error(f"NOTIFICATIONS_CHANNELS: {problem}.", hint=CHANNELS_HINT, id="notifications.E033")
             )
             continue
         backend = entry["BACKEND"]

@@ -100,7 +100,7 @@ def preference_centre(request: HttpRequest, token: str) -> HttpResponse:
     if recipient is None:
         return _invalid(request)
     known = categories()
-    names = registry.names()
+    names = list(registry.entries())
     current = preferences(recipient)
     if request.method == "POST":
         for key, category in known.items():

@@ -47,27 +47,6 @@ from notifications.services.outcomes import Outcome
 
 logger = logging.getLogger("notifications.tick")
 
-# What a firing's outcome sets on its row and the write-back saves, copied from the row
-# that was sent onto every other row of its digest. Not `firing_due_at`: each row keeps
-# its own due time.
-SHARED_FIELDS = (
-    "next_fire_at",
-    "last_fired_at",
-    "error_count",
-    "last_error",
-    "previous_error",
-    "dead_lettered_at",
-    "expired_at",
-    "firing_id",
-    "pending_channels",
-    "pending_recipients",
-    "failed_channels",
-    "claim_token",
-    "claimed_until",
-    "held_for",
-    "updated_at",
-)
-
 
 def waits_for_digest(row: Notification) -> bool:
     """Whether a claimed row is to join a digest rather than go out by itself: a one-shot
@@ -436,16 +415,17 @@ def _join_stragglers(recipient: str, key: str, digest: _Digest, now: datetime, r
 # --- settling as one -----------------------------------------------------------------------------
 
 
-def spread(outcomes: Iterable[Outcome]) -> list[Outcome]:
+def spread(outcomes: Iterable[Outcome], shared: Iterable[str]) -> list[Outcome]:
     """`outcomes`, and for a digest's firing the same outcome for each of its other rows
-    (its state copied from the row that was sent): the write-back then settles the digest
-    as one. The delivery log and the signals keep to the row that was sent."""
+    (its `shared` fields copied from the row that was sent): the write-back then settles
+    the digest as one. The delivery log and the signals keep to the row that was sent."""
+    shared = tuple(shared)
     spread_out: list[Outcome] = []
     for outcome in outcomes:
         spread_out.append(outcome)
         sent = outcome.row
         for member in sent.digest_rows[1:]:
-            for name in SHARED_FIELDS:
+            for name in shared:
                 setattr(member, name, getattr(sent, name))
             spread_out.append(Outcome(member, outcome.kind, delete=outcome.delete, detail=outcome.detail))
     return spread_out

@@ -41,6 +41,9 @@ WRITE_BACK_FIELDS = [
     "held_for",
     "updated_at",
 ]
+# What a digest's rows share with the row that was sent (`digests.spread`): the whole
+# firing's state, but not `firing_due_at`, each row's own due time.
+DIGEST_SHARED_FIELDS = [name for name in WRITE_BACK_FIELDS if name != "firing_due_at"]
 
 
 # A deferred row's write-back: the due time moves (the firing's own due time is kept, or
@@ -85,7 +88,7 @@ def save_outcomes(
     for token, batch in batches:
         tokens.append(token)
         outcomes.extend(batch)
-    outcomes = digests.spread(outcomes)  # a digest settles as one: every row of it
+    outcomes = digests.spread(outcomes, DIGEST_SHARED_FIELDS)  # a digest settles as one: every row of it
     if not tokens:
         return
     log = insert_statements(DeliveryAttempt, attempts)
