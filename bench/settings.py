@@ -7,6 +7,7 @@ single settings for one child process, e.g. NOTIFICATIONS_CHANNEL_TIMEOUT.
 
 import json
 import os
+import tempfile
 
 SECRET_KEY = "bench-only"
 DEBUG = False
@@ -48,6 +49,8 @@ DATABASES = {"default": json.loads(os.environ["BENCH_DATABASE"])}
 # Both queues send through the same do-nothing backend: the comparison is the queue.
 EMAIL_BACKEND = "django.core.mail.backends.dummy.EmailBackend"
 DEFAULT_FROM_EMAIL = "bench@example.com"
+# Attachments at an absolute path, as every ticking process must find them (notifications.E028).
+MEDIA_ROOT = os.path.join(tempfile.gettempdir(), f"notifications-bench-media-{os.getuid()}")
 POST_OFFICE = {"BACKENDS": {"default": "django.core.mail.backends.dummy.EmailBackend"}}
 
 NOTIFICATIONS_WEBHOOK_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
