@@ -208,3 +208,17 @@ def test_the_admin_lists_preferences_searchable_and_rows_filter_by_category(admi
     assert f"/{plain.pk}/change/".encode() not in rows.content
     change = admin_client.get(reverse("admin:notifications_notification_change", args=[plain.pk]))
     assert b'name="recipient"' in change.content and b'name="category"' in change.content
+
+
+def test_erasing_a_recipient_takes_the_history_of_rows_already_delivered_and_deleted():
+    """A delivered one-shot row is deleted, its delivery record stays (the sent log): erasing
+    the person by their id, or by their address, takes that record too."""
+    schedule(channels=["email"], email_to="ada@example.com", subject="Hi", body="b", recipient="user:7")
+    schedule(channels=["email"], email_to="bob@example.com", subject="Hi", body="b")
+    run_tick()
+    assert not Notification.objects.exists()
+    assert DeliveryAttempt.objects.filter(recipient="user:7").count() == 1
+
+    assert erase(recipient="user:7")["delivery_attempts"] == 1
+    assert erase(address="bob@example.com")["delivery_attempts"] == 1
+    assert not DeliveryAttempt.objects.exists()

@@ -40,7 +40,7 @@ def test_a_delivered_email_is_found_by_recipient_after_its_row_is_deleted(admin_
     assert not Notification.objects.filter(pk=row.pk).exists()  # a one-shot row goes once delivered
 
     (attempt,) = DeliveryAttempt.objects.filter(notification_id=row.pk)
-    assert attempt.recipient == "ann@example.com, carl@example.com"
+    assert attempt.sent_to == "ann@example.com, carl@example.com"
     assert attempt.summary == "Reset your password, Ann"
     page = admin_client.get(LOG, {"q": "ann@example.com"}).content.decode()
     assert f"#{row.pk}" in page and "Reset your password, Ann" in page
@@ -57,7 +57,7 @@ def test_a_webhook_is_logged_by_host_and_event_never_its_path_or_query(webhook_s
     assert attempt.outcome == DeliveryAttempt.Outcome.OK
     assert webhook_server.received[0].headers["user-agent"] == "django-notification-queue"  # the distribution's name
     host = url.split("//", 1)[1].split("/", 1)[0]
-    assert (attempt.recipient, attempt.summary) == (host, "notification.fired")
+    assert (attempt.sent_to, attempt.summary) == (host, "notification.fired")
     page = admin_client.get(LOG, {"q": host}).content.decode()
     assert f"#{row.pk}" in page
     for secret in ("tenant-42", "abc123", "4242", SECRET):
@@ -70,13 +70,13 @@ def test_a_failed_attempt_says_who_it_was_for_too(settings):
     run_tick()
     (attempt,) = DeliveryAttempt.objects.filter(notification_id=row.pk)
     assert attempt.outcome == DeliveryAttempt.Outcome.FAILED
-    assert (attempt.recipient, attempt.summary) == (mail_doubles.DOWN_TO, "Invoice 7")
+    assert (attempt.sent_to, attempt.summary) == (mail_doubles.DOWN_TO, "Invoice 7")
 
 
 def test_the_sent_log_is_pruned_with_the_delivery_log():
     row = schedule(channels=["email"], email_to="eve@example.com", subject="Hello", body="x")
     run_tick()
-    assert DeliveryAttempt.objects.filter(recipient="eve@example.com").exists()
+    assert DeliveryAttempt.objects.filter(sent_to="eve@example.com").exists()
 
     prune_history(timezone.now() + timedelta(days=31), retention_days=30)
 
@@ -99,11 +99,11 @@ def test_any_channel_says_its_own_line_and_a_failing_describe_loses_nothing():
     row = Notification(pk=1, channels=["email"], email_to="f@example.com")
     firing = Firing(row, "id", timezone.now(), ["sms"], targets={"sms": "sms"})
     result = Describing().send(firing)
-    assert (result.recipient, result.summary) == ("+15551234567", "reminder")
+    assert (result.sent_to, result.summary) == ("+15551234567", "reminder")
 
     class Broken(Describing):
         def describe(self, firing: Firing) -> tuple[str, str]:
             raise RuntimeError("boom")
 
     result = Broken().send(firing)
-    assert result.ok and (result.recipient, result.summary) == ("sms", "")
+    assert result.ok and (result.sent_to, result.summary) == ("sms", "")

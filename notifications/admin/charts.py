@@ -108,7 +108,9 @@ def activity_rows(now: datetime, hours: list[datetime], minutes: list[datetime])
         .order_by()
         for i, (start, end) in enumerate(spans)
     ]
-    return branches[0].union(*branches[1:], all=True)
+    # No ORDER BY on the union either: Django 6.1 would apply TickRun's Meta.ordering to it,
+    # a column the union's result has not.
+    return branches[0].union(*branches[1:], all=True).order_by()
 
 
 def _activity_series(values: dict[str, list[float]], starts: list[datetime], step: timedelta) -> list[Series]:

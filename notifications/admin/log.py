@@ -82,7 +82,7 @@ class DeliveryAttemptAdmin(ModelAdmin):
         "attempted",
         "notification_link",
         "channel",
-        "sent_to",
+        "sent_to_line",
         "what",
         "outcome_badge",
         "error_text",
@@ -90,8 +90,10 @@ class DeliveryAttemptAdmin(ModelAdmin):
     ]
     list_filter = [NotificationIdFilter, "outcome", "channel", "error_class", "http_status", "attempted_at"]
     # The sent log: "did the reset mail to X go out?" outlives the row (deleted once delivered).
-    search_fields = ["recipient", "summary", "error"]
-    search_help_text = _("Search by recipient (an address, a webhook's host), subject or event, or error.")
+    search_fields = ["sent_to", "recipient", "summary", "error"]
+    search_help_text = _(
+        "Search by who it was sent to (an address, a webhook's host), recipient id, subject or event, or error."
+    )
     date_hierarchy = "attempted_at"
     list_per_page = 100
     readonly_fields = (
@@ -99,6 +101,7 @@ class DeliveryAttemptAdmin(ModelAdmin):
         "notification_link",
         "firing_id",
         "channel",
+        "sent_to",
         "recipient",
         "summary",
         "outcome_badge",
@@ -131,9 +134,9 @@ class DeliveryAttemptAdmin(ModelAdmin):
         url = reverse("admin:notifications_notification_change", args=[obj.notification_id])
         return format_html('<a href="{}">#{}</a>', url, obj.notification_id)
 
-    @admin.display(description=_("sent to"), ordering="recipient")
-    def sent_to(self, obj: DeliveryAttempt) -> SafeString | None:
-        return display.clip(obj.recipient) if obj.recipient else None
+    @admin.display(description=_("sent to"), ordering="sent_to")
+    def sent_to_line(self, obj: DeliveryAttempt) -> SafeString | None:
+        return display.clip(obj.sent_to) if obj.sent_to else None
 
     @admin.display(description=_("subject or event"), ordering="summary")
     def what(self, obj: DeliveryAttempt) -> SafeString | None:

@@ -30,7 +30,7 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
-from notifications import services
+from notifications import registry, services
 from notifications.admin import charts, digests, display, partial_causes, row_text
 from notifications.admin.attachments import AttachmentsAdminMixin
 from notifications.admin.base import ModelAdmin, TabularInline
@@ -512,9 +512,18 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
             hidden.add("clear_webhook_secret")
         if row_text.html_alternative(obj) is None:
             hidden.add("html_alternative")
+        if not obj.channel_data and all(registry.is_built_in(name) for name in registry.names()):
+            # What the site's own channels need: nothing to say on a site that has none.
+            hidden.add("channel_data")
+        if obj.routing != Routing.FIRST:
+            hidden.add("delivered_by")  # which channel of an ordered fallback delivered
+        if not obj.digest_key:
+            # Read-only, and empty for a row that joins no digest: no room taken on its page.
+            hidden |= {"digest_key", "digest_window", "digest_members"}
         fieldsets = [
             (name, {**opts, "fields": [f for f in opts["fields"] if f not in hidden]}) for name, opts in self.fieldsets
         ]
+        fieldsets = [(name, opts) for name, opts in fieldsets if opts["fields"]]
         return row_text.fold_other_channels(fieldsets, obj.channel_list)
 
     def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Notification | None:

@@ -99,7 +99,7 @@ class ChannelResult:
     # recipient): it is up, so the circuit breaker does not count the failure against the target.
     answered: bool = False
     # The sent log's line (`Channel.describe`): who this attempt went to and what it was.
-    recipient: str = ""
+    sent_to: str = ""
     summary: str = ""
     # Nothing was tried: the send did not get its turn within the deadline (attachment memory,
     # NOTIFICATIONS_ATTACHMENT_BYTES_IN_FLIGHT). A firing whose every channel says so waits,
@@ -163,21 +163,26 @@ class Channel(abc.ABC):
                 )
             result.duration = time.monotonic() - started
             span.finish(result)
-        if not (result.recipient or result.summary):
+        if not (result.sent_to or result.summary):
             try:
-                result.recipient, result.summary = self.describe(firing)
+                result.sent_to, result.summary = self.describe(firing)
             except Exception:  # noqa: BLE001 - the log's line is no reason to lose the outcome
-                result.recipient, result.summary = firing.targets.get(self.name, ""), ""
+                result.sent_to, result.summary = firing.targets.get(self.name, ""), ""
         return result
 
     def describe(self, firing: Firing) -> tuple[str, str]:
-        """(recipient, summary) of `firing` for the sent log: who it goes to, short (addresses,
+        """(sent_to, summary) of `firing` for the sent log: who it goes to, short (addresses,
         a host), and what it is (a subject, an event type). Never a body, a payload, a URL's
         path or query, or a secret: the log is searchable in the admin and kept for
-        NOTIFICATIONS_ATTEMPT_RETENTION_DAYS. The default is the channel's target and no
-        summary; a channel says more by overriding it, or by setting the result's
-        `recipient`/`summary` in `deliver`."""
-        return firing.targets.get(self.name, ""), ""
+        NOTIFICATIONS_ATTEMPT_RETENTION_DAYS. The default is the row's
+        `channel_data[name]["to"]` (else the channel's target) and its subject; a channel
+        says more by overriding it, or by setting the result's `sent_to`/`summary` in
+        `deliver`."""
+        row = firing.notification
+        data = row.channel_data.get(self.name) if isinstance(row.channel_data, dict) else None
+        to = data.get("to") if isinstance(data, dict) else None
+        sent_to = to if isinstance(to, str) and to else firing.targets.get(self.name, "")
+        return sent_to, " ".join(str(row.subject or "").split())
 
     @abc.abstractmethod
     def deliver(self, firing: Firing) -> ChannelResult:

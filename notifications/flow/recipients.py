@@ -141,6 +141,7 @@ def _record(row: Notification, channel: str, outcome: str, now: datetime) -> Del
         notification_id=row.pk,
         firing_id=row.firing_id,
         channel=channel,
+        recipient=row.recipient,
         target=channel_target(row, channel) if registry.known(channel) else "",
         outcome=outcome,
         attempted_at=now,

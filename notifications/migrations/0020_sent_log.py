@@ -12,7 +12,7 @@ class Migration(migrations.Migration):
     operations = [
         migrations.AddField(
             model_name='deliveryattempt',
-            name='recipient',
+            name='sent_to',
             field=models.CharField(blank=True, db_default='', default='', max_length=500),
         ),
         migrations.AddField(

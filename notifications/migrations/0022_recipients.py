@@ -60,4 +60,9 @@ class Migration(migrations.Migration):
                 'constraints': [models.UniqueConstraint(fields=('recipient', 'category', 'channel'), name='preference_unique')],
             },
         ),
+        migrations.AddField(
+            model_name='deliveryattempt',
+            name='recipient',
+            field=models.CharField(blank=True, db_default='', db_index=True, default='', max_length=200),
+        ),
     ]

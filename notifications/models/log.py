@@ -11,7 +11,7 @@ from notifications.databases import SettledOnMySQL
 from notifications.models.notification import Notification
 
 # Sizes of the sent log's columns: longer values are cut (`Channel.describe` says how).
-RECIPIENT_CHARS = 500
+SENT_TO_CHARS = 500
 SUMMARY_CHARS = 300
 
 
@@ -38,7 +38,10 @@ class DeliveryAttempt(SettledOnMySQL, models.Model):
     # The sent log, said by the channel (`Channel.describe`): who the attempt went to (email
     # addresses, a webhook's host) and what it was (a subject, an event type). Never a body,
     # a payload, a URL's path or query, or a secret.
-    recipient = models.CharField(max_length=RECIPIENT_CHARS, blank=True, default="", db_default="")
+    sent_to = models.CharField(max_length=SENT_TO_CHARS, blank=True, default="", db_default="")
+    # The row's `recipient` (the host's id for the person): their history, found and
+    # erased by it after the row itself is gone.
+    recipient = models.CharField(max_length=200, blank=True, default="", db_default="", db_index=True)
     summary = models.CharField(max_length=SUMMARY_CHARS, blank=True, default="", db_default="")
     outcome = models.CharField(max_length=16, choices=Outcome.choices)
     error = models.TextField(blank=True)

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from django.db import models
 
+from notifications.databases import SettledOnMySQL
 from notifications.rules.categories import MAX_CATEGORY_CHARS
 
 MAX_RECIPIENT_CHARS = 200  # a row's `recipient`
@@ -56,7 +57,7 @@ class Preference(models.Model):
         return f"{self.recipient}: {self.category} on {where} {'on' if self.enabled else 'off'}"
 
 
-class ThrottleWindow(models.Model):
+class ThrottleWindow(SettledOnMySQL, models.Model):
     """Firings of one throttled category that reached one recipient since `window_start`
     (Unix seconds), shared by every tick on every host. `granted` is the last take's
     answer, read back in the same statement (or transaction, on MariaDB/MySQL)."""

@@ -14,6 +14,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Q
 
 from notifications.models import (
     DeliveryAttempt,
@@ -92,13 +93,14 @@ def describe(who: Person) -> dict[str, int]:
 
 
 def _attempts(who: Person, rows: list[Any]) -> Any:
-    """The person's delivery records: those of their rows, and any whose error names their
-    address (a row that went earlier leaves its records behind)."""
-    from django.db.models import Q
-
+    """The person's delivery records: those of their rows, those that name them (a row
+    delivered and deleted leaves its records behind: by its `recipient`, or sent to their
+    address), and any whose error names their address."""
     match = Q(notification_id__in=rows) if rows else Q(pk__in=[])
+    if who.recipient:
+        match |= Q(recipient=who.recipient)
     if who.address:
-        match |= Q(error__icontains=who.address)
+        match |= Q(sent_to__icontains=who.address) | Q(error__icontains=who.address)
     return DeliveryAttempt.objects.filter(match)
 
 

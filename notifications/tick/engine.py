@@ -39,7 +39,7 @@ from notifications.flow.recipients import screen
 from notifications.flow.targets import channel_target, target_of
 from notifications.health.clock import measure_offset
 from notifications.models import DeliveryAttempt, Notification, validation
-from notifications.models.log import RECIPIENT_CHARS, SUMMARY_CHARS
+from notifications.models.log import SENT_TO_CHARS, SUMMARY_CHARS
 from notifications.services import TICK_COUNTS, Kind, Outcome, digests, reconnecting
 from notifications.services.claims import Claim, claim, release_tokens
 from notifications.tick import tallies
@@ -495,7 +495,8 @@ def attempt_records(firing: Firing, results: list[ChannelResult]) -> list[Delive
             firing_id=firing.notification.firing_id,  # the UUID itself: no parsing of its text
             channel=r.channel,
             target=channel_target(firing.notification, r.channel),
-            recipient=clip(r.recipient, RECIPIENT_CHARS),
+            recipient=firing.notification.recipient,
+            sent_to=clip(r.sent_to, SENT_TO_CHARS),
             summary=clip(r.summary, SUMMARY_CHARS),
             outcome=DeliveryAttempt.Outcome.OK if r.ok else DeliveryAttempt.Outcome.FAILED,
             error=r.error or "",
