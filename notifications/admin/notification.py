@@ -217,7 +217,7 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
         (_("Limits"), {"fields": ["expires_at", "max_delay", "quiet_hours", "max_retries", "backoff"]}),
         (_("Digest"), {"fields": ["digest_key", "digest_window", "digest_members"]}),
         (
-            row_text.EMAIL_FIELDSET,
+            _("Email"),
             {
                 "fields": [
                     "from_email",
@@ -239,7 +239,7 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
             },
         ),
         (
-            row_text.WEBHOOK_FIELDSET,
+            _("Webhook"),
             {"fields": ["webhook_url", "secret_status", "webhook_secret", "clear_webhook_secret"]},
         ),
         (

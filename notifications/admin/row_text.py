@@ -9,17 +9,11 @@ from typing import Any
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext
-from django.utils.translation import gettext_lazy as _
 
+from notifications import registry
 from notifications.admin import display
-from notifications.channels.webhook.channel import EVENT_TYPE as WEBHOOK_EVENT
 from notifications.content.queued import restore
 from notifications.models import Notification
-
-# The fieldsets of one channel each, by their heading (the objects NotificationAdmin uses).
-EMAIL_FIELDSET = _("Email")
-WEBHOOK_FIELDSET = _("Webhook")
-CHANNEL_FIELDSETS = ((EMAIL_FIELDSET, "email"), (WEBHOOK_FIELDSET, "webhook"))
 
 # The preview's own policy: nothing of the message runs, and nothing is fetched (a remote
 # image would tell its sender the operator opened it).
@@ -30,18 +24,19 @@ PREVIEW_POLICY = (
 
 
 def subject_or_event(row: Notification) -> SafeString | None:
-    """What the row is, in a line cut to the column (the whole on hover): the subject of a
-    row that emails, else the host's key for it, else the event its webhook sends. The
-    list never reads payloads (they can be large), so an event named inside one is not it."""
-    if "email" in row.channel_list and row.subject:
-        text = row.subject
-    elif row.key:
-        text = row.key
-    elif "webhook" in row.channel_list:
-        text = WEBHOOK_EVENT
-    else:
-        return None
-    return display.clip(" ".join(text.split()))
+    """What the row is, in a line cut to the column (the whole on hover): its channels'
+    own headline (an email's subject), else the host's key for it, else a channel's generic
+    one (the event a webhook sends). The list never reads payloads (they can be large)."""
+    specific, generic = "", ""
+    for name in row.channel_list:
+        channel = registry.channel(name)
+        line = channel.headline(row) if channel is not None else ""
+        if line and channel is not None and channel.headline_is_generic:
+            generic = generic or line
+        elif line:
+            specific = specific or line
+    text = specific or row.key or generic
+    return display.clip(" ".join(text.split())) if text else None
 
 
 def html_alternative(row: Notification) -> str | None:
@@ -68,10 +63,15 @@ def html_preview(html: str) -> SafeString:
 def fold_other_channels(fieldsets: Iterable[tuple[Any, dict[str, Any]]], channels: list[str]) -> list[Any]:
     """`fieldsets` with those of the channels the row does not use folded (Django's
     `collapse`): out of the way, still there to add a channel."""
+    owners = {}  # a channel's fieldset heading -> the channel (`Channel.admin_fieldset`)
+    for channel_name in registry.names():
+        channel = registry.channel(channel_name)
+        if channel is not None and channel.admin_fieldset:
+            owners[str(channel.admin_fieldset)] = channel_name
     folded = []
     for name, options in fieldsets:
-        channel = next((c for heading, c in CHANNEL_FIELDSETS if heading is name), None)
-        if channel is not None and channel not in channels:
+        owner = owners.get(str(name))
+        if owner is not None and owner not in channels:
             options = {**options, "classes": [*options.get("classes", ()), "collapse"]}
         folded.append((name, options))
     return folded

@@ -133,6 +133,12 @@ class Channel(abc.ABC):
     tracks_recipients: bool = False
     # A row naming this channel may carry attachments (`schedule(attachments=...)`).
     takes_attachments: bool = False
+    # The heading of the admin's fieldset of this channel's own row fields (`_("Email")`),
+    # folded on the change page of a row that does not use the channel; None: no fieldset.
+    admin_fieldset: Any = None
+    # `headline` says what kind of message it sends, not what this one is (a webhook's
+    # event type): the admin's list prefers the row's key to it.
+    headline_is_generic: bool = False
 
     def __init__(self, **options: Any) -> None:
         self.options = options
@@ -212,6 +218,11 @@ class Channel(abc.ABC):
         """Where this channel delivers `row`, the unit of flow control (circuit breaker, rate
         limits, the tick's per-target queues): its name unless the class says otherwise."""
         return self.name
+
+    def headline(self, row: Notification) -> str:
+        """What the row's message is, in a line, for the admin's list: its subject (the title
+        a message of this channel carries); blank when it has none."""
+        return str(row.subject or "")
 
     def destination(self, row: Notification) -> str:
         """One short line for the admin: where this channel sends `row` (never a secret)."""

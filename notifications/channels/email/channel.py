@@ -35,6 +35,7 @@ from django.conf import settings
 from django.core.mail import EmailMessage, EmailMultiAlternatives
 from django.core.mail.backends.base import BaseEmailBackend
 from django.core.mail.utils import DNS_NAME
+from django.utils.translation import gettext_lazy as _
 
 from notifications import compat, mailers
 from notifications.channels.base import Channel, ChannelResult, ErrorClass, Firing
@@ -180,6 +181,7 @@ class EmailChannel(Channel):
     name = "email"
     tracks_recipients = True
     takes_attachments = True
+    admin_fieldset = _("Email")
 
     def __init__(self) -> None:
         super().__init__()

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import requests
 import urllib3.exceptions
 from django.core.serializers.json import DjangoJSONEncoder
+from django.utils.translation import gettext_lazy as _
 from requests.structures import CaseInsensitiveDict
 
 from notifications import compat
@@ -129,6 +130,11 @@ class WebhookChannel(Channel):
     # Its targets are many independent receivers, one of which may hang: a row owing a
     # webhook queues under the webhook's host (`notifications.flow.targets.target_of`).
     dispatch_rank = 1
+    admin_fieldset = _("Webhook")
+    headline_is_generic = True  # every webhook is a notification.fired
+
+    def headline(self, row: Notification) -> str:
+        return EVENT_TYPE
 
     def __init__(self, settings: TickSettings | None = None) -> None:
         settings = settings or TickSettings.read()
