@@ -7,9 +7,10 @@
 - The send runs under the channel's total deadline: Apprise's own call limit, each
   service's socket timeouts, and the webhook transport's watchdog on every socket.
 - HTTP(S) services connect through the webhook's address guard (`guarded`).
-- Errors are the service's own words (Apprise 2.x reports per service; 1.9 only whether
-  it worked), and never hold a URL's credentials: Apprise's `url(privacy=True)` names a
-  service, and every secret part of the URLs is masked out of what a service said.
+- Errors are the service's own words (Apprise 2.x reports them per service; with 1.9 the
+  services are sent one by one and their words read from Apprise's log, `said`), and
+  never hold a URL's credentials: Apprise's `url(privacy=True)` names a service, and
+  every secret part of the URLs is masked out of what a service said.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ except ImportError as exc:  # the extra is not installed: the checks report it (
         'notifications.channels.apprise needs Apprise: pip install "django-notification-queue[apprise]"'
     ) from exc
 
-from notifications.channels.apprise import guarded
+from notifications.channels.apprise import guarded, said
 
 if TYPE_CHECKING:
     from notifications.conf import TickSettings
@@ -120,22 +121,26 @@ class AppriseChannel(Channel):
             return self.failed(f"template: {exc}", ErrorClass.PERMANENT)
         urls = self.filled(row)
         secrets = _secrets(urls)
-        notifier = apprise.Apprise()
+        services = []
         for url in urls:
             service = apprise.Apprise.instantiate(url, suppress_exceptions=True)
             if service is None:  # `to` made the URL unusable
                 return self.failed(f"{_scheme(url)}:// URL is not valid with this recipient", ErrorClass.PERMANENT)
             service.socket_connect_timeout = service.socket_read_timeout = self.timeout
-            notifier.add(service)
+            services.append(service)
+        body, title = content.body or " ", content.subject
         started = time.monotonic()
         with (
             transport.deadline(self.timeout, self._watchdog, self._allowed) as limit,
             guarded.guarded(self._adapter) as refused,
         ):
-            result = notifier.notify(body=content.body or " ", title=content.subject, **_call_limit(self.timeout))
+            if PER_SERVICE_RESULTS:
+                result = apprise.Apprise(services).notify(body=body, title=title, timeout=self.timeout)
+                outcome = self.outcome(result, secrets)
+            else:
+                outcome = self.one_by_one(services, body, title, secrets)
         if refused:  # the guard's words: which host, which address, why (never the URL)
             return self.failed(str(refused[0]), ErrorClass.PERMANENT)
-        outcome = self.outcome(result, secrets)
         if not outcome.ok and (limit.expired or time.monotonic() - started >= self.timeout):
             return self.failed(f"timed out after {self.timeout:g}s")  # whichever timer fired
         return outcome
@@ -147,9 +152,8 @@ class AppriseChannel(Channel):
         return [url.replace(TO, value) for url in self.urls]
 
     def outcome(self, result: Any, secrets: set[str]) -> ChannelResult:
-        """The channel's result from what `notify()` returned: Apprise 2.x's per-service
-        results, or 1.9's bool."""
-        if isinstance(result, bool) or not hasattr(result, "results"):
+        """The channel's result from Apprise 2.x's per-service results."""
+        if not hasattr(result, "results"):  # a 2.x release that answers with a bool
             return ChannelResult(self.name) if result else self.failed("the service refused the message")
         failures = [r for r in result.results if not r]
         if bool(result) and not failures:
@@ -162,6 +166,18 @@ class AppriseChannel(Channel):
             return self.failed(f"timed out after {self.timeout:g}s ({said})")
         return self.failed(said)
 
+    def one_by_one(self, services: list[Any], body: str, title: str, secrets: set[str]) -> ChannelResult:
+        """Apprise 1.9, whose `notify()` says only whether it worked: one service at a time,
+        in this thread, each one's refusal in the words it logged (`said.listening`)."""
+        refusals = []
+        for service in services:
+            with said.listening() as words:
+                ok = apprise.Apprise([service]).notify(body=body, title=title)
+            if not ok:
+                last = " ".join(words[-1].split()) if words else "the service refused the message"
+                refusals.append(_mask(f"{service.service_name}: {last}", secrets))
+        return self.failed("; ".join(refusals)) if refusals else ChannelResult(self.name)
+
     def failed(self, error: str, error_class: ErrorClass = ErrorClass.TRANSIENT) -> ChannelResult:
         return ChannelResult(self.name, error=f"{self.name}: {error}"[:MAX_ERROR_CHARS], error_class=error_class)
 
@@ -170,9 +186,8 @@ class AppriseChannel(Channel):
         self._watchdog.close()
 
 
-def _call_limit(timeout: float) -> dict[str, Any]:
-    """Apprise 2.x's limit on the whole call; 1.9's notify() takes none."""
-    return {"timeout": timeout} if "timeout" in inspect.signature(apprise.Apprise.notify).parameters else {}
+# Apprise 2.x: `notify()` takes a limit on the whole call and returns each service's result.
+PER_SERVICE_RESULTS = "timeout" in inspect.signature(apprise.Apprise.notify).parameters
 
 
 def _status(service_result: Any) -> str:
