@@ -21,8 +21,8 @@ from notifications.channels.webhook import holds
 from notifications.conf import Defaults, app_settings, parse_secrets, positive_int
 from notifications.health.flow import FlowHealth, flow_health
 from notifications.models import Notification, TickRun, states
+from notifications.outcomes import TICK_COUNTS
 from notifications.rules.secrets import site_secret_problem
-from notifications.services import TICK_COUNTS
 
 # Cron runs a tick every minute; three minutes without one finishing means it stopped.
 STALE_AFTER = timedelta(minutes=3)

@@ -128,7 +128,7 @@ class WebhookChannel(Channel):
 
     name = "webhook"
     # Its targets are many independent receivers, one of which may hang: a row owing a
-    # webhook queues under the webhook's host (`notifications.flow.targets.target_of`).
+    # webhook queues under the webhook's host (`notifications.flow.targets.dispatch_target`).
     dispatch_rank = 1
     admin_fieldset = _("Webhook")
     headline_is_generic = True  # every webhook is a notification.fired
