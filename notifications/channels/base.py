@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError
 
-from notifications import telemetry
+from notifications import otel
 
 if TYPE_CHECKING:
     from django.db.models import Q
@@ -175,7 +175,7 @@ class Channel(abc.ABC):
     def send(self, firing: Firing) -> ChannelResult:
         """Deliver `firing`; any exception becomes an `internal:` error, never a raise."""
         started = time.monotonic()
-        with telemetry.delivery(self.name, firing) as span:  # a no-op without opentelemetry
+        with otel.delivery(self.name, firing) as span:  # a no-op without opentelemetry
             try:
                 result = self.deliver(firing)
                 if not isinstance(result, ChannelResult):

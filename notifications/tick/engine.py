@@ -17,7 +17,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from notifications import services, telemetry
+from notifications import otel, services
 from notifications.conf import TickSettings
 from notifications.flow.pruning import prune_idle
 from notifications.health.clock import measure_offset
@@ -49,7 +49,7 @@ class Tick:
         pipeline = Pipeline(self.settings, self.stop, report, fixed_now=now, on_outcome=on_outcome)
         pipeline.run()
         report.finished_at = timezone.now()
-        telemetry.record_tick((report.finished_at - report.started_at).total_seconds(), report.claimed)
+        otel.record_tick((report.finished_at - report.started_at).total_seconds(), report.claimed)
         # History past retention goes until none is left or the budget is spent; a stopping
         # tick prunes one batch.
         until = None if self.stop.is_set() else pipeline.started + self.settings.budget

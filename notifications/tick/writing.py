@@ -19,7 +19,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from notifications import registry, services, telemetry
+from notifications import otel, registry, services
 from notifications.channels import ChannelResult, Firing
 from notifications.conf import Policy
 from notifications.flow.control import FlowControl
@@ -92,7 +92,7 @@ class Writer:
             return exc
         if dead:  # rows the claims could not load
             self.report.tally[Kind.DEAD_LETTERED] += dead
-        telemetry.count_deliveries(counts)
+        otel.count_deliveries(counts)
         self.observe([o for b in batches for o in b.outcomes])
         self.next_write = time.monotonic() + WRITE_INTERVAL
         for batch in batches:
