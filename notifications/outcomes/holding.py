@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Hold:
     """Why a claimed row is not sent now: too late (`EXPIRED`, with `reason`), inside
-    quiet hours, or waiting for a signing secret (`DEFERRED` until `until`)."""
+    quiet hours, or held for a setting of the site (`DEFERRED` until `until`)."""
 
     kind: Kind
     reason: str = ""
