@@ -26,7 +26,7 @@ from notifications.models import Notification
 from notifications.outcomes import Outcome
 
 # Seconds a limit-deferred row's slot is still waited for after it came due: more than the
-# engine's WRITE_INTERVAL, the longest a deferred row waits for its write-back.
+# write-back's WRITE_INTERVAL (`notifications.tick.writing`), the longest a deferred row waits for its write-back.
 SLOT_GRACE = 1.0
 RECHECK = 0.05  # seconds between claims while a slot that came due has not been claimed
 
