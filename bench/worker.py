@@ -48,7 +48,7 @@ def instrumentation(variant: str) -> None:
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-        from notifications import telemetry
+        from notifications import otel
 
         class Drop(SpanExporter):
             def export(self, spans):  # type: ignore[no-untyped-def]
@@ -56,7 +56,7 @@ def instrumentation(variant: str) -> None:
 
         tracer_provider = TracerProvider()
         tracer_provider.add_span_processor(BatchSpanProcessor(Drop()))
-        telemetry.configure(
+        otel.configure(
             tracer_provider=tracer_provider, meter_provider=MeterProvider(metric_readers=[InMemoryMetricReader()])
         )
 

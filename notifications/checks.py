@@ -77,7 +77,7 @@ from django.conf import settings
 from django.core import checks
 from django.db import connections, router
 
-from notifications.channels.email.mailers import mail_timeout
+from notifications.channels.email.timeouts import mail_timeout
 from notifications.conf import (
     MAX_DELAY_SECONDS,
     MAXIMUMS,

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from notifications.api import run_tick, schedule
 from notifications.models import DeliveryAttempt, Notification, TickRun
-from notifications.services import CONFIGURATION_HOLD
+from notifications.outcomes import CONFIGURATION_HOLD
 from tests.support.queue_states import SECRET
 
 pytestmark = pytest.mark.django_db

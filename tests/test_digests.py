@@ -15,7 +15,7 @@ from django.core.exceptions import ValidationError
 from django.test import override_settings
 from django.utils import timezone
 
-from notifications import services
+from notifications import outcomes, services
 from notifications.api import cancel, run_tick, schedule
 from notifications.models import Notification
 from notifications.models.states import State
@@ -511,7 +511,7 @@ def test_a_row_joining_while_its_digest_is_being_sent_goes_in_the_next_one():
     late.refresh_from_db()
     assert late.digest_id not in (None, leader.digest_id)
     # The first digest succeeds: its rows go, the late one stays for its own window.
-    outcome = services.Outcome(leader, services.Kind.SUCCEEDED, delete=True)
+    outcome = outcomes.Outcome(leader, outcomes.Kind.SUCCEEDED, delete=True)
     services.save_outcomes([(sending.token, [outcome])], [])
     assert list(Notification.objects.values_list("pk", flat=True)) == [late.pk]
 

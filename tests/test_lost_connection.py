@@ -22,7 +22,7 @@ from django.utils import timezone
 from notifications import services
 from notifications.models import DeliveryAttempt, Notification, Tally
 from notifications.services import claims
-from notifications.tick import engine
+from notifications.tick import pipeline
 from notifications.tick.engine import run_tick
 from tests.support.killing import backend_id, kill
 
@@ -90,7 +90,7 @@ def test_a_connection_killed_before_a_claim_is_reopened_and_the_claim_retried(ma
             kill_own_connection()
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(engine, "claim", killed_second)
+    monkeypatch.setattr(pipeline, "claim", killed_second)
     report = run_tick(limit=2)
 
     assert len(calls) >= 3
@@ -220,7 +220,7 @@ def test_a_claim_that_fails_for_good_ends_claiming_but_what_was_sent_is_written_
             raise OperationalError("the database is down")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(engine, "claim", down_after_the_first)
+    monkeypatch.setattr(pipeline, "claim", down_after_the_first)
     with pytest.raises(OperationalError, match="the database is down"):
         run_tick(limit=2)
 

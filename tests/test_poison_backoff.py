@@ -15,8 +15,7 @@ from django.utils import timezone
 from notifications.api import run_tick, schedule
 from notifications.conf import Policy
 from notifications.models import Notification
-from notifications.services import record_internal_error
-from notifications.services.outcomes import Kind
+from notifications.outcomes import Kind, record_internal_error
 from tests.support.servers import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the tick's threads see committed rows

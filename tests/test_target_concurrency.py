@@ -20,10 +20,11 @@ from django.test import override_settings
 from django.utils import timezone
 
 from notifications.api import run_tick
-from notifications.flow.targets import target_of, targets_of
+from notifications.flow.targets import dispatch_target, targets_of
 from notifications.models import Notification
 from notifications.tick.dispatch import Batch, Dispatcher, Job
 from notifications.tick.engine import Tick
+from notifications.tick.pipeline import Pipeline, claim_size
 
 HOLD = 0.05  # seconds each request is held before its answer
 CAP = 4
@@ -166,11 +167,11 @@ def test_a_burst_over_several_receivers_uses_more_than_the_cap_in_all(make_row, 
     ],
 )
 def test_a_webhook_target_is_the_host_with_a_port_other_than_the_default(url, target):
-    assert target_of(Notification(webhook_url=url, channels=["webhook"])) == target
+    assert dispatch_target(Notification(webhook_url=url, channels=["webhook"])) == target
 
 
 def test_a_row_without_a_webhook_goes_to_the_email_target():
-    assert target_of(Notification(channels=["email"], email_to="ada@example.com")) == "email"
+    assert dispatch_target(Notification(channels=["email"], email_to="ada@example.com")) == "email"
 
 
 def test_an_email_only_row_with_a_webhook_url_is_queued_limited_and_held_as_email():
@@ -179,7 +180,7 @@ def test_an_email_only_row_with_a_webhook_url_is_queued_limited_and_held_as_emai
     An email-only row that happens to carry a `webhook_url` used to be queued and capped
     under the webhook's host while flow control limited it as `email`."""
     row = Notification(channels=["email"], email_to="ada@example.com", webhook_url="https://hooks.example.com/in")
-    assert target_of(row) == "email"
+    assert dispatch_target(row) == "email"
     assert targets_of(row) == ["email"]
 
 
@@ -190,9 +191,9 @@ def test_a_row_owing_only_its_email_after_a_partial_failure_waits_on_email():
         webhook_url="https://hooks.example.com/in",
         pending_channels=["email"],
     )
-    assert target_of(row) == "email" and targets_of(row) == ["email"]
+    assert dispatch_target(row) == "email" and targets_of(row) == ["email"]
     row.pending_channels = []
-    assert target_of(row) == "hooks.example.com" and targets_of(row) == ["email", "hooks.example.com"]
+    assert dispatch_target(row) == "hooks.example.com" and targets_of(row) == ["email", "hooks.example.com"]
 
 
 def jobs(target: str, n: int) -> list[Job]:
@@ -237,13 +238,13 @@ def test_the_rows_held_say_how_many_workers_they_can_use_and_which_target_has_mo
 @override_settings(NOTIFICATIONS_CONCURRENCY=256, NOTIFICATIONS_TARGET_CONCURRENCY=16, NOTIFICATIONS_CHANNEL_TIMEOUT=10)
 def test_a_claim_never_holds_more_for_one_target_than_it_can_finish_in_the_budget():
     """Were every row of a claim for one stuck target, it would drain within the budget."""
-    tick = Tick(limit=100, budget=50)  # 5 deadlines: 16 x 5 = 80 rows per target, 256 x 5 in all
+    settings = Tick(limit=100, budget=50).settings  # 5 deadlines: 16 x 5 = 80 rows per target, 256 x 5 in all
 
-    assert tick.claim_size(0, held=0, busiest=0) == 80
-    assert tick.claim_size(0, held=80, busiest=80) == 0
-    assert tick.claim_size(0, held=400, busiest=10) == 70
-    assert tick.claim_size(0, held=1250, busiest=1) == 30  # the total bound
-    assert tick.claim_size(45, held=0, busiest=0) == 16  # the last deadline's worth
+    assert claim_size(settings, 0, held=0, busiest=0) == 80
+    assert claim_size(settings, 0, held=80, busiest=80) == 0
+    assert claim_size(settings, 0, held=400, busiest=10) == 70
+    assert claim_size(settings, 0, held=1250, busiest=1) == 30  # the total bound
+    assert claim_size(settings, 45, held=0, busiest=0) == 16  # the last deadline's worth
 
 
 @override_settings(NOTIFICATIONS_CONCURRENCY=WORKERS, NOTIFICATIONS_TARGET_CONCURRENCY=CAP)
@@ -251,13 +252,13 @@ def test_a_tick_starts_only_the_threads_its_rows_can_use(make_row, receivers, mo
     (receiver,), _ = receivers(1)
     burst(make_row, [receiver.url()], 10)
     started = []
-    original = Tick.start_worker
+    original = Pipeline.start_worker
 
     def counted(self):
         started.append(1)
         original(self)
 
-    monkeypatch.setattr(Tick, "start_worker", counted)
+    monkeypatch.setattr(Pipeline, "start_worker", counted)
 
     run_tick()
 

@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from notifications import telemetry
+from notifications import otel as app_otel
 from notifications.api import run_tick, schedule
 from notifications.health.telemetry import instrument
 from notifications.models import Target
@@ -30,9 +30,9 @@ def otel():
     tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
     reader = InMemoryMetricReader()
     meter_provider = MeterProvider(metric_readers=[reader])
-    telemetry.configure(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    app_otel.configure(tracer_provider=tracer_provider, meter_provider=meter_provider)
     yield exporter, reader
-    telemetry.configure()
+    app_otel.configure()
     meter_provider.shutdown()
 
 
@@ -126,7 +126,7 @@ def test_gauges_rows_lag_and_open_circuits(otel):
 
 
 def test_without_a_configured_provider_nothing_is_recorded(webhook_server):
-    telemetry.configure()  # the global providers: the API's no-ops in this test process
+    app_otel.configure()  # the global providers: the API's no-ops in this test process
     schedule(channels=["email"], email_to="ada@example.com", subject="s", body="b")
 
     assert run_tick().counts()["succeeded"] == 1

@@ -1,5 +1,5 @@
 """Delivery channels. Each `send` returns a ChannelResult and never raises."""
 
-from notifications.channels.base import Channel, ChannelResult, ErrorClass, Firing
+from notifications.channels.base import Channel, ChannelResult, ErrorClass, Firing, SettingHold
 
-__all__ = ["Channel", "ChannelResult", "ErrorClass", "Firing"]
+__all__ = ["Channel", "ChannelResult", "ErrorClass", "Firing", "SettingHold"]

@@ -33,9 +33,11 @@ from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError
 
-from notifications import telemetry
+from notifications import otel
 
 if TYPE_CHECKING:
+    from django.db.models import Q
+
     from notifications.conf import TickSettings
     from notifications.models import Notification
 
@@ -111,6 +113,21 @@ class ChannelResult:
         return self.error is None
 
 
+@dataclass(frozen=True)
+class SettingHold:
+    """A setting of the site that keeps a channel from sending some of its rows, as the
+    queue's health reports it (`Channel.setting_hold`; `Channel.held` says it of one row)."""
+
+    problem: str  # why, starting with the channel's name: `webhook: NOTIFICATIONS_WEBHOOK_SECRET is empty`
+    rows: Q  # the rows it holds, a filter of `Notification`
+    headline: str  # what an operator reads first: `Webhooks are held: ...`
+    remedy: str  # what to do, after how many rows wait: `for a key to sign with (...): set ...`
+
+    def warning(self, waiting: int) -> str:
+        rows = "1 row waits" if waiting == 1 else f"{waiting} rows wait"
+        return f"{self.headline}. {rows} {self.remedy}"
+
+
 class Channel(abc.ABC):
     """A way out for a firing. One instance per name and tick; `send` runs in worker threads.
 
@@ -158,7 +175,7 @@ class Channel(abc.ABC):
     def send(self, firing: Firing) -> ChannelResult:
         """Deliver `firing`; any exception becomes an `internal:` error, never a raise."""
         started = time.monotonic()
-        with telemetry.delivery(self.name, firing) as span:  # a no-op without opentelemetry
+        with otel.delivery(self.name, firing) as span:  # a no-op without opentelemetry
             try:
                 result = self.deliver(firing)
                 if not isinstance(result, ChannelResult):
@@ -243,6 +260,12 @@ class Channel(abc.ABC):
         """Why the site's configuration keeps this channel from sending `row` now (a setting
         to fix, not a failure of the row: the tick holds it, spending no retry, and the
         admin says why), or None. `settings` is the tick's snapshot (None: read them now)."""
+        return None
+
+    def setting_hold(self) -> SettingHold | None:
+        """While a setting of the site (read now) keeps this channel from sending rows: why,
+        which rows, and what to do, for the queue's health and `notifications_status`;
+        None while none does. The whole picture of what `held` says row by row."""
         return None
 
     def prepare(self, rows: Sequence[Notification]) -> None:

@@ -18,15 +18,15 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from notifications import services
+from notifications import outcomes
 from notifications.flow.breaker import Breaker, BreakerSettings
 from notifications.flow.ratelimit import Limit, limits_for, read_limits, take
 from notifications.flow.targets import targets_of
 from notifications.models import Notification
-from notifications.services import Outcome
+from notifications.outcomes import Outcome
 
 # Seconds a limit-deferred row's slot is still waited for after it came due: more than the
-# engine's WRITE_INTERVAL, the longest a deferred row waits for its write-back.
+# write-back's WRITE_INTERVAL (`notifications.tick.writing`), the longest a deferred row waits for its write-back.
 SLOT_GRACE = 1.0
 RECHECK = 0.05  # seconds between claims while a slot that came due has not been claimed
 
@@ -44,7 +44,7 @@ class FlowControl:
         """Rows to send now, and outcomes for the rows that are not sent now."""
         admission = self.breaker.admit(rows, now)
         deferred = [
-            services.defer(row, until, now, f"circuit open for {key}", held_for=key)
+            outcomes.defer(row, until, now, f"circuit open for {key}", held_for=key)
             for row, until, key in admission.held
         ]
         # Probes first: a rate limit must not leave a probe waiting.
@@ -82,7 +82,7 @@ class FlowControl:
                 late[target] += 1
             heapq.heappush(self.slots, slot)
             until = datetime.fromtimestamp(slot, UTC)
-            deferred.append(services.defer(row, until, now, f"rate limit of {', '.join(over)}"))
+            deferred.append(outcomes.defer(row, until, now, f"rate limit of {', '.join(over)}"))
         return send, deferred
 
     def pause_if_waiting(self, now: datetime, budget_left: float) -> bool:
@@ -127,7 +127,7 @@ class FlowControl:
         key = self.tripped_target(row, tripped)
         if key is None:
             raise ValueError(f"notification {row.pk} has no tripped target")
-        return services.defer(row, tripped[key], now, f"circuit open for {key}", held_for=key)
+        return outcomes.defer(row, tripped[key], now, f"circuit open for {key}", held_for=key)
 
     def observe(self, outcomes: Iterable[Outcome], now: datetime) -> None:
         self.breaker.observe(outcomes, now)

@@ -11,7 +11,7 @@ A row of a category (`NOTIFICATIONS_CATEGORIES`) that is not required goes throu
 - A category's `throttle` lets at most N firings reach one recipient per window
   (`notifications.flow.throttle`); the rest are skipped with outcome `throttled`.
 - A firing all of whose channels were skipped settles like a success
-  (`services.record_skipped`); a row with channels left owes only those in this tick.
+  (`outcomes.record_skipped`); a row with channels left owes only those in this tick.
 
 Preferences are read in one query per batch; a throttle costs one statement per recipient
 and category the batch holds. A site with no categories pays nothing.
@@ -25,14 +25,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from notifications import registry, services
+from notifications import outcomes, registry
 from notifications.channels import Channel
 from notifications.conf import Policy, categories
 from notifications.flow import throttle
 from notifications.flow.targets import channel_target
 from notifications.models import DeliveryAttempt, Notification, Preference
+from notifications.outcomes import Outcome
 from notifications.rules import categories as rules
-from notifications.services import Outcome, tallies
+from notifications.services import tallies
 
 logger = logging.getLogger("notifications.tick")
 
@@ -88,10 +89,10 @@ def screen(rows: Sequence[Notification], channels: Mapping[str, Channel], now: d
             result.send.append(row)
         else:
             try:
-                result.settled.append(services.record_skipped(row, now))
+                result.settled.append(outcomes.record_skipped(row, now))
             except Exception as exc:  # a schedule that cannot advance: a poison row costs only itself
                 logger.exception("notification %s: internal error", row.pk)
-                result.settled.append(services.record_internal_error(row, exc, now, Policy.from_settings()))
+                result.settled.append(outcomes.record_internal_error(row, exc, now, Policy.from_settings()))
                 continue
             reason = THROTTLED if THROTTLED in gone.values() else SKIPPED
             by_category[(row.category, str(reason))] += 1

@@ -14,7 +14,15 @@ from notifications import registry
 from notifications.models import Notification
 from notifications.rules.hosts import DEFAULT_PORTS, ascii_host, host_target
 
-__all__ = ["DEFAULT_PORTS", "ascii_host", "channel_target", "host_target", "target_of", "targets_of"]
+__all__ = [
+    "DEFAULT_PORTS",
+    "ascii_host",
+    "channel_target",
+    "dispatch_target",
+    "host_target",
+    "targets_by_channel",
+    "targets_of",
+]
 
 
 def channel_target(row: Notification, channel: str) -> str:
@@ -29,7 +37,12 @@ def targets_of(row: Notification) -> list[str]:
     return list(dict.fromkeys(t for t in targets if t))
 
 
-def target_of(row: Notification) -> str:
+def targets_by_channel(row: Notification) -> dict[str, str]:
+    """channel -> its target, for the channels the row's current firing still owes."""
+    return {channel: channel_target(row, channel) for channel in row.owed_channels}
+
+
+def dispatch_target(row: Notification) -> str:
     """The one target a row waits on in the tick's dispatcher: that of the owed channel of
     the highest `dispatch_rank` (a webhook's host: one slow host must not hold every
     worker), the first listed among equals; "" when it owes none."""

@@ -1,8 +1,9 @@
 """Queue health: the facts the admin header, `notifications_status` and the system check share.
 
 Two queries whatever the size of the queue: one aggregate over the notifications
-(rows per state, the oldest due row, rows in flight and, while the site cannot sign
-webhooks, the rows that wait for it) and one for the latest tick records (the last
+(rows per state, the oldest due row, rows in flight and, while a setting of the site
+holds a channel's rows, such as a webhook secret it cannot sign with, the rows that
+wait for it: `Channel.setting_hold`) and one for the latest tick records (the last
 tick, and each recent host's clock offset as its last tick measured it).
 """
 
@@ -17,12 +18,12 @@ from typing import Any
 from django.db.models import Aggregate, Count, Min, QuerySet
 from django.utils import timezone
 
-from notifications.channels.webhook import holds
-from notifications.conf import Defaults, app_settings, parse_secrets, positive_int
+from notifications import registry
+from notifications.channels import SettingHold
+from notifications.conf import Defaults, app_settings, positive_int
 from notifications.health.flow import FlowHealth, flow_health
 from notifications.models import Notification, TickRun, states
-from notifications.rules.secrets import site_secret_problem
-from notifications.services import TICK_COUNTS
+from notifications.outcomes import TICK_COUNTS
 
 # Cron runs a tick every minute; three minutes without one finishing means it stopped.
 STALE_AFTER = timedelta(minutes=3)
@@ -50,10 +51,10 @@ class QueueHealth:
     # measured by its latest recent tick; hosts whose tick could not measure are left out
     clock_offsets: dict[str, float] = field(default_factory=dict)
     max_clock_offset: float = Defaults.MAX_CLOCK_OFFSET
-    # Why the site cannot sign webhooks (NOTIFICATIONS_WEBHOOK_SECRET empty or malformed),
-    # and how many rows that sign with the site's secret the tick holds meanwhile.
-    signing_problem: str | None = None
-    unsigned: int = 0
+    # A setting that keeps a channel from sending (NOTIFICATIONS_WEBHOOK_SECRET empty or
+    # malformed: the webhook's), and how many rows the tick holds for it meanwhile.
+    setting_hold: SettingHold | None = None
+    held_for_setting: int = 0
     open_digests: int = 0  # digests collecting rows, or due and not yet sent
 
     @property
@@ -94,14 +95,18 @@ class QueueHealth:
     @property
     def configuration_warning(self) -> str | None:
         """What an operator must hear while a setting holds rows back; None while none does."""
-        if self.signing_problem is None or not self.unsigned:
+        if self.setting_hold is None or not self.held_for_setting:
             return None
-        rows = "1 row waits" if self.unsigned == 1 else f"{self.unsigned} rows wait"
-        return (
-            f"Webhooks are held: {self.signing_problem.removeprefix(f'{holds.CHANNEL}: ')}. {rows} for a key to sign "
-            "with (no retry is spent): set NOTIFICATIONS_WEBHOOK_SECRET to a key (manage.py check says how) "
-            "and the next tick sends them."
-        )
+        return self.setting_hold.warning(self.held_for_setting)
+
+    # The JSON's names for the setting hold, kept from when the webhook's secret was the only one.
+    @property
+    def signing_problem(self) -> str | None:
+        return None if self.setting_hold is None else self.setting_hold.problem
+
+    @property
+    def unsigned(self) -> int:
+        return self.held_for_setting
 
     @property
     def last_tick_held(self) -> str | None:
@@ -188,8 +193,8 @@ def queue_health(
     `max_clock_offset` (seconds) defaults to `NOTIFICATIONS_MAX_CLOCK_OFFSET`.
     """
     now = now or timezone.now()
-    problem = site_secret_problem(parse_secrets(app_settings.WEBHOOK_SECRET))
-    extra = {} if problem is None else {"unsigned": Count("pk", filter=unsigned_rows())}
+    hold = setting_hold()
+    extra = {} if hold is None else {"held_for_setting": Count("pk", filter=hold.rows)}
     counts, facts = count_states(
         Notification.objects.all(),
         now,
@@ -211,8 +216,8 @@ def queue_health(
         stale_after=stale_after,
         clock_offsets=latest_clock_offsets(ticks),
         max_clock_offset=clock_threshold() if max_clock_offset is None else max_clock_offset,
-        signing_problem=problem,
-        unsigned=facts.get("unsigned", 0),
+        setting_hold=hold,
+        held_for_setting=facts.get("held_for_setting", 0),
         open_digests=facts["open_digests"],
     )
 
@@ -229,7 +234,14 @@ def count_states(
     return {state.value: facts.pop(f"state_{state.value}") for state in states.STATES}, facts
 
 
-unsigned_rows = holds.unsigned_rows  # the webhook channel's: rows it would sign with the site's secret
+def setting_hold() -> SettingHold | None:
+    """The first registered channel a setting of the site keeps from sending (`Channel.setting_hold`)."""
+    for name in registry.names():
+        channel = registry.channel(name)
+        hold = channel.setting_hold() if channel is not None else None
+        if hold is not None:
+            return hold
+    return None
 
 
 def latest_clock_offsets(ticks: Iterable[TickRun]) -> dict[str, float]:

@@ -8,7 +8,7 @@ process registers them once, e.g. a web worker in its `AppConfig.ready()`:
 
     instrument()
 
-The spans, counters and tick histogram are `notifications.telemetry`'s, recorded by the
+The spans, counters and tick histogram are `notifications.otel`'s, recorded by the
 tick itself; a no-op without opentelemetry-api, as these are.
 """
 
@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from notifications import telemetry
+from notifications import otel
 from notifications.health import monitoring
 
 GAUGE_CACHE = 1.0  # seconds: one collection reads the database once for every gauge
@@ -53,10 +53,10 @@ def _observe(read: Callable[[monitoring.Snapshot], Values]) -> Callable[[Any], I
 def instrument() -> bool:
     """Register the gauges with the meter provider (once; later calls do nothing); False
     without opentelemetry."""
-    meter = telemetry.meter()
+    meter = otel.meter()
     if meter is None:
         return False
-    if not telemetry.claim_gauges():
+    if not otel.claim_gauges():
         return True
     _cache.clear()
     meter.create_observable_gauge(

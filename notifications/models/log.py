@@ -104,7 +104,7 @@ class TickRun(models.Model):
 
 
 class Tally(models.Model):
-    """Running totals for monitoring (`notifications.metrics`, `notifications.telemetry`),
+    """Running totals for monitoring (`notifications.metrics`, `notifications.health.telemetry`),
     kept by the tick.
 
     Ticks are short-lived processes, so counters live in the database: each write-back adds

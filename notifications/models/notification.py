@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -496,6 +497,14 @@ class Notification(SettledOnMySQL, models.Model):
         if not isinstance(owed, list) or not owed:
             return None
         return {normalise(a) for a in owed if isinstance(a, str)}
+
+    def owe_recipients(self, addresses: Iterable[str]) -> None:
+        """The current firing still owes these recipients alone (normalised; the
+        receiver deferred them while it took the message for the others)."""
+        self.pending_recipients = {
+            "firing": str(self.firing_id),
+            "addresses": sorted({normalise(a) for a in addresses}),
+        }
 
     @property
     def resend_channels(self) -> list[str]:

@@ -3,10 +3,10 @@
 - Creating and editing: `schedule_notification` (the API's `schedule()`; with a `key`,
   `_save_keyed` lets the key's unique constraint settle races) and `edit` (the admin's
   add and change pages) share one due-time rule, `start`.
-- Transitions of one firing (`record_firing`, `record_invalid`, `record_internal_error`)
-  work on a row in memory and say what should happen to it; `save_outcomes` then writes
-  a whole batch at once, fenced by the claim token so a tick that lost its claim writes
-  nothing. `last_error` and `failed_channels` are set together, by `Notification.note_error`.
+- What one firing came to is decided in memory, by `notifications.outcomes` (no query);
+  `save_outcomes` then writes a whole batch at once, fenced by the claim token so a tick
+  that lost its claim writes nothing. `last_error` and `failed_channels` are set together,
+  by `Notification.note_error`.
 - Operator actions: `purge` and `cancel`, and the `RowAction`s `REQUEUE`, `RUN_NOW`,
   `PAUSE` and `RESUME`, which `act` applies to rows re-read under lock (the admin's
   actions and buttons) and `requeue`, `run_now`, `pause`, `resume` to one row or key
@@ -16,16 +16,14 @@ What each state means is `notifications.models.states`; the claim itself is `not
 
 The modules, each importing only those above it in this list:
 
-- `outcomes`: what a firing came to (`Kind`, `Outcome`) and the tick's counts (`TICK_COUNTS`).
-- `firing`: one firing in memory: `record_firing` & co., holds (`held_back`, `record_held`),
-  expiry, `defer`, `release`, `dead_letter_unloadable`.
 - `creating`: `schedule_notification` and its keyed insert or replace, `edit`, `start`,
   `prepare` (schedule()'s validation, once, in Python).
 - `inserting`: rows validated already, inserted one or many at a time (multi-row INSERTs);
   a constraint's refusal as a ValidationError naming the field.
 - `enqueueing`: `schedule_many` (all or none, keys as a run of schedule() calls).
-- `persisting`: a batch's write-back (`save_outcomes`), `suppress`, `insert_statements`,
-  `announce`.
+- `persisting`: a batch's write-back (`save_outcomes`, which dead-letters the rows its
+  claim could not load), `release_held` (a closed circuit's rows), `suppress`,
+  `insert_statements`, `announce`.
 - `housekeeping`: `prune_history`, `prune` (it and the tick's other housekeeping in one
   transaction), `record_tick`.
 - `actions`: operator actions on rows in bulk: `ActionResult`, `RowAction`, `act`,
@@ -33,48 +31,29 @@ The modules, each importing only those above it in this list:
 - `lifecycle`: `cancel`, `pause`, `resume`, `run_now` and their `RowAction`s, `refusal`,
   `pk_of`.
 
-This package re-exports the names the rest of the app uses; a test that patches a value
+This package re-exports the names the rest of the app uses (and, for the admin,
+`configuration_hold` and `TICK_COUNTS` of `notifications.outcomes`); a test that patches a value
 a function reads (`PURGE_BATCH`) patches it in the module that defines it.
 """
 
 from __future__ import annotations
 
 from notifications.conf import Policy
+from notifications.outcomes import TICK_COUNTS, configuration_hold
 from notifications.services.actions import REQUEUE, ActionResult, RowAction, act, purge, requeue
 from notifications.services.creating import edit, prepare, schedule_notification, start
 from notifications.services.enqueueing import Prepared, save_batch, schedule_many
-from notifications.services.firing import (
-    CONFIGURATION_HOLD,
-    Hold,
-    configuration_hold,
-    dead_letter_unloadable,
-    defer,
-    held_back,
-    record_firing,
-    record_held,
-    record_internal_error,
-    record_invalid,
-    record_skipped,
-    release,
-    release_held,
-    unsigned_webhook,
-)
 from notifications.services.housekeeping import prune, prune_history, record_tick
 from notifications.services.lifecycle import PAUSE, RESUME, RUN_NOW, cancel, pause, pk_of, refusal, resume, run_now
-from notifications.services.outcomes import TICK_COUNTS, Kind, Outcome
-from notifications.services.persisting import announce, insert_statements, save_outcomes, suppress
+from notifications.services.persisting import announce, insert_statements, release_held, save_outcomes, suppress
 
 __all__ = [
-    "CONFIGURATION_HOLD",
     "PAUSE",
     "REQUEUE",
     "RESUME",
     "RUN_NOW",
     "TICK_COUNTS",
     "ActionResult",
-    "Hold",
-    "Kind",
-    "Outcome",
     "Policy",
     "Prepared",
     "RowAction",
@@ -82,10 +61,7 @@ __all__ = [
     "announce",
     "cancel",
     "configuration_hold",
-    "dead_letter_unloadable",
-    "defer",
     "edit",
-    "held_back",
     "insert_statements",
     "pause",
     "pk_of",
@@ -93,14 +69,8 @@ __all__ = [
     "prune",
     "prune_history",
     "purge",
-    "record_firing",
-    "record_held",
-    "record_internal_error",
-    "record_invalid",
-    "record_skipped",
     "record_tick",
     "refusal",
-    "release",
     "release_held",
     "requeue",
     "resume",
@@ -111,5 +81,4 @@ __all__ = [
     "schedule_notification",
     "start",
     "suppress",
-    "unsigned_webhook",
 ]

@@ -42,8 +42,8 @@ from django.db.models.functions import Coalesce
 from notifications.conf import MAX_DELAY_SECONDS, digest_max_items, positive_int
 from notifications.databases import DatabaseNow
 from notifications.models import Notification, states
+from notifications.outcomes import Outcome
 from notifications.services.claims import Claim, lease_end, load_defensively
-from notifications.services.outcomes import Outcome
 
 logger = logging.getLogger("notifications.tick")
 

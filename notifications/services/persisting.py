@@ -1,4 +1,5 @@
-"""Persisting a batch: the write-back of a tick's outcomes (`save_outcomes`), the
+"""Persisting a batch: the write-back of a tick's outcomes (`save_outcomes`, with the rows
+its claim could not load), the rows a closed circuit held (`release_held`), the
 suppression list (`suppress`), the delivery log's INSERTs and the public signals."""
 
 from __future__ import annotations
@@ -7,19 +8,29 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import DatabaseError, connection, transaction
 from django.db.models import DateTimeField, Field, Model, UUIDField
 from django.utils import timezone
 
 from notifications import compat
+from notifications.conf import Policy
 from notifications.models import DeliveryAttempt, Notification, Suppression
 from notifications.models.addresses import is_address, storable
+from notifications.outcomes import Kind, Outcome
 from notifications.services import digests, reconnecting, tallies
-from notifications.services.outcomes import Kind, Outcome
 
 logger = logging.getLogger("notifications")
+
+
+class Unloadable(NamedTuple):
+    """The rows of one claim the ORM could not load (`claims.Claim.unloadable`), dead-lettered
+    by the claim's write-back: its token, its moment, pk -> why."""
+
+    token: uuid.UUID
+    now: datetime
+    rows: Mapping[Any, str]
 
 
 # Fields a write-back may change; one bulk UPDATE sets them all.
@@ -65,10 +76,16 @@ def save_outcomes(
     batches: Iterable[tuple[uuid.UUID, Iterable[Outcome]]],
     attempts: Sequence[DeliveryAttempt],
     counts: Mapping[tallies.Key, int] | None = None,
-) -> None:
+    *,
+    unloadable: Sequence[Unloadable] = (),
+    policy: Policy | None = None,
+) -> int:
     """Write batches back in one short transaction: the rows locked in primary-key order,
     one DELETE, one bulk UPDATE, one UPDATE for released rows, the INSERT of the delivery
-    log and the upsert of the monitoring totals (`counts`, from `notifications.tick.tallies`).
+    log and the upsert of the monitoring totals (`counts`, from `notifications.tick.writing`).
+    Rows a batch's claim could not load (`unloadable`) are dead-lettered
+    in the same transaction, one UPDATE each (`policy` gives their `error_count`); returns
+    how many were.
 
     Fenced by the batches' claim tokens: rows whose claim expired and passed to another
     tick are left alone. On SQLite the transaction holds the database's write lock,
@@ -90,21 +107,24 @@ def save_outcomes(
         outcomes.extend(batch)
     outcomes = digests.spread(outcomes, DIGEST_SHARED_FIELDS)  # a digest settles as one: every row of it
     if not tokens:
-        return
+        return 0
+    unloadable = [batch for batch in unloadable if batch.rows]
     log = insert_statements(DeliveryAttempt, attempts)
     committing = False
+    dead = 0
 
     def write() -> None:
-        nonlocal committing
-        if committing and _already_written(tokens, outcomes, attempts):
+        nonlocal committing, dead
+        if committing and _already_written(tokens, outcomes, attempts, unloadable):
             logger.warning("write-back: the failed COMMIT had taken; not written again")
             return
         committing = False
         with transaction.atomic():
-            _write(tokens, outcomes, log, counts)
+            dead = _write(tokens, outcomes, log, counts, unloadable, policy)
             committing = True  # from here on an error is the COMMIT's own: did it take?
 
     reconnecting.retry(write, "write-back")
+    return dead
 
 
 def _write(
@@ -112,15 +132,18 @@ def _write(
     outcomes: list[Outcome],
     log: list[tuple[str, list[Any]]],
     counts: Mapping[tallies.Key, int] | None,
-) -> None:
-    """The statements of `save_outcomes`, inside its transaction."""
+    unloadable: Sequence[Unloadable],
+    policy: Policy | None,
+) -> int:
+    """The statements of `save_outcomes`, inside its transaction; how many unloadable rows
+    were dead-lettered."""
     doomed = [o.row.pk for o in outcomes if o.delete]
     released = [o.row.pk for o in outcomes if o.kind == Kind.RELEASED]
     deferred = [o.row for o in outcomes if o.kind == Kind.DEFERRED]
     kept = [o.row for o in outcomes if not o.delete and o.kind not in (Kind.RELEASED, Kind.DEFERRED)]
     refused = [refusal for o in outcomes for result in o.results for refusal in result.refused]
     claimed = Notification.objects.filter(claim_token__in=tokens)
-    lock_in_order([o.row.pk for o in outcomes])
+    lock_in_order([o.row.pk for o in outcomes] + [pk for batch in unloadable for pk in batch.rows])
     if doomed:
         # Attachments' files go with their rows; only rows with some cost a look-up.
         with_files = any(o.row.attachments for o in outcomes if o.delete)
@@ -135,11 +158,13 @@ def _write(
         with connection.cursor() as cursor:
             for sql, params in log:
                 cursor.execute(sql, params)
+    dead = _dead_letter_unloadable(unloadable, policy or Policy.from_settings()) if unloadable else 0
     if refused:  # addresses refused for good, whatever became of the claim
         suppress(refused)
     # Last: the totals' rows are shared by every tick, so their locks are held briefly.
     if counts:
         tallies.add_deliveries(counts)
+    return dead
 
 
 def lock_in_order(pks: Iterable[Any]) -> None:
@@ -158,7 +183,12 @@ def lock_in_order(pks: Iterable[Any]) -> None:
     list(Notification.objects.filter(pk__in=ordered).order_by("pk").select_for_update().values_list("pk", flat=True))
 
 
-def _already_written(tokens: list[uuid.UUID], outcomes: list[Outcome], attempts: Sequence[DeliveryAttempt]) -> bool:
+def _already_written(
+    tokens: list[uuid.UUID],
+    outcomes: list[Outcome],
+    attempts: Sequence[DeliveryAttempt],
+    unloadable: Sequence[Unloadable],
+) -> bool:
     """After an error at COMMIT: whether the write-back took all the same.
 
     Its delivery records are there if it did (each names its row, firing, channel and
@@ -173,8 +203,39 @@ def _already_written(tokens: list[uuid.UUID], outcomes: list[Outcome], attempts:
             channel=first.channel,
             attempted_at=first.attempted_at,
         ).exists()
-    pks = [o.row.pk for o in outcomes]
+    pks = [o.row.pk for o in outcomes] + [pk for batch in unloadable for pk in batch.rows]
     return not Notification.objects.filter(claim_token__in=tokens, pk__in=pks).exists()
+
+
+def _dead_letter_unloadable(unloadable: Sequence[Unloadable], policy: Policy) -> int:
+    """Dead-letter claimed rows the ORM could not load, by id, without reading them.
+
+    Such a row reached the table some other way (raw SQL) holding a value no code can
+    convert; it is parked (`next_fire_at` NULL, so a recurring one stops too) for an
+    operator, with the conversion error in `last_error`. Fenced by the claim token.
+    """
+    dead = 0
+    for token, now, rows in unloadable:
+        for pk, error in rows.items():
+            logger.error("notification %s: cannot be loaded (%s); dead-lettered", pk, error)
+            dead += Notification.objects.filter(pk=pk, claim_token=token).update(
+                dead_lettered_at=now,
+                next_fire_at=None,
+                error_count=policy.max_retries,
+                last_error=f"invalid: cannot load the row: {error}",
+                previous_error=None,
+                failed_channels=None,
+                claim_token=None,
+                claimed_until=None,
+                updated_at=now,
+            )
+    return dead
+
+
+def release_held(key: str, now: datetime) -> int:
+    """Make the rows held for target `key` due now (its circuit closed; one UPDATE over the
+    held index). The breaker calls it when a circuit closes or did not open after all."""
+    return Notification.objects.filter(held_for=key).update(next_fire_at=now, held_for=None, updated_at=now)
 
 
 def suppress(refusals: Iterable[tuple[str, str]], now: datetime | None = None) -> int:

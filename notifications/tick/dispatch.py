@@ -15,10 +15,11 @@ from collections import Counter, deque
 from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from notifications.channels import ChannelResult, Firing
 from notifications.models import DeliveryAttempt, Notification
-from notifications.services import Outcome
+from notifications.outcomes import Outcome
 
 # One worker in this many (at least one) is never given to a single target while the tick
 # may still claim rows for others, so rows behind a stuck endpoint leave workers free.
@@ -27,13 +28,15 @@ RESERVED_WORKER_RATIO = 4
 
 @dataclass(eq=False)
 class Batch:
-    """One claim: its token fences the write-back, done when every row has an outcome."""
+    """One claim: its token fences the write-back, done when every row has an outcome. The
+    rows it could not load (`unloadable`, pk -> why) are dead-lettered by its write-back."""
 
     token: uuid.UUID
     now: datetime
     left: int
     outcomes: list[Outcome] = field(default_factory=list)
     attempts: list[DeliveryAttempt] = field(default_factory=list)
+    unloadable: dict[Any, str] = field(default_factory=dict)
 
     def add(self, outcome: Outcome, attempts: list[DeliveryAttempt]) -> bool:
         """File one row's outcome; True once the batch is complete."""

@@ -1,9 +1,10 @@
 """The worker threads of a tick: take a claimed row, send its channels under their
-deadline, hand back its outcome.
+deadline, settle its outcome, hand it back.
 
 Nothing here reaches the database (an import-linter contract of `make check` says so):
-what a row's results come to, and the breaker's view of them, are the tick's own
-callables (`record`, `internal_error`, `watch`), which work on the row in memory.
+what a row's results come to is `notifications.outcomes.settling`'s, in memory, and the
+breaker's view of them (`watch`) works in memory too. The tick's own thread turns the
+results handed back into the delivery log's records and writes them.
 """
 
 from __future__ import annotations
@@ -15,15 +16,17 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from django.utils import timezone
 
 from notifications.channels import Channel, ChannelResult, ErrorClass, Firing
+from notifications.outcomes import settling
 
 if TYPE_CHECKING:
-    from notifications.models import DeliveryAttempt
-    from notifications.services import Outcome
+    from notifications.conf import Policy
+    from notifications.outcomes import Outcome
     from notifications.tick.dispatch import Dispatcher, Job
 
 logger = logging.getLogger("notifications.tick")
@@ -37,8 +40,9 @@ DEADLINE_GRACE = 1.0
 # behind past their deadline, which keep their thread until they return. Threads start
 # only as sends need them.
 CHANNEL_THREADS_PER_WORKER = 2
-# What a worker (or the monitor) hands back for one row.
-Reported = tuple["Job", "Outcome", "list[DeliveryAttempt]"]
+# What a worker (or the monitor) hands back for one row: its outcome, and the channel
+# results the delivery log records (none when the row was not settled from its sends).
+Reported = tuple["Job", "Outcome", "list[ChannelResult]"]
 
 
 class Workers:
@@ -52,17 +56,15 @@ class Workers:
         *,
         timeout: float,
         concurrency: int,
-        record: Callable[[Job, list[ChannelResult]], tuple[Outcome, list[DeliveryAttempt]]],
-        internal_error: Callable[[Job, Exception], Outcome],
-        watch: Callable[[Job, Outcome], None],
+        policy: Policy,
+        watch: Callable[[Outcome, datetime], None],
     ) -> None:
         self.dispatcher = dispatcher
         self.results = results
         self.channels = channels
         self.timeout = timeout
-        self.record = record
-        self.internal_error = internal_error
-        self.watch = watch
+        self.policy = policy  # retries and backoff, for the outcome rules
+        self.watch = watch  # the circuit breaker's: each outcome before the worker's next row
         per_worker = max(CHANNEL_THREADS_PER_WORKER, len(channels))
         self.pool = ThreadPoolExecutor(per_worker * concurrency, thread_name_prefix="notifications-send")
         self.names = itertools.count()
@@ -92,17 +94,17 @@ class Workers:
             self.hand_back(job, *reported)
             finished = job  # marked done by the next take()
 
-    def hand_back(self, job: Job, outcome: Outcome, attempts: list[DeliveryAttempt]) -> None:
+    def hand_back(self, job: Job, outcome: Outcome, logged: list[ChannelResult]) -> None:
         """Hand a delivered row's outcome to the tick, telling the breaker first, in this
         thread: no further send to a target failing again and again starts meanwhile."""
         try:
-            self.watch(job, outcome)
+            self.watch(outcome, job.batch.now)
         except Exception:  # the tick waits for every claimed row: its outcome goes back whatever
             logger.exception("notification %s: the circuit breaker could not take its outcome", job.row.pk)
-        self.results.put((job, outcome, attempts))
+        self.results.put((job, outcome, logged))
 
-    def attempt(self, job: Job) -> tuple[Outcome, list[DeliveryAttempt]] | None:
-        """Deliver one row: its outcome and delivery records, or None when
+    def attempt(self, job: Job) -> tuple[Outcome, list[ChannelResult]] | None:
+        """Deliver one row: its outcome and the results to log, or None when
         the monitor settled the row first. Whoever settles a job computes its outcome
         (which changes the row in memory); the other side drops what it has.
 
@@ -116,11 +118,20 @@ class Workers:
             mine = job.settle()
             if not mine:
                 return None
-            return self.record(job, channel_results)
+            return self.outcome_of(job, channel_results)
         except Exception as exc:  # noqa: BLE001 - logged by internal_error()
             if not mine and not job.settle():
                 return None
             return self.internal_error(job, exc), []
+
+    def outcome_of(self, job: Job, channel_results: list[ChannelResult]) -> tuple[Outcome, list[ChannelResult]]:
+        """What the channels' results come to, and the results the delivery log records."""
+        return settling.record_firing(job.row, channel_results, job.batch.now, self.policy), channel_results
+
+    def internal_error(self, job: Job, exc: Exception) -> Outcome:
+        """An unexpected exception is a full failure of the row, so poison walks to the dead letters."""
+        logger.exception("notification %s: internal error", job.row.pk)
+        return settling.record_internal_error(job.row, exc, job.batch.now, self.policy)
 
     def deliver(self, job: Job) -> list[ChannelResult]:
         """The row's channels in parallel: the first in this thread, any others in the pool.
@@ -166,16 +177,16 @@ class Workers:
             if not job.settle():
                 continue  # its worker is reporting it right now
             try:
-                outcome, attempts = self.overran(job)
+                outcome, logged = self.overran(job)
             except Exception as exc:  # noqa: BLE001 - logged by internal_error()
-                outcome, attempts = self.internal_error(job, exc), []
+                outcome, logged = self.internal_error(job, exc), []
             logger.warning("notification %s: a send overran its deadline; left behind", job.row.pk)
             self.dispatcher.done(job)
-            self.hand_back(job, outcome, attempts)
+            self.hand_back(job, outcome, logged)
             abandoned.append(job)
         return abandoned
 
-    def overran(self, job: Job) -> tuple[Outcome, list[DeliveryAttempt]]:
+    def overran(self, job: Job) -> tuple[Outcome, list[ChannelResult]]:
         """A row whose worker is stuck: what finished counts, the rest timed out."""
         if job.firing is None:  # stuck before sending (validation): nothing went out
             raise TimeoutError(f"not started within {self.timeout:g}s")
@@ -186,8 +197,8 @@ class Workers:
                 tried.append(result or self.timed_out(name))
                 if result is None or result.ok:
                     break
-            return self.record(job, tried)
-        return self.record(job, [job.results.get(name) or self.timed_out(name) for name in job.firing.channels])
+            return self.outcome_of(job, tried)
+        return self.outcome_of(job, [job.results.get(name) or self.timed_out(name) for name in job.firing.channels])
 
     def timed_out(self, name: str) -> ChannelResult:
         return ChannelResult(

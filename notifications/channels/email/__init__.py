@@ -2,5 +2,6 @@
 
 - `channel`: `EmailChannel`, from a row to a message and from a send to a result.
 - `providers`: what mail servers and providers answer, classed.
-- `mailers`: the site's mail backends and how long they may wait.
+- `timeouts`: how long the mailer the tick sends through may wait (checks W002, W006);
+  which mailer that is, is `notifications.mailers`'s.
 """

@@ -40,9 +40,6 @@ from django.utils.translation import gettext_lazy as _
 from notifications import compat, mailers
 from notifications.channels.base import Channel, ChannelResult, ErrorClass, Firing
 from notifications.channels.email import inflight, providers
-from notifications.channels.email.mailers import (
-    site_mailers as site_mailers,  # the checks' and the test double's answer too
-)
 from notifications.conf import positive_number
 from notifications.content.email import Content, render_content
 from notifications.content.links import Links, links_for
@@ -50,6 +47,7 @@ from notifications.content.queued import ANYMAIL_ATTRIBUTES, SHAPE_ATTRIBUTES, r
 from notifications.content.templating import TemplateRenderError
 from notifications.exceptions import NotificationsError
 from notifications.mailers import open_connection
+from notifications.mailers import site_mailers as site_mailers  # the checks' and the test double's answer too
 from notifications.models import Suppression, addresses, attachments
 from notifications.rules import headers as header_rules
 

@@ -18,7 +18,7 @@ from django.utils.translation import gettext_lazy as _
 from requests.structures import CaseInsensitiveDict
 
 from notifications import compat
-from notifications.channels.base import Channel, ChannelResult, ErrorClass, Firing
+from notifications.channels.base import Channel, ChannelResult, ErrorClass, Firing, SettingHold
 from notifications.channels.http import guard, transport
 from notifications.channels.http.statuses import RETRY_LATER_STATUSES as RETRY_LATER_STATUSES
 from notifications.channels.http.statuses import classify_status, parse_retry_after
@@ -128,7 +128,7 @@ class WebhookChannel(Channel):
 
     name = "webhook"
     # Its targets are many independent receivers, one of which may hang: a row owing a
-    # webhook queues under the webhook's host (`notifications.flow.targets.target_of`).
+    # webhook queues under the webhook's host (`notifications.flow.targets.dispatch_target`).
     dispatch_rank = 1
     admin_fieldset = _("Webhook")
     headline_is_generic = True  # every webhook is a notification.fired
@@ -169,6 +169,22 @@ class WebhookChannel(Channel):
         problem = holds.signing_problem(settings.webhook_secrets if settings else None, read=settings is None)
         own = getattr(row, "signs_itself", None)
         return problem if holds.unsigned_webhook(row, problem, own_secret=own) else None
+
+    def setting_hold(self) -> SettingHold | None:
+        """While NOTIFICATIONS_WEBHOOK_SECRET has no usable key: the rows that would be signed
+        with it wait (`holds.unsigned_rows`)."""
+        problem = holds.signing_problem()
+        if problem is None:
+            return None
+        return SettingHold(
+            problem,
+            holds.unsigned_rows(),
+            headline=f"Webhooks are held: {problem.removeprefix(f'{holds.CHANNEL}: ')}",
+            remedy=(
+                "for a key to sign with (no retry is spent): set NOTIFICATIONS_WEBHOOK_SECRET to a key "
+                "(manage.py check says how) and the next tick sends them."
+            ),
+        )
 
     def keys(self, firing: Firing) -> list[bytes]:
         """The row's own key, else every site key (all of them sign during a rotation)."""

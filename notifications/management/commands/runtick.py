@@ -23,7 +23,8 @@ from django.utils import timezone
 from notifications.conf import TickSettings
 from notifications.management.output import run_command_checks, settle_output, stamp, with_log_output
 from notifications.models import Notification
-from notifications.services import TICK_COUNTS, Outcome, reconnecting, wake
+from notifications.outcomes import TICK_COUNTS, Outcome
+from notifications.services import reconnecting, wake
 from notifications.services.claims import claim_order, load_defensively
 from notifications.tick.engine import TickReport, run_tick
 

@@ -19,9 +19,7 @@ from typing import Any
 from django.conf import settings
 from django.utils.module_loading import import_string
 
-from notifications.mailers import SMTP_BACKEND as SMTP_BACKEND
-from notifications.mailers import choose, email_setting
-from notifications.mailers import site_mailers as site_mailers
+from notifications.mailers import SMTP_BACKEND, choose, email_setting, site_mailers
 
 ANYMAIL_DEFAULT_TIMEOUT = 30  # seconds: anymail's REQUESTS_TIMEOUT when a site sets none
 

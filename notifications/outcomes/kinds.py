@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
-from notifications.channels import ChannelResult
-from notifications.models import Notification
+if TYPE_CHECKING:
+    from notifications.channels import ChannelResult
+    from notifications.models import Notification
 
 
 class Kind(StrEnum):

@@ -1,22 +1,25 @@
-"""One firing, in memory: what became of a claimed row (`record_firing` & co., holds,
-expiry, `defer`, `release`), as an `Outcome` that `persisting.save_outcomes` writes."""
+"""Settling one firing, in memory: what a claimed row's channel results (or a reason not
+to send it) come to, applied to the row (`record_firing` & co., `defer`, `release`,
+`expire`, `dead_letter`), as an `Outcome` that the write-back
+(`notifications.services.persisting.save_outcomes`) stores. No query: the worker threads
+call it (`notifications.tick.workers`).
+"""
 
 from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 
 from notifications import registry
 from notifications.channels import ChannelResult, ErrorClass
-from notifications.channels.webhook.holds import unsigned_webhook as unsigned_webhook  # services' name for it
-from notifications.conf import Policy, TickSettings
-from notifications.models import Notification, validation
-from notifications.models.addresses import normalise
-from notifications.rules import expiry, quiet, retry
-from notifications.services.outcomes import Kind, Outcome
+from notifications.outcomes.kinds import Kind, Outcome
+from notifications.rules import expiry, retry
+
+if TYPE_CHECKING:
+    from notifications.conf import Policy
+    from notifications.models import Notification
 
 logger = logging.getLogger("notifications")
 
@@ -44,7 +47,7 @@ def record_firing(row: Notification, results: list[ChannelResult], now: datetime
     if all(r.error_class == ErrorClass.PERMANENT for r in failed):
         # No retry can help (blocked address, 410 Gone, recipient refused ...), nor can the
         # next occurrence: a recurring row stops too, until an operator requeues it.
-        return _dead_letter(row, now, error, policy, results=results, skip_forward=False)
+        return dead_letter(row, now, error, policy, results=results, skip_forward=False)
     retry_after = max((r.retry_after for r in failed if r.retry_after is not None), default=None)
     return _fail(row, now, error, policy, results=results, retry_after=retry_after)
 
@@ -64,8 +67,7 @@ def _owe_recipients(row: Notification, results: list[ChannelResult]) -> None:
     if tracked is None:
         return
     if tracked.deferred:
-        owed = sorted({normalise(a) for a in tracked.deferred})
-        row.pending_recipients = {"firing": str(row.firing_id), "addresses": owed}
+        row.owe_recipients(tracked.deferred)
     elif tracked.ok:
         row.pending_recipients = None
 
@@ -87,11 +89,6 @@ def record_internal_error(row: Notification, exc: BaseException, now: datetime, 
         row.error_count = policy.max_retries
         row.release_claim(now)
         return Outcome(row, Kind.DEAD_LETTERED, detail=row.last_error or error)
-
-
-def record_invalid(row: Notification, errors: dict[str, list[str]], now: datetime, policy: Policy) -> Outcome:
-    """A row that bypassed validation cannot be delivered: dead-letter it with the reason."""
-    return _dead_letter(row, now, validation.describe(errors), policy, skip_forward=False)
 
 
 def _advance(
@@ -133,11 +130,11 @@ def _fail(
     policy = policy.for_row(row.max_retries, row.backoff)
     decision = retry.after_failure(row.error_count, policy.max_retries, policy.backoff, retry_after=retry_after)
     if isinstance(decision, retry.DeadLetter):
-        return _dead_letter(row, now, error, policy, results=results)
+        return dead_letter(row, now, error, policy, results=results)
     retry_at = now + timedelta(seconds=decision.delay)
     late = row.too_late(retry_at)
     if late is not None:  # the retry could not be sent anyway: the firing expires now
-        return _expire(row, now, f"the next retry would come {late}; {error}", results=results)
+        return expire(row, now, f"the next retry would come {late}; {error}", results=results)
     row.error_count = decision.error_count
     row.wait_until(retry_at)
     row.note_error(error)
@@ -145,7 +142,7 @@ def _fail(
     return Outcome(row, Kind.RETRIED, detail=f"retry in {decision.delay:g}s: {error}", results=results or [])
 
 
-def _dead_letter(
+def dead_letter(
     row: Notification,
     now: datetime,
     error: str,
@@ -176,73 +173,6 @@ def _dead_letter(
     return Outcome(row, Kind.DEAD_LETTERED, detail=error, results=results or [])
 
 
-@dataclass(frozen=True)
-class Hold:
-    """Why a claimed row is not sent now: too late (`EXPIRED`, with `reason`), inside
-    quiet hours, or waiting for a signing secret (`DEFERRED` until `until`)."""
-
-    kind: Kind
-    reason: str = ""
-    until: datetime | None = None
-    new_due_time: bool = False  # quiet hours: `until` is the firing's due time from now on
-
-
-# A row whose webhook needs the site's signing secret while the site has no usable one is
-# held this long at a time: no retry spent, no attempt logged. Every tick reads the
-# settings afresh, so the first tick after the fix sends it.
-CONFIGURATION_HOLD = timedelta(seconds=60)  # one cron interval
-
-
-def held_back(row: Notification, now: datetime, settings: TickSettings) -> Hold | None:
-    """Whether `row`, claimed and valid, must not be sent at `now`, and why. Changes nothing.
-
-    Too late (past `expires_at`, or more than `max_delay` after the firing was due, however
-    long it waited since: retries, an open circuit, a rate limit) expires the firing;
-    inside quiet hours defers it to the window's end, unless that end is past `expires_at`
-    too. A webhook the site cannot sign (NOTIFICATIONS_WEBHOOK_SECRET empty, the warning
-    notifications.W010, or malformed, E010), and email that would go through the queue
-    itself or an alias that names no mailer (E022), are held for CONFIGURATION_HOLD instead
-    of spending the row's retries (each channel says what holds it: `Channel.held`).
-    `settings` is the tick's.
-    """
-    late = row.too_late(now)
-    if late is not None:
-        return Hold(Kind.EXPIRED, reason=late)
-    end = quiet.end_of_window(quiet.effective(row.quiet_hours, settings.quiet_hours), row.timezone, now)
-    if end is None:
-        trouble = configuration_hold(row, settings)
-        if trouble is not None:
-            return Hold(Kind.DEFERRED, reason=f"held: {trouble}", until=now + CONFIGURATION_HOLD)
-        return None
-    past = expiry.past_deadline(end, row.expires_at)
-    if past is not None:
-        return Hold(Kind.EXPIRED, reason=f"quiet hours end {expiry.describe(past)} past expires_at")
-    return Hold(Kind.DEFERRED, until=end, new_due_time=True)
-
-
-def configuration_hold(row: Notification, settings: TickSettings | None = None) -> str | None:
-    """Why a setting keeps one of the channels `row` owes from sending it now, or None."""
-    for name in row.owed_channels:
-        channel = registry.channel(name)
-        trouble = channel.held(row, settings) if channel is not None else None
-        if trouble is not None:
-            return trouble
-    return None
-
-
-def record_held(row: Notification, hold: Hold, now: datetime) -> Outcome:
-    """Apply a `Hold` to `row`: nothing was sent, no retry is spent."""
-    if hold.kind == Kind.DEFERRED and hold.until is not None:
-        if hold.new_due_time:
-            row.set_due(hold.until)
-        else:  # held for a setting: the firing waits, still due when it was
-            row.wait_until(hold.until)
-        row.release_claim(now)
-        detail = hold.reason or f"quiet hours until {hold.until:%Y-%m-%d %H:%M} UTC"
-        return Outcome(row, Kind.DEFERRED, detail=detail)
-    return _expire(row, now, hold.reason)
-
-
 def defer(row: Notification, until: datetime, now: datetime, detail: str, *, held_for: str | None = None) -> Outcome:
     """Not sent now, due again at `until`: no retry spent, no attempt logged. Flow control
     (`notifications.flow`): an open circuit (`held_for` its target) or a rate limit."""
@@ -252,7 +182,7 @@ def defer(row: Notification, until: datetime, now: datetime, detail: str, *, hel
     return Outcome(row, Kind.DEFERRED, detail=detail)
 
 
-def _expire(row: Notification, now: datetime, reason: str, *, results: list[ChannelResult] | None = None) -> Outcome:
+def expire(row: Notification, now: datetime, reason: str, *, results: list[ChannelResult] | None = None) -> Outcome:
     """The firing came too late and is not sent: `last_error` says why, `expired_at` when.
 
     A recurring row moves on to its first occurrence after now, a new firing; a one-shot
@@ -277,36 +207,6 @@ def _expire(row: Notification, now: datetime, reason: str, *, results: list[Chan
         row.dead_lettered_at = now
     row.release_claim(now)
     return Outcome(row, Kind.EXPIRED, detail=reason, results=results or [])
-
-
-def dead_letter_unloadable(token: uuid.UUID, unloadable: dict[Any, str], now: datetime, policy: Policy) -> int:
-    """Dead-letter claimed rows the ORM could not load, by id, without reading them.
-
-    Such a row reached the table some other way (raw SQL) holding a value no code can
-    convert; it is parked (`next_fire_at` NULL, so a recurring one stops too) for an
-    operator, with the conversion error in `last_error`. Fenced by the claim token.
-    """
-    dead = 0
-    for pk, error in unloadable.items():
-        logger.error("notification %s: cannot be loaded (%s); dead-lettered", pk, error)
-        dead += Notification.objects.filter(pk=pk, claim_token=token).update(
-            dead_lettered_at=now,
-            next_fire_at=None,
-            error_count=policy.max_retries,
-            last_error=f"invalid: cannot load the row: {error}",
-            previous_error=None,
-            failed_channels=None,
-            claim_token=None,
-            claimed_until=None,
-            updated_at=now,
-        )
-    return dead
-
-
-def release_held(key: str, now: datetime) -> int:
-    """Make the rows held for target `key` due now (its circuit closed; one UPDATE over the
-    held index)."""
-    return Notification.objects.filter(held_for=key).update(next_fire_at=now, held_for=None, updated_at=now)
 
 
 def release(row: Notification, now: datetime) -> Outcome:

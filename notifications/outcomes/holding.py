@@ -1,0 +1,93 @@
+"""Rows held back before they are sent, in memory: too late, inside quiet hours, or held
+for a setting of the site (`Hold`, `held_back`, `record_held`), and rows that bypassed
+validation (`record_invalid`). No query; the tick asks before flow control, so such rows
+take no rate-limit slot and are never a circuit's probe.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from notifications import registry
+from notifications.models import validation
+from notifications.outcomes.kinds import Kind, Outcome
+from notifications.outcomes.settling import dead_letter, expire
+from notifications.rules import expiry, quiet
+
+if TYPE_CHECKING:
+    from notifications.conf import Policy, TickSettings
+    from notifications.models import Notification
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Why a claimed row is not sent now: too late (`EXPIRED`, with `reason`), inside
+    quiet hours, or held for a setting of the site (`DEFERRED` until `until`)."""
+
+    kind: Kind
+    reason: str = ""
+    until: datetime | None = None
+    new_due_time: bool = False  # quiet hours: `until` is the firing's due time from now on
+
+
+# A row whose webhook needs the site's signing secret while the site has no usable one is
+# held this long at a time: no retry spent, no attempt logged. Every tick reads the
+# settings afresh, so the first tick after the fix sends it.
+CONFIGURATION_HOLD = timedelta(seconds=60)  # one cron interval
+
+
+def held_back(row: Notification, now: datetime, settings: TickSettings) -> Hold | None:
+    """Whether `row`, claimed and valid, must not be sent at `now`, and why. Changes nothing.
+
+    Too late (past `expires_at`, or more than `max_delay` after the firing was due, however
+    long it waited since: retries, an open circuit, a rate limit) expires the firing;
+    inside quiet hours defers it to the window's end, unless that end is past `expires_at`
+    too. A webhook the site cannot sign (NOTIFICATIONS_WEBHOOK_SECRET empty, the warning
+    notifications.W010, or malformed, E010), and email that would go through the queue
+    itself or an alias that names no mailer (E022), are held for CONFIGURATION_HOLD instead
+    of spending the row's retries (each channel says what holds it: `Channel.held`).
+    `settings` is the tick's.
+    """
+    late = row.too_late(now)
+    if late is not None:
+        return Hold(Kind.EXPIRED, reason=late)
+    end = quiet.end_of_window(quiet.effective(row.quiet_hours, settings.quiet_hours), row.timezone, now)
+    if end is None:
+        trouble = configuration_hold(row, settings)
+        if trouble is not None:
+            return Hold(Kind.DEFERRED, reason=f"held: {trouble}", until=now + CONFIGURATION_HOLD)
+        return None
+    past = expiry.past_deadline(end, row.expires_at)
+    if past is not None:
+        return Hold(Kind.EXPIRED, reason=f"quiet hours end {expiry.describe(past)} past expires_at")
+    return Hold(Kind.DEFERRED, until=end, new_due_time=True)
+
+
+def configuration_hold(row: Notification, settings: TickSettings | None = None) -> str | None:
+    """Why a setting keeps one of the channels `row` owes from sending it now, or None."""
+    for name in row.owed_channels:
+        channel = registry.channel(name)
+        trouble = channel.held(row, settings) if channel is not None else None
+        if trouble is not None:
+            return trouble
+    return None
+
+
+def record_held(row: Notification, hold: Hold, now: datetime) -> Outcome:
+    """Apply a `Hold` to `row`: nothing was sent, no retry is spent."""
+    if hold.kind == Kind.DEFERRED and hold.until is not None:
+        if hold.new_due_time:
+            row.set_due(hold.until)
+        else:  # held for a setting: the firing waits, still due when it was
+            row.wait_until(hold.until)
+        row.release_claim(now)
+        detail = hold.reason or f"quiet hours until {hold.until:%Y-%m-%d %H:%M} UTC"
+        return Outcome(row, Kind.DEFERRED, detail=detail)
+    return expire(row, now, hold.reason)
+
+
+def record_invalid(row: Notification, errors: dict[str, list[str]], now: datetime, policy: Policy) -> Outcome:
+    """A row that bypassed validation cannot be delivered: dead-letter it with the reason."""
+    return dead_letter(row, now, validation.describe(errors), policy, skip_forward=False)

@@ -1,0 +1,336 @@
+"""One tick's pipeline: claim due rows, hand them to the workers, collect their outcomes.
+
+Database work happens only in the calling thread and never inside a transaction that
+waits on the network: a claim is one short transaction, delivery runs in worker threads
+that touch no database (`workers`), and each batch is written back in one short
+transaction fenced by the batch's claim token (`writing`).
+
+Workers take claimed rows from a `Dispatcher` and hand back outcomes; meanwhile the
+calling thread claims the next batch before the workers run dry and writes back each
+batch as soon as its last row is done. The dispatcher keeps one queue per target
+(webhook host, or email) and gives a free worker to the target with the fewest rows in
+flight, so a stuck endpoint cannot hold every worker while rows to healthy ones wait.
+
+A claimed row's way, in order: `claims.claim` -> `hold_back` (validation, the holds of
+`notifications.outcomes`) -> digests -> `flow.recipients.screen` -> `FlowControl.admit`
+-> the dispatcher -> a worker (send, settle, the breaker's `watch`) -> `collect_finished`
+-> `Writer.write_back`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import queue
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+
+from django.utils import timezone
+
+from notifications import outcomes, registry
+from notifications.channels import Channel
+from notifications.conf import TickSettings
+from notifications.flow.control import FlowControl
+from notifications.flow.recipients import screen
+from notifications.flow.targets import dispatch_target, targets_by_channel
+from notifications.models import Notification, validation
+from notifications.outcomes import Outcome
+from notifications.services import digests, reconnecting
+from notifications.services.claims import Claim, claim, release_tokens
+from notifications.tick.dispatch import Batch, Dispatcher, Job
+from notifications.tick.report import TickReport
+from notifications.tick.workers import Reported, Workers
+from notifications.tick.writing import Writer, attempt_records
+
+logger = logging.getLogger("notifications.tick")
+
+# How often the tick looks for sends that overran CHANNEL_TIMEOUT + DEADLINE_GRACE.
+MONITOR_INTERVAL = 0.25
+# How often the tick's own thread collects finished rows and tops up the queue.
+POLL_INTERVAL = 0.005
+# Claims take the database's write lock, which on SQLite is the host site's too: a
+# draining tick tops up its queue in chunks (see `claim_wanted`), and claims only because
+# a capped target leaves workers idle at most this often.
+STARVED_CLAIM_INTERVAL = 0.5
+# Claim the next batch while fewer than this many rows per worker wait, so the workers
+# never run dry while a claim takes its turn at the database.
+LOW_WATER_ROWS_PER_WORKER = 2
+# Rows waiting in the dispatcher at most when a capped target leaves workers idle: this
+# many batches, or this many rows per worker if that is more. Each waiting row holds a
+# claim no other tick can take, so the tick looks past a stuck target only this far.
+HIGH_WATER_BATCHES = 3
+HIGH_WATER_ROWS_PER_WORKER = 4
+
+
+def claim_size(settings: TickSettings, elapsed: float, held: int, busiest: int) -> int:
+    """Claim no more than the workers can finish before the budget runs out.
+
+    With every endpoint stuck, rows take ceil(n / concurrency) timeouts, and the rows
+    of one target ceil(n / TARGET_CONCURRENCY); capping the rows held (`held` in all,
+    `busiest` for the target with the most, which the whole claim might join) keeps a
+    tick close to its budget whatever the endpoints do.
+    """
+    waves = max(1, math.floor((settings.budget - elapsed) / settings.channel_timeout))  # the timeout is positive
+    return min(settings.limit, settings.concurrency * waves - held, settings.target_concurrency * waves - busiest)
+
+
+class Pipeline:
+    """One run of a tick: its channels, flow control, workers and write-back, and the
+    loop that claims, hands out and collects until nothing more is due or the budget is spent."""
+
+    def __init__(
+        self,
+        settings: TickSettings,
+        stop: threading.Event,
+        report: TickReport,
+        *,
+        fixed_now: datetime | None,
+        on_outcome: Callable[[Outcome], None] | None,
+    ) -> None:
+        self.settings = settings
+        self.stop = stop
+        self.report = report
+        self.fixed_now = fixed_now
+        self.started = time.monotonic()
+        # The parts, made once per run.
+        self.channels: dict[str, Channel] = registry.open_for_tick(settings)  # one instance per name
+        self.flow = FlowControl(settings.lease)  # circuit breakers and rate limits
+        self.dispatcher = Dispatcher(settings.concurrency, settings.target_concurrency, paused=self.flow.tripped)
+        self.results: queue.SimpleQueue[Reported] = queue.SimpleQueue()
+        self.workers = Workers(
+            self.dispatcher,
+            self.results,
+            self.channels,
+            timeout=settings.channel_timeout,
+            concurrency=settings.concurrency,
+            policy=settings.policy,
+            watch=self.flow.watch,
+        )
+        self.writer = Writer(self.flow, report, settings.policy, fixed_now=fixed_now, on_outcome=on_outcome)
+        # Claim the next batch while this many rows still wait, so workers never run dry;
+        # claim up to `high_water` waiting rows when a capped target leaves workers idle.
+        self.low_water = LOW_WATER_ROWS_PER_WORKER * settings.concurrency
+        self.high_water = max(HIGH_WATER_BATCHES * settings.limit, HIGH_WATER_ROWS_PER_WORKER * settings.concurrency)
+        # The state of the loop.
+        self.held = 0  # rows claimed and not yet given an outcome
+        self.exhausted = False  # a claim came back short: nothing more is due
+        self.digests_wanted = True  # digests may be due: see claim_digests
+        self.next_starved_claim = self.next_check = time.monotonic()
+        self.live_workers = 0  # started as claimed rows need them (see take), never stopped
+        # The database error that ended claiming (retries spent): what is held is still
+        # finished and written back, then the tick fails with it.
+        self.failure: Exception | None = None
+
+    def run(self) -> None:
+        """Claim, deliver and write back until done; then close the workers and channels."""
+        try:
+            while True:
+                self.reap_overdue()
+                if self.stop.is_set():
+                    self.release_waiting()
+                if not self.claim_if_needed():
+                    if self.held == 0 and self.done_claiming():
+                        break
+                    # Poll rather than block on the queue: one wake-up per interval collects
+                    # every row finished meanwhile, instead of one wake-up per row.
+                    time.sleep(POLL_INTERVAL)
+                # After a claim too: workers that take rows as fast as they are claimed must
+                # not keep the finished ones from being written back until claiming ends.
+                self.collect_finished()
+                self.failure = self.failure or self.writer.write_back(force=self.held == 0)
+            self.writer.write_back(force=True, last=True)
+            if self.failure is not None:
+                raise self.failure
+        finally:
+            self.dispatcher.close()
+            self.workers.close()
+            for channel in self.channels.values():
+                channel.close()
+
+    # --- the loop's steps, in the order it takes them ---------------------------------------
+
+    def start_worker(self) -> None:
+        self.live_workers += 1
+        self.workers.start()
+
+    def reap_overdue(self) -> None:
+        """Every MONITOR_INTERVAL: report sends that overran every deadline, replace their workers."""
+        if time.monotonic() < self.next_check:
+            return
+        self.next_check = time.monotonic() + MONITOR_INTERVAL
+        for _ in self.workers.abandon_overdue():
+            self.live_workers -= 1  # the stuck one is left behind and ends when its send returns...
+            self.start_worker()  # ...so keep the concurrency
+
+    def release_waiting(self) -> None:
+        """Stopping: rows no worker has started are handed back, due again at once."""
+        for job in self.dispatcher.drain():
+            self.results.put((job, outcomes.release(job.row, job.batch.now), []))
+
+    def done_claiming(self) -> bool:
+        """No more batches: stopping, nothing more due, or the budget is spent.
+
+        The budget stops *new* batches: the first one is always claimed, so `--budget 0`
+        means "one batch".
+        """
+        spent = time.monotonic() - self.started >= self.settings.budget and self.report.batches > 0
+        return self.stop.is_set() or self.exhausted or spent or self.failure is not None
+
+    def claim_if_needed(self) -> bool:
+        """Claim the next batch when the workers need it; True if a claim was made."""
+        elapsed = time.monotonic() - self.started
+        size = 0 if self.done_claiming() else claim_size(self.settings, elapsed, self.held, self.dispatcher.busiest())
+        more = size > 0 and self.dispatcher.waiting < self.high_water
+        self.dispatcher.set_capped(more)
+        if not more or self.flow.paused() or not self.claim_wanted(size):
+            return False
+        batch_now = self.fixed_now or timezone.now()
+        try:
+            claimed = claim(batch_now, size, self.settings.lease)  # lost connections and deadlocks retried
+        except reconnecting.DATABASE_ERRORS as exc:
+            if not self.held and not self.writer.finished:
+                raise  # nothing to finish: the caller reports it
+            self.give_up_claiming(exc)
+            return False
+        try:
+            self.take(claimed, size, batch_now)
+        except reconnecting.DATABASE_ERRORS as exc:
+            # The batch never reached a worker: hand it back, due again at once.
+            self.give_up_claiming(exc, release=claimed.token)
+            return False
+        return True
+
+    def give_up_claiming(self, exc: Exception, release: uuid.UUID | None = None) -> None:
+        """The database failed a claim beyond its retries: claim nothing more, but finish
+        and write back the rows held (a tick that died here would leave them claimed
+        until the lease ends and send them again). `release`: a batch claimed but never
+        handed to a worker, released if the database lets us."""
+        code = reconnecting.error_code(exc)
+        logger.error("claim failed, no more claims this tick: %s (%s)", type(exc).__name__, code)
+        self.failure = self.failure or exc
+        if release is not None:
+            try:
+                reconnecting.retry(lambda: release_tokens([release]), "release")
+            except reconnecting.DATABASE_ERRORS:
+                logger.error("could not release a claimed batch: its rows wait for the lease to end")
+
+    def take(self, claimed: Claim, size: int, batch_now: datetime) -> None:
+        """Hand a claimed batch to the workers (rows held back, deferred and settled by
+        recipients' choices get their outcomes at once; rows that could not be loaded are
+        dead-lettered by the batch's write-back)."""
+        self.exhausted = claimed.size < size
+        self.claim_digests(claimed, batch_now, size)
+        if claimed.size:
+            self.report.batches += 1
+        if claimed.rows:
+            self.hand_out(claimed, batch_now)
+        elif claimed.unloadable:  # nothing to send: written back with the next write
+            self.writer.finished.append(Batch(claimed.token, batch_now, 0, unloadable=claimed.unloadable))
+        budget_left = self.settings.budget - (time.monotonic() - self.started)
+        if self.exhausted and self.flow.pause_if_waiting(batch_now, budget_left):
+            self.exhausted = False  # rows a rate limit deferred come due within the budget: wait for them
+
+    def hand_out(self, claimed: Claim, batch_now: datetime) -> None:
+        """The claimed rows through the holds, digests, recipients' choices and flow
+        control, then those still to send to the dispatcher."""
+        for channel in self.channels.values():
+            channel.prepare(claimed.rows)  # e.g. the suppressed addresses: workers touch no database
+        ready, held = self.hold_back(claimed.rows, batch_now)
+        ready = self.file_for_digests(ready, claimed.token, batch_now)
+        self.held += len(ready) + len(held)
+        batch = Batch(claimed.token, batch_now, len(ready) + len(held), unloadable=claimed.unloadable)
+        if not batch.left and batch.unloadable:  # every loadable row joined a digest
+            self.writer.finished.append(batch)
+        screened = screen(ready, self.channels, batch_now)  # recipients' choices, throttles
+        batch.attempts += screened.attempts
+        send, deferred = self.flow.admit(screened.send, batch_now)  # open circuits, rate limits
+        for outcome in held + screened.settled + deferred:
+            self.results.put((Job(batch, outcome.row, ""), outcome, []))
+        self.dispatcher.put([Job(batch, row, dispatch_target(row), targets=targets_by_channel(row)) for row in send])
+        # Threads as the rows need them, up to CONCURRENCY: a tick of a few rows starts a few.
+        for _ in range(self.dispatcher.useful_workers() - self.live_workers):
+            self.start_worker()
+
+    def hold_back(self, rows: list[Notification], now: datetime) -> tuple[list[Notification], list[Outcome]]:
+        """Rows that may go now, and outcomes for those that must not: invalid (dead-lettered,
+        saying why), too late, inside quiet hours, held for a setting. Settled before flow
+        control, so they take no rate-limit slot and are never a circuit's probe."""
+        policy = self.settings.policy
+        ready, held = [], []
+        for row in rows:
+            try:
+                errors = validation.field_errors(row)
+                if errors:
+                    held.append(outcomes.record_invalid(row, errors, now, policy))
+                    continue
+                hold = outcomes.held_back(row, now, self.settings)
+            except Exception as exc:  # a poison row costs only itself
+                logger.exception("notification %s: internal error", row.pk)
+                held.append(outcomes.record_internal_error(row, exc, now, policy))
+                continue
+            if hold is None:
+                ready.append(row)
+            else:
+                held.append(outcomes.record_held(row, hold, now))
+        return ready, held
+
+    def claim_digests(self, claimed: Claim, now: datetime, size: int) -> None:
+        """Add whole digests whose window has ended to `claimed` (same token): with the
+        tick's first claim, and again while more are due (a full claim of them, or a digest
+        that filing has just closed). One statement when none is due."""
+        if not self.digests_wanted:
+            return
+        self.digests_wanted = digests.claim_into(claimed, now, size, self.settings.lease)
+        if self.digests_wanted:
+            self.exhausted = False
+
+    def file_for_digests(self, rows: list[Notification], token: uuid.UUID, now: datetime) -> list[Notification]:
+        """Rows that wait for a digest join one (written at once, claim released, no outcome);
+        the rest go on. A digest due now (its window over, or full) is claimed next."""
+        filing = digests.file_due(rows, now, token)
+        if filing.closed:
+            self.digests_wanted = True
+            self.exhausted = False
+        return filing.rows
+
+    def claim_wanted(self, size: int) -> bool:
+        """Whether to claim now. Claims take the database's write lock (all of it, on
+        SQLite), so they come in chunks rather than a few rows at a time."""
+        waiting = self.dispatcher.waiting
+        if waiting == 0:
+            return True  # workers are about to run dry
+        if waiting < self.low_water:
+            # Top up in chunks: half of what may be held at most, or a whole batch.
+            full = claim_size(self.settings, time.monotonic() - self.started, 0, 0)
+            return size >= full // 2
+        if self.dispatcher.starved() and time.monotonic() >= self.next_starved_claim:
+            # A capped target leaves workers idle: look for rows to other targets, now and then.
+            self.next_starved_claim = time.monotonic() + STARVED_CLAIM_INTERVAL
+            return True
+        return False
+
+    def collect_finished(self) -> None:
+        """File every outcome the workers handed back since the last look, with the
+        delivery log's records of its sends."""
+        while True:
+            try:
+                job, outcome, logged = self.results.get_nowait()
+            except queue.Empty:
+                break
+            self.held -= 1
+            if job.batch.add(outcome, attempt_records(job.firing, logged) if logged else []):
+                self.writer.finished.append(job.batch)
+        self.hold_tripped()
+
+    def hold_tripped(self) -> None:
+        """A target that has just failed `failures` times in a row: its rows still waiting
+        for a worker are held now, not sent into the same failure while the rest of their
+        batch finishes (its circuit opens when the results are written back)."""
+        tripped = self.flow.new_trips()
+        if not tripped:
+            return
+        for job in self.dispatcher.withdraw(lambda job: self.flow.tripped_target(job.row, tripped) is not None):
+            self.results.put((job, self.flow.hold_tripped(job.row, tripped, job.batch.now), []))
