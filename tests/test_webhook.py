@@ -16,7 +16,7 @@ from standardwebhooks import Webhook
 from notifications.api import run_tick
 from notifications.channels import Firing
 from notifications.channels.webhook.channel import WebhookChannel
-from notifications.models import Notification
+from notifications.models import DeliveryAttempt, Notification
 from tests.support.servers import Reply, WebhookServer
 
 TIMEOUT = 2  # NOTIFICATIONS_CHANNEL_TIMEOUT in tests.settings
@@ -71,6 +71,20 @@ def test_body_names_the_firing_and_carries_the_payload(make_row, webhook_server,
     assert before - timedelta(seconds=1) <= fired_at <= timezone.now()
     assert received.headers["content-type"] == "application/json"
     assert Webhook(settings.NOTIFICATIONS_WEBHOOK_SECRET).verify(received.body, received.headers) == body
+
+
+def test_a_recurring_rows_delivery_log_names_the_firing_it_sent(make_row, webhook_server):
+    with time_machine.travel(timezone.now(), tick=True) as clock:
+        row = make_row(channels=["webhook"], webhook_url=webhook_server.url(), recurrence_rule="* * * * *")
+        sent_firing = row.firing_id
+        clock.shift(61)
+        assert run_tick().counts()["succeeded"] == 1
+
+    (received,) = webhook_server.received
+    (attempt,) = DeliveryAttempt.objects.filter(notification_id=row.pk)
+    assert received.headers["webhook-id"] == f"msg_{sent_firing}"
+    assert attempt.firing_id == sent_firing  # not the next occurrence's, which the row now holds
+    assert Notification.objects.get(pk=row.pk).firing_id != sent_firing
 
 
 def test_webhook_id_is_the_same_on_every_attempt_of_one_firing(make_row, webhook_server):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
 from datetime import datetime
@@ -135,7 +136,8 @@ def attempt_records(firing: Firing | None, results: list[ChannelResult]) -> list
     return [
         DeliveryAttempt(
             notification_id=firing.notification.pk,
-            firing_id=firing.notification.firing_id,  # the UUID itself: no parsing of its text
+            # The firing's own id: a recurring row holds its next firing's by now.
+            firing_id=uuid.UUID(firing.firing_id),
             channel=r.channel,
             target=channel_target(firing.notification, r.channel),
             recipient=firing.notification.recipient,
