@@ -554,3 +554,47 @@ def test_a_channel_sees_the_digest_on_its_firing():
     assert firing.items == [{"n": 0}, {"n": 1}, {"n": 2}]
     plain = schedule(channels=["webhook"], webhook_url=URL, payload={"x": 1})
     assert Firing(plain, str(plain.firing_id), t0, ["webhook"]).items == [{"x": 1}]
+
+
+# --- operator actions keep a digest whole ------------------------------------------------------
+
+
+def test_a_select_all_requeue_keeps_a_digest_whole_across_its_chunks(admin_client, monkeypatch):
+    """The admin requeues a select-all in chunks of ACTION_BATCH rows, a transaction each,
+    and ticks run between them. A dead digest whose rows fall on both sides of a chunk's
+    end is requeued in one chunk: no tick sends half of it."""
+    from notifications.services import actions
+    from tests.support.admin_forms import CHANGELIST
+
+    t0 = timezone.now()
+    later = t0 + timedelta(days=1)
+
+    # Rows on either side of the digest's (ids) so that it straddles the first chunk's end.
+    def healthy(n: int) -> None:  # rows of the selection the requeue skips (nothing failed)
+        Notification.objects.bulk_create(
+            [Notification(channels=["webhook"], webhook_url=URL, payload={}, next_fire_at=later) for _ in range(n)]
+        )
+
+    healthy(actions.ACTION_BATCH - 2)
+    rows = [digest_row(n, at=t0) for n in range(4)]
+    healthy(10)
+    with capture_notifications() as captured:
+        captured.respond(410)  # permanent: the digest is dead-lettered at once
+        captured.tick(now=t0 + timedelta(seconds=WINDOW))
+        assert Notification.objects.dead().count() == 4
+        captured.clear()
+        captured.respond(200)
+        ticked = []
+
+        def tick_between_chunks(held: float) -> None:
+            ticked.append(captured.tick())
+
+        monkeypatch.setattr(actions, "let_others_write", tick_between_chunks)
+        response = admin_client.post(
+            CHANGELIST, {"action": "requeue", "select_across": "1", "_selected_action": [rows[0].pk]}, follow=True
+        )
+        assert response.status_code == 200
+        assert ticked  # a tick ran between the chunks
+        captured.tick()
+        assert [w.json["count"] for w in captured.webhooks] == [4]
+    assert not Notification.objects.filter(pk__in=[r.pk for r in rows]).exists()
