@@ -124,6 +124,38 @@ def open_digests(now: datetime) -> QuerySet[Any, dict[str, Any]]:
     )
 
 
+# --- leaving: a paused row is out of its digest ------------------------------------------------
+
+# What `leave` changes.
+LEAVE_FIELDS = (
+    "digest_id",
+    "next_fire_at",
+    "firing_due_at",
+    "firing_id",
+    "error_count",
+    "last_error",
+    "pending_channels",
+)
+
+
+def leave(row: Notification) -> None:
+    """Take `row` (paused, not in flight) out of its digest, in memory (the caller saves
+    LEAVE_FIELDS). The digest goes out without it; once resumed, the row is due at its own
+    due time and is filed afresh (it joins its group's open digest, or opens one) as a
+    firing of its own: a new `webhook-id` (the digest's may have been delivered already,
+    and a receiver would drop a second message with it) and no retries spent (the
+    digest's failures were not the row's own)."""
+    if row.digest_id is None:
+        return
+    row.set_due(row.firing_due_at or row.next_fire_at)
+    row.digest_id = None
+    row.firing_id = uuid.uuid4()
+    if row.error_count and row.failed_channels is None and row.dead_lettered_at is None:
+        row.last_error = None  # the digest's retry's error
+    row.error_count = 0
+    row.pending_channels = None
+
+
 # --- filing: a due row joins its group's open digest, or opens one ---------------------------
 
 
