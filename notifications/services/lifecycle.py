@@ -125,7 +125,9 @@ def pause(key_or_row: str | Notification, now: datetime | None = None) -> Notifi
     """Pause the row: it is not claimed until resumed. Returns it as it now stands.
 
     Already paused, or not going to fire (parked, a dead letter): left as it is. A firing
-    in flight finishes and writes back; nothing fires after it.
+    in flight finishes and writes back; nothing fires after it. A row of a digest leaves
+    it (`digests.leave`): the digest goes out without it, and once resumed the row joins
+    its group's open digest, or opens one.
     """
     return _act_on_one(PAUSE, key_or_row, now)
 
