@@ -390,3 +390,28 @@ def test_a_firing_a_rate_limit_defers_counts_against_the_throttle_once_when_it_g
     assert len(mail.outbox) == 3
     assert not DeliveryAttempt.objects.filter(outcome="throttled").exists()
     assert not Notification.objects.exists()
+
+
+def test_a_firing_retried_after_a_failure_counts_against_the_throttle_once():
+    """Three firings of a "3/d" category fail once and are retried: the retries are the same
+    firings, already counted, so all three reach the recipient (none is throttled away)."""
+    from notifications.testing import capture_notifications
+
+    with capture_notifications() as captured:
+        for n in range(3):
+            schedule(
+                channels=["webhook"],
+                webhook_url="https://hooks.example.com/in",
+                recipient="user:1",
+                category="news",
+                payload={"n": n},
+                fire_at=NOW,
+            )
+        captured.respond(503)
+        assert run_tick(now=NOW).counts()["retried"] == 3
+        captured.clear()
+        captured.respond(200)
+        run_tick(now=NOW + timedelta(hours=1))
+        assert sorted(w.json["payload"]["n"] for w in captured.webhooks) == [0, 1, 2]
+    assert not DeliveryAttempt.objects.filter(outcome="throttled").exists()
+    assert not Notification.objects.exists()

@@ -117,13 +117,16 @@ def _throttle(
     now: datetime,
 ) -> None:
     """Skip, as `throttled`, the rows past their category's throttle for their recipient
-    (the row's `recipient`, else the first key a channel gives), in batch order."""
+    (the row's `recipient`, else the first key a channel gives), in batch order. A retry
+    is neither counted nor throttled: its firing counted when it first went out."""
     wanting: dict[tuple[str, str], list[Notification]] = defaultdict(list)
     for row in rows:
         limit = known[row.category].throttle
         left = [name for name in row.owed_channels if name not in skipped.get(row.pk, {})]
         if limit is None or not left:
             continue
+        if row.error_count:
+            continue  # a retry: its firing was counted when it first went out, and goes again
         recipient = row.recipient or next((k for name in left for k in keys[row.pk][name]), "")
         if recipient:
             wanting[(row.category, recipient)].append(row)
