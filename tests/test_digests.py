@@ -554,3 +554,107 @@ def test_a_channel_sees_the_digest_on_its_firing():
     assert firing.items == [{"n": 0}, {"n": 1}, {"n": 2}]
     plain = schedule(channels=["webhook"], webhook_url=URL, payload={"x": 1})
     assert Firing(plain, str(plain.firing_id), t0, ["webhook"]).items == [{"x": 1}]
+
+
+# --- operator actions keep a digest whole ------------------------------------------------------
+
+
+def test_a_select_all_requeue_keeps_a_digest_whole_across_its_chunks(admin_client, monkeypatch):
+    """The admin requeues a select-all in chunks of ACTION_BATCH rows, a transaction each,
+    and ticks run between them. A dead digest whose rows fall on both sides of a chunk's
+    end is requeued in one chunk: no tick sends half of it."""
+    from notifications.services import actions
+    from tests.support.admin_forms import CHANGELIST
+
+    t0 = timezone.now()
+    later = t0 + timedelta(days=1)
+
+    # Rows on either side of the digest's (ids) so that it straddles the first chunk's end.
+    def healthy(n: int) -> None:  # rows of the selection the requeue skips (nothing failed)
+        Notification.objects.bulk_create(
+            [Notification(channels=["webhook"], webhook_url=URL, payload={}, next_fire_at=later) for _ in range(n)]
+        )
+
+    healthy(actions.ACTION_BATCH - 2)
+    rows = [digest_row(n, at=t0) for n in range(4)]
+    healthy(10)
+    with capture_notifications() as captured:
+        captured.respond(410)  # permanent: the digest is dead-lettered at once
+        captured.tick(now=t0 + timedelta(seconds=WINDOW))
+        assert Notification.objects.dead().count() == 4
+        captured.clear()
+        captured.respond(200)
+        ticked = []
+
+        def tick_between_chunks(held: float) -> None:
+            ticked.append(captured.tick())
+
+        monkeypatch.setattr(actions, "let_others_write", tick_between_chunks)
+        response = admin_client.post(
+            CHANGELIST, {"action": "requeue", "select_across": "1", "_selected_action": [rows[0].pk]}, follow=True
+        )
+        assert response.status_code == 200
+        assert ticked  # a tick ran between the chunks
+        captured.tick()
+        assert [w.json["count"] for w in captured.webhooks] == [4]
+    assert not Notification.objects.filter(pk__in=[r.pk for r in rows]).exists()
+
+
+# --- pausing a row of a digest -----------------------------------------------------------------
+
+
+def test_a_paused_row_leaves_its_digest_and_once_resumed_goes_in_a_new_one_with_its_own_webhook_id():
+    t0 = timezone.now()
+    rows = [digest_row(n, at=t0) for n in range(3)]
+    with capture_notifications() as captured:
+        captured.tick(now=t0)  # the three join one digest
+        services.pause(rows[1], now=t0 + timedelta(seconds=10))
+        captured.tick(now=t0 + timedelta(seconds=WINDOW))
+        assert [w.json["items"] for w in captured.webhooks] == [[{"n": 0}, {"n": 2}]]
+
+        resumed = t0 + timedelta(seconds=WINDOW + 60)
+        services.resume(rows[1], now=resumed)
+        digest_row(3, at=resumed + timedelta(seconds=60))
+        captured.tick(now=resumed)  # the resumed row opens a window of its own...
+        captured.tick(now=resumed + timedelta(seconds=60))  # ...which the next row joins
+        assert len(captured.webhooks) == 1
+        captured.tick(now=resumed + timedelta(seconds=WINDOW))
+        assert [w.json["items"] for w in captured.webhooks[1:]] == [[{"n": 1}, {"n": 3}]]
+        # A new firing: a receiver that drops a webhook-id it has seen does not drop it.
+        assert captured.webhooks[1].message_id != captured.webhooks[0].message_id
+    assert not Notification.objects.exists()
+
+
+def test_a_row_paused_and_resumed_while_its_digest_is_open_goes_out_with_it():
+    t0 = timezone.now()
+    rows = [digest_row(n, at=t0) for n in range(3)]
+    with capture_notifications() as captured:
+        captured.tick(now=t0)
+        services.pause(rows[1], now=t0 + timedelta(seconds=10))
+        services.resume(rows[1], now=t0 + timedelta(seconds=20))
+        captured.tick(now=t0 + timedelta(seconds=20))  # due again: it joins the open digest
+        captured.tick(now=t0 + timedelta(seconds=WINDOW))
+        assert [w.json["count"] for w in captured.webhooks] == [3]
+    assert not Notification.objects.exists()
+
+
+def test_a_row_paused_out_of_a_retrying_digest_is_sent_once_resumed_as_a_new_firing():
+    t0 = timezone.now()
+    rows = [digest_row(n, at=t0) for n in range(3)]
+    with capture_notifications() as captured:
+        captured.respond(503)
+        captured.tick(now=t0)
+        captured.tick(now=t0 + timedelta(seconds=WINDOW))  # fails: retried as one
+        services.pause(rows[2], now=t0 + timedelta(seconds=WINDOW + 1))
+        captured.respond(200)
+        captured.tick(now=t0 + timedelta(days=1))  # the retry delivers the two others
+        assert [w.json["count"] for w in captured.webhooks] == [3, 2]
+        first_id = captured.webhooks[0].message_id
+        resumed = t0 + timedelta(days=1, seconds=10)
+        row = services.resume(rows[2], now=resumed)
+        assert (row.error_count, row.last_error) == (0, None)
+        captured.tick(now=resumed)
+        captured.tick(now=resumed + timedelta(seconds=WINDOW))
+        assert [w.json["items"] for w in captured.webhooks[2:]] == [[{"n": 2}]]
+        assert captured.webhooks[2].message_id != first_id
+    assert not Notification.objects.exists()

@@ -222,3 +222,40 @@ def test_erasing_a_recipient_takes_the_history_of_rows_already_delivered_and_del
     assert erase(recipient="user:7")["delivery_attempts"] == 1
     assert erase(address="bob@example.com")["delivery_attempts"] == 1
     assert not DeliveryAttempt.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(NOTIFICATIONS_CHANNELS={"sms": {"BACKEND": "tests.support.site_channels.HangingChannel"}})
+def test_a_send_in_flight_leaves_no_delivery_record_of_the_erased_person():
+    """A tick claims the row and sends it (the channel blocks until released); the person
+    is erased meanwhile; then the send returns and the tick writes back: nothing of the
+    person is left, not even the record of that send."""
+    from tests.support import site_channels
+
+    site_channels.RELEASE.clear()
+    site_channels.STARTED.clear()
+    row = schedule(channels=["sms"], channel_data={"sms": {"to": "+15551234567"}}, recipient="user:1", fire_at=NOW)
+    other = schedule(channels=["email"], email_to="bob@example.com", subject="Hi", body="Hello", fire_at=NOW)
+    reports = []
+
+    def ticking():
+        try:
+            reports.append(run_tick(now=NOW))
+        finally:
+            connection.close()  # this thread's own connection
+
+    tick = threading.Thread(target=ticking)
+    tick.start()
+    try:
+        assert site_channels.STARTED.wait(30)  # the row is claimed and being sent
+        counts = erase(recipient="user:1")
+    finally:
+        site_channels.RELEASE.set()
+        tick.join(60)
+
+    assert counts["notifications"] == 1
+    assert reports and reports[0].counts()["succeeded"] == 2
+    assert not Notification.objects.filter(pk=row.pk).exists()
+    assert not DeliveryAttempt.objects.filter(recipient="user:1").exists()
+    assert not DeliveryAttempt.objects.filter(notification_id=row.pk).exists()
+    assert DeliveryAttempt.objects.filter(notification_id=other.pk, outcome="ok").exists()  # others' records stay

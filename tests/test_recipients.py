@@ -377,3 +377,41 @@ def test_a_skipped_row_whose_schedule_cannot_advance_costs_only_itself(monkeypat
     assert poison.last_error.startswith("internal: RuntimeError")
     assert report.counts()["retried"] == 1
     assert outcomes(fine) == [("email", "ok")]
+
+
+@override_settings(NOTIFICATIONS_RATE_LIMITS={"email": "1/h"})
+def test_a_firing_a_rate_limit_defers_counts_against_the_throttle_once_when_it_goes():
+    """Three firings of a "3/d" category, one per hour by the rate limit: all three reach
+    the recipient; the two deferred are not counted again when they come back."""
+    for _ in range(3):
+        email(recipient="user:1", category="news")
+    for tick in range(3):
+        run_tick(now=NOW + timedelta(minutes=61 * tick))  # each time a token has come
+    assert len(mail.outbox) == 3
+    assert not DeliveryAttempt.objects.filter(outcome="throttled").exists()
+    assert not Notification.objects.exists()
+
+
+def test_a_firing_retried_after_a_failure_counts_against_the_throttle_once():
+    """Three firings of a "3/d" category fail once and are retried: the retries are the same
+    firings, already counted, so all three reach the recipient (none is throttled away)."""
+    from notifications.testing import capture_notifications
+
+    with capture_notifications() as captured:
+        for n in range(3):
+            schedule(
+                channels=["webhook"],
+                webhook_url="https://hooks.example.com/in",
+                recipient="user:1",
+                category="news",
+                payload={"n": n},
+                fire_at=NOW,
+            )
+        captured.respond(503)
+        assert run_tick(now=NOW).counts()["retried"] == 3
+        captured.clear()
+        captured.respond(200)
+        run_tick(now=NOW + timedelta(hours=1))
+        assert sorted(w.json["payload"]["n"] for w in captured.webhooks) == [0, 1, 2]
+    assert not DeliveryAttempt.objects.filter(outcome="throttled").exists()
+    assert not Notification.objects.exists()

@@ -48,11 +48,13 @@ ROWS = 100
 # (notifications.services.tallies).
 # PostgreSQL and MariaDB/MySQL add one to the write-back: the SELECT ... FOR UPDATE that
 # locks its rows in primary-key order first (persisting.lock_in_order: no deadlock with
-# a host's writes); SQLite locks the whole database instead.
+# a host's writes); SQLite locks the whole database instead, and reads the rows that
+# still exist with a plain SELECT in its place (a row erased or cancelled while in flight
+# leaves no delivery record: persisting._of_rows_left).
 # Digests add one SELECT per tick: the first claim looks for digests whose window has ended
 # (notifications.services.digests; later claims only when filing closed one).
 PINNED = {
-    "sqlite": {"succeeded": 22, "recurring": 23, "retried": 27, "partial": 29},
+    "sqlite": {"succeeded": 23, "recurring": 24, "retried": 28, "partial": 30},
     "postgresql": {"succeeded": 26, "recurring": 26, "retried": 30, "partial": 31},
     "mysql": {"succeeded": 27, "recurring": 27, "retried": 31, "partial": 32},
 }

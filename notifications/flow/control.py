@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from notifications import outcomes
+from notifications.flow import recipients
 from notifications.flow.breaker import Breaker, BreakerSettings
 from notifications.flow.ratelimit import Limit, limits_for, read_limits, take
 from notifications.flow.targets import targets_of
@@ -52,6 +53,7 @@ class FlowControl:
         if self.limits:
             send, limited = self._limit(send, now)
             deferred += limited
+        recipients.give_back([outcome.row for outcome in deferred], now)  # counted when they go
         for row in send:
             row.held_for = None  # written back with the row's outcome
         return send, deferred
@@ -127,6 +129,7 @@ class FlowControl:
         key = self.tripped_target(row, tripped)
         if key is None:
             raise ValueError(f"notification {row.pk} has no tripped target")
+        recipients.give_back([row], now)
         return outcomes.defer(row, tripped[key], now, f"circuit open for {key}", held_for=key)
 
     def observe(self, outcomes: Iterable[Outcome], now: datetime) -> None:

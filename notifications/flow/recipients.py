@@ -9,7 +9,9 @@ A row of a category (`NOTIFICATIONS_CATEGORIES`) that is not required goes throu
   attempt with outcome `skipped`. Where only some keys did, the channel leaves those out
   (`Channel.leave_out`: email drops the addresses, as it drops suppressed ones).
 - A category's `throttle` lets at most N firings reach one recipient per window
-  (`notifications.flow.throttle`); the rest are skipped with outcome `throttled`.
+  (`notifications.flow.throttle`); the rest are skipped with outcome `throttled`. A firing
+  counted here that flow control then defers is given back (`give_back`): it counts when
+  it goes out.
 - A firing all of whose channels were skipped settles like a success
   (`outcomes.record_skipped`); a row with channels left owes only those in this tick.
 
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -116,13 +118,16 @@ def _throttle(
     now: datetime,
 ) -> None:
     """Skip, as `throttled`, the rows past their category's throttle for their recipient
-    (the row's `recipient`, else the first key a channel gives), in batch order."""
+    (the row's `recipient`, else the first key a channel gives), in batch order. A retry
+    is neither counted nor throttled: its firing counted when it first went out."""
     wanting: dict[tuple[str, str], list[Notification]] = defaultdict(list)
     for row in rows:
         limit = known[row.category].throttle
         left = [name for name in row.owed_channels if name not in skipped.get(row.pk, {})]
         if limit is None or not left:
             continue
+        if row.error_count:
+            continue  # a retry: its firing was counted when it first went out, and goes again
         recipient = row.recipient or next((k for name in left for k in keys[row.pk][name]), "")
         if recipient:
             wanting[(row.category, recipient)].append(row)
@@ -132,9 +137,30 @@ def _throttle(
         limit = known[category].throttle
         assert limit is not None
         granted = throttle.take(category, recipient, limit, len(waiting), now.timestamp())
+        for row in waiting[:granted]:
+            row.throttle_counted = (category, recipient)  # given back if flow control defers it
         for row in waiting[granted:]:
             for name in row.owed_channels:
                 skipped[row.pk].setdefault(name, THROTTLED)
+
+
+def give_back(rows: Iterable[Notification], now: datetime) -> None:
+    """Rows `screen` counted against their throttle at `now` that are not sent now after
+    all (flow control deferred them): their count goes back, one statement per recipient
+    and category, so a firing counts once, when it goes out (it is screened again when it
+    comes back). Without it, a recipient got fewer than N per window."""
+    returned: Counter[tuple[str, str]] = Counter()
+    for row in rows:
+        if row.throttle_counted is not None:
+            returned[row.throttle_counted] += 1
+            row.throttle_counted = None
+    if not returned:
+        return
+    known = categories()
+    for (category, recipient), n in returned.items():
+        limit = known[category].throttle if category in known else None
+        if limit is not None:
+            throttle.give_back(category, recipient, limit, n, now.timestamp())
 
 
 def _record(row: Notification, channel: str, outcome: str, now: datetime) -> DeliveryAttempt:

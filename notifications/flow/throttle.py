@@ -15,6 +15,7 @@ import threading
 import time
 
 from django.db import connection, transaction
+from django.db.models import Case, F, Value, When
 
 from notifications.databases import delete_sliced
 from notifications.models import ThrottleWindow
@@ -96,6 +97,19 @@ def take(category: str, recipient: str, throttle: Throttle, want: int, now: floa
             cursor.execute(_sql(_TAKE_RETURNING), params)
         row = cursor.fetchone()
     return int(row[0]) if row else 0
+
+
+def give_back(category: str, recipient: str, throttle: Throttle, n: int, now: float) -> int:
+    """Uncount `n` firings `take` counted at `now` (Unix seconds) that did not go out after
+    all (flow control deferred them): they are counted when they come back. Only in the
+    window they were counted in; one UPDATE. How many windows changed (0 or 1)."""
+    if n <= 0:
+        return 0
+    window = ThrottleWindow.objects.filter(
+        key=throttle_key(category, recipient), window_start__lte=now, window_start__gt=now - throttle.period
+    )
+    # Not `count - n` below zero: the column is unsigned on MariaDB/MySQL.
+    return window.update(count=Case(When(count__gt=n, then=F("count") - n), default=Value(0)))
 
 
 def prune_stale(now: float) -> int:

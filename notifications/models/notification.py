@@ -357,6 +357,10 @@ class Notification(SettledOnMySQL, models.Model):
     # The rows of the digest this row leads (itself first) while a tick holds them: set by
     # the digest claim, read by the channels (`Firing.rows`) and the write-back. Not a field.
     digest_rows: tuple[Notification, ...] = ()
+    # The throttle (category, recipient key) this row's firing was counted against in this
+    # tick, set by `flow.recipients.screen`; flow control gives the count back when it does
+    # not send the row now after all. Not a field.
+    throttle_counted: tuple[str, str] | None = None
 
     class Meta:
         ordering = ["next_fire_at", "id"]

@@ -17,9 +17,8 @@ from django.utils import timezone
 from notifications.databases import let_others_write
 from notifications.models import Notification
 from notifications.models.states import State
-from notifications.services import wake
+from notifications.services import digests, wake
 from notifications.services.claims import load_defensively
-from notifications.services.digests import with_their_digests
 from notifications.services.persisting import lock_in_order, update_rows
 
 REQUEUE_FIELDS = [
@@ -76,10 +75,10 @@ def act(
 ) -> ActionResult:
     """Apply `action` to `rows`; rows it does not apply to are skipped with a reason.
 
-    In chunks of ACTION_BATCH rows, each in a transaction of its own: the chunk is re-read
-    (locked on PostgreSQL) and its changes saved with one bulk UPDATE, so a tick's claim or
-    write-back in between is never overwritten, and the host site's writes and ticks get
-    their turn between chunks.
+    In chunks of ACTION_BATCH rows (a digest's rows always in one: `digests.chunks`), each
+    in a transaction of its own: the chunk is re-read (locked on PostgreSQL) and its
+    changes saved with one bulk UPDATE, so a tick's claim or write-back in between is never
+    overwritten, and the host site's writes and ticks get their turn between chunks.
 
     `on_chunk(changed)`, when given, is called with each chunk's changed rows inside that
     chunk's transaction (the admin logs them there), and the rows are not kept in
@@ -88,14 +87,15 @@ def act(
     """
     now = now or timezone.now()
     result = ActionResult()
-    pks = sorted(set(_pks(rows)))  # one lock order for every caller: no deadlock between two
+    # In id order (one lock order for every caller: no deadlock between two), a digest's
+    # rows in one chunk (no tick between chunks sends half of it).
     earliest: datetime | None = None
     held = 0.0
-    for start in range(0, len(pks), ACTION_BATCH):
-        if start:
+    for number, chunk in enumerate(digests.chunks(_pks(rows), ACTION_BATCH)):
+        if number:
             let_others_write(held)
         began = time.monotonic()
-        changed = _act_on_chunk(action, pks[start : start + ACTION_BATCH], now, result, on_chunk)
+        changed = _act_on_chunk(action, chunk, now, result, on_chunk)
         held = time.monotonic() - began
         if action.wakes:
             due = min((r.next_fire_at for r in changed if r.next_fire_at), default=None)
@@ -151,7 +151,7 @@ def requeue(rows: Iterable[Notification], now: datetime | None = None, on_chunk:
     write-back in between is never overwritten (see `act`, and for `on_chunk` too).
     A row of a digest brings every row of its digest: the digest is sent again as one.
     """
-    return act(REQUEUE, with_their_digests(_pks(rows)), now, on_chunk)
+    return act(REQUEUE, digests.with_their_digests(_pks(rows)), now, on_chunk)
 
 
 def _requeue(row: Notification, now: datetime) -> None:
@@ -203,21 +203,21 @@ def purge(rows: Iterable[Notification], on_batch: Callable[[int, int], None] | N
 
     `on_batch(deleted, total)` is called after each batch: the progress of a big purge.
     """
-    pks = sorted(set(_pks(rows)))
+    pks = _pks(rows)
+    total = len(set(pks))
     deleted = 0
     held = 0.0
-    for start in range(0, len(pks), PURGE_BATCH):
-        if start:
+    for number, chunk in enumerate(digests.chunks(pks, PURGE_BATCH)):  # a digest's rows go together
+        if number:
             let_others_write(held)
         began = time.monotonic()
-        chunk = pks[start : start + PURGE_BATCH]
         with transaction.atomic():
             lock_in_order(chunk)  # a DELETE locks in its scan's order: take them in the one order first
             _, per_model = Notification.objects.filter(pk__in=chunk).delete()
         deleted += per_model.get(Notification._meta.label, 0)
         held = time.monotonic() - began
         if on_batch is not None:
-            on_batch(deleted, len(pks))
+            on_batch(deleted, total)
     return deleted
 
 

@@ -78,6 +78,40 @@ def with_their_digests(pks: Sequence[Any]) -> list[Any]:
     return [*pks, *extra]
 
 
+def chunks(pks: Sequence[Any], size: int) -> list[list[Any]]:
+    """`pks` in chunks of `size` ids, in id order, each digest's rows together (in the
+    chunk of its lowest id, which grows past `size` by at most one digest's rows).
+
+    An operator action works a chunk at a time, a transaction each, and ticks run between
+    chunks: a digest split across two would be requeued (paused, run, purged) half now,
+    and a tick could send that half alone. One look-up per LOOKUP_CHUNK ids."""
+    ordered = sorted(set(pks))
+    digest_of: dict[Any, Any] = {}
+    for start in range(0, len(ordered), LOOKUP_CHUNK):
+        members = Notification.objects.filter(pk__in=ordered[start : start + LOOKUP_CHUNK], digest_id__isnull=False)
+        digest_of.update(members.values_list("pk", "digest_id"))
+    if not digest_of:
+        return [ordered[start : start + size] for start in range(0, len(ordered), size)]
+    rows_of: dict[Any, list[Any]] = defaultdict(list)
+    for pk in ordered:
+        if pk in digest_of:
+            rows_of[digest_of[pk]].append(pk)
+    result: list[list[Any]] = []
+    chunk: list[Any] = []
+    for pk in ordered:
+        digest_id = digest_of.get(pk)
+        if digest_id is None:
+            chunk.append(pk)
+        elif digest_id in rows_of:
+            chunk.extend(rows_of.pop(digest_id))  # the whole digest, at its first row
+        if len(chunk) >= size:
+            result.append(sorted(chunk))
+            chunk = []
+    if chunk:
+        result.append(sorted(chunk))
+    return result
+
+
 def open_digests(now: datetime) -> QuerySet[Any, dict[str, Any]]:
     """One entry per open digest (`states.OPEN_DIGEST_ROWS`): `digest_id`, `rows` (how
     many have joined) and `closes_at` (when it goes out: the window's end, or after quiet
@@ -88,6 +122,38 @@ def open_digests(now: datetime) -> QuerySet[Any, dict[str, Any]]:
         .annotate(rows=Count("pk"), closes_at=Min("next_fire_at"))
         .order_by("closes_at")
     )
+
+
+# --- leaving: a paused row is out of its digest ------------------------------------------------
+
+# What `leave` changes.
+LEAVE_FIELDS = (
+    "digest_id",
+    "next_fire_at",
+    "firing_due_at",
+    "firing_id",
+    "error_count",
+    "last_error",
+    "pending_channels",
+)
+
+
+def leave(row: Notification) -> None:
+    """Take `row` (paused, not in flight) out of its digest, in memory (the caller saves
+    LEAVE_FIELDS). The digest goes out without it; once resumed, the row is due at its own
+    due time and is filed afresh (it joins its group's open digest, or opens one) as a
+    firing of its own: a new `webhook-id` (the digest's may have been delivered already,
+    and a receiver would drop a second message with it) and no retries spent (the
+    digest's failures were not the row's own)."""
+    if row.digest_id is None:
+        return
+    row.set_due(row.firing_due_at or row.next_fire_at)
+    row.digest_id = None
+    row.firing_id = uuid.uuid4()
+    if row.error_count and row.failed_channels is None and row.dead_lettered_at is None:
+        row.last_error = None  # the digest's retry's error
+    row.error_count = 0
+    row.pending_channels = None
 
 
 # --- filing: a due row joins its group's open digest, or opens one ---------------------------

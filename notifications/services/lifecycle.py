@@ -11,6 +11,7 @@ from django.core.exceptions import ValidationError
 
 from notifications.models import Notification, validation
 from notifications.models.states import State
+from notifications.services import digests
 from notifications.services.actions import REQUEUE, RowAction, act, purge
 
 BEING_DELIVERED = "being delivered by a tick right now"
@@ -31,6 +32,8 @@ def _pause_refusal(row: Notification, now: datetime) -> str | None:
 def _pause(row: Notification, now: datetime) -> None:
     # The claim stays: a firing in flight finishes and writes back; nothing fires after it.
     row.paused_at = now
+    if not _in_flight(row, now):
+        digests.leave(row)  # its digest goes out without it; resumed, it joins a new one
 
 
 def _resume_refusal(row: Notification, now: datetime) -> str | None:
@@ -43,6 +46,7 @@ def _resume(row: Notification, now: datetime) -> None:
     row.paused_at = None
     if row.next_fire_at is None or _in_flight(row, now):
         return  # nothing scheduled (parked, a dead letter), or the firing in flight sets it
+    digests.leave(row)  # still in a digest: paused while its digest was in flight
     if not row.is_recurring:
         row.set_due(max(row.next_fire_at, now))
         return
@@ -80,12 +84,12 @@ def _run_now(row: Notification, now: datetime) -> None:
     row.set_due(now)
 
 
-PAUSE = RowAction("pause", _pause_refusal, _pause, ("paused_at",))
+PAUSE = RowAction("pause", _pause_refusal, _pause, ("paused_at", *digests.LEAVE_FIELDS))
 RESUME = RowAction(
     "resume",
     _resume_refusal,
     _resume,
-    ("paused_at", "next_fire_at", "firing_due_at", "error_count", "last_error", "firing_id", "pending_channels"),
+    ("paused_at", *digests.LEAVE_FIELDS),
     wakes=True,
 )
 RUN_NOW = RowAction("run_now", _run_now_refusal, _run_now, ("next_fire_at", "firing_due_at"), wakes=True)
@@ -121,7 +125,9 @@ def pause(key_or_row: str | Notification, now: datetime | None = None) -> Notifi
     """Pause the row: it is not claimed until resumed. Returns it as it now stands.
 
     Already paused, or not going to fire (parked, a dead letter): left as it is. A firing
-    in flight finishes and writes back; nothing fires after it.
+    in flight finishes and writes back; nothing fires after it. A row of a digest leaves
+    it (`digests.leave`): the digest goes out without it, and once resumed the row joins
+    its group's open digest, or opens one.
     """
     return _act_on_one(PAUSE, key_or_row, now)
 

@@ -112,15 +112,16 @@ def save_outcomes(
     log = insert_statements(DeliveryAttempt, attempts)
     committing = False
     dead = 0
+    logged = attempts  # the records the last try wrote
 
     def write() -> None:
-        nonlocal committing, dead
-        if committing and _already_written(tokens, outcomes, attempts, unloadable):
+        nonlocal committing, dead, logged
+        if committing and _already_written(tokens, outcomes, logged, unloadable):
             logger.warning("write-back: the failed COMMIT had taken; not written again")
             return
         committing = False
         with transaction.atomic():
-            dead = _write(tokens, outcomes, log, counts, unloadable, policy)
+            dead, logged = _write(tokens, outcomes, log, attempts, counts, unloadable, policy)
             committing = True  # from here on an error is the COMMIT's own: did it take?
 
     reconnecting.retry(write, "write-back")
@@ -131,29 +132,39 @@ def _write(
     tokens: list[uuid.UUID],
     outcomes: list[Outcome],
     log: list[tuple[str, list[Any]]],
+    attempts: Sequence[DeliveryAttempt],
     counts: Mapping[tallies.Key, int] | None,
     unloadable: Sequence[Unloadable],
     policy: Policy | None,
-) -> int:
-    """The statements of `save_outcomes`, inside its transaction; how many unloadable rows
-    were dead-lettered."""
+) -> tuple[int, Sequence[DeliveryAttempt]]:
+    """The statements of `save_outcomes`, inside its transaction; returns how many
+    unloadable rows were dead-lettered, and the delivery records written."""
     doomed = [o.row.pk for o in outcomes if o.delete]
     released = [o.row.pk for o in outcomes if o.kind == Kind.RELEASED]
     deferred = [o.row for o in outcomes if o.kind == Kind.DEFERRED]
     kept = [o.row for o in outcomes if not o.delete and o.kind not in (Kind.RELEASED, Kind.DEFERRED)]
     refused = [refusal for o in outcomes for result in o.results for refusal in result.refused]
     claimed = Notification.objects.filter(claim_token__in=tokens)
-    lock_in_order([o.row.pk for o in outcomes] + [pk for batch in unloadable for pk in batch.rows])
+    pks = [o.row.pk for o in outcomes]
+    present = lock_in_order(pks + [pk for batch in unloadable for pk in batch.rows])  # the rows that still exist
+    if present is None and log:  # SQLite (its write lock holds them all): read before the DELETE
+        present = set(Notification.objects.filter(pk__in=pks).values_list("pk", flat=True))
+    matched = 0  # rows the fenced statements found still claimed by the batches
     if doomed:
         # Attachments' files go with their rows; only rows with some cost a look-up.
         with_files = any(o.row.attachments for o in outcomes if o.delete)
-        claimed.filter(pk__in=doomed).delete(with_attachments=with_files)
+        matched += claimed.filter(pk__in=doomed).delete(with_attachments=with_files)[1].get(Notification._meta.label, 0)
     if kept:
-        claimed.bulk_update(kept, WRITE_BACK_FIELDS)
+        matched += claimed.bulk_update(kept, WRITE_BACK_FIELDS)
     if deferred:
-        claimed.bulk_update(deferred, DEFER_FIELDS)
+        matched += claimed.bulk_update(deferred, DEFER_FIELDS)
     if released:
-        claimed.filter(pk__in=released).update(claim_token=None, claimed_until=None)
+        matched += claimed.filter(pk__in=released).update(claim_token=None, claimed_until=None)
+    if log and matched < len(doomed) + len(kept) + len(deferred) + len(released):
+        # Some row went while it was in flight (erased, cancelled): its firing's records go
+        # with it, as its row did (SPEC: rows in flight write nothing back afterwards).
+        attempts = _of_rows_left(attempts, outcomes, present or set())
+        log = insert_statements(DeliveryAttempt, attempts)
     if log:
         with connection.cursor() as cursor:
             for sql, params in log:
@@ -164,11 +175,24 @@ def _write(
     # Last: the totals' rows are shared by every tick, so their locks are held briefly.
     if counts:
         tallies.add_deliveries(counts)
-    return dead
+    return dead, attempts
 
 
-def lock_in_order(pks: Iterable[Any]) -> None:
-    """Lock the rows `pks` in primary-key order, in one statement (inside a transaction).
+def _of_rows_left(
+    attempts: Sequence[DeliveryAttempt], outcomes: list[Outcome], present: set[Any]
+) -> list[DeliveryAttempt]:
+    """The records of firings a row of which existed when the write-back began (`present`,
+    read under its locks). A row whose claim passed to another tick still exists: the
+    record of what this tick sent stays."""
+    rows_of_firing = {o.row.pk: [r.pk for r in o.row.digest_rows] or [o.row.pk] for o in outcomes}
+    return [
+        a for a in attempts if any(pk in present for pk in rows_of_firing.get(a.notification_id, [a.notification_id]))
+    ]
+
+
+def lock_in_order(pks: Iterable[Any]) -> set[Any] | None:
+    """Lock the rows `pks` in primary-key order, in one statement (inside a transaction);
+    returns those that exist (None on SQLite, which locks nothing row by row).
 
     Every writer of several rows takes their locks in this one order (the write-back here,
     `act` and `purge` in `services.actions`), so two of them never wait on each other in a
@@ -178,9 +202,13 @@ def lock_in_order(pks: Iterable[Any]) -> None:
     SQLite locks the whole database instead: nothing to do there.
     """
     ordered = sorted(set(pks))
-    if not ordered or not connection.features.has_select_for_update:
-        return
-    list(Notification.objects.filter(pk__in=ordered).order_by("pk").select_for_update().values_list("pk", flat=True))
+    if not connection.features.has_select_for_update:
+        return None
+    if not ordered:
+        return set()
+    return set(
+        Notification.objects.filter(pk__in=ordered).order_by("pk").select_for_update().values_list("pk", flat=True)
+    )
 
 
 def _already_written(
