@@ -415,3 +415,65 @@ def test_a_firing_retried_after_a_failure_counts_against_the_throttle_once():
         assert sorted(w.json["payload"]["n"] for w in captured.webhooks) == [0, 1, 2]
     assert not DeliveryAttempt.objects.filter(outcome="throttled").exists()
     assert not Notification.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(
+    NOTIFICATIONS_CHANNELS={"sms": {"BACKEND": "tests.support.site_channels.HangingChannel"}},
+    NOTIFICATIONS_CONCURRENCY=1,
+)
+def test_firings_a_stopping_tick_hands_back_count_against_the_throttle_when_they_go(monkeypatch):
+    """Three firings of a "3/d" category; the tick is told to stop while the first is being
+    sent, so the other two go back unsent: they count when a later tick sends them, and all
+    three reach the recipient."""
+    import threading
+
+    from django.db import connection as db
+
+    from notifications import outcomes as outcomes_module
+    from tests.support import site_channels
+
+    site_channels.RELEASE.clear()
+    site_channels.STARTED.clear()
+    site_channels.SENT.clear()
+    for _ in range(3):
+        schedule(
+            channels=["sms"],
+            channel_data={"sms": {"to": "+15551234567"}},
+            recipient="user:1",
+            category="news",
+            fire_at=NOW,
+        )
+    stop = threading.Event()
+    reports = []
+    handed_back = threading.Semaphore(0)
+    release = outcomes_module.release
+
+    def releasing(row, now):  # tells the test when the tick has handed a waiting row back
+        try:
+            return release(row, now)
+        finally:
+            handed_back.release()
+
+    monkeypatch.setattr(outcomes_module, "release", releasing)
+
+    def ticking():
+        try:
+            reports.append(run_tick(now=NOW, stop=stop))
+        finally:
+            db.close()  # this thread's own connection
+
+    tick = threading.Thread(target=ticking)
+    tick.start()
+    try:
+        assert site_channels.STARTED.wait(30)  # the first is being sent, the other two wait
+        stop.set()
+        assert handed_back.acquire(timeout=30) and handed_back.acquire(timeout=30)
+    finally:
+        site_channels.RELEASE.set()
+        tick.join(60)
+    assert reports and reports[0].counts()["succeeded"] == 1 and reports[0].counts()["released"] == 2
+
+    assert run_tick(now=NOW + timedelta(minutes=1)).counts()["succeeded"] == 2
+    assert len(site_channels.SENT) == 3
+    assert not DeliveryAttempt.objects.filter(outcome="throttled").exists()

@@ -34,7 +34,7 @@ from notifications import outcomes, registry
 from notifications.channels import Channel
 from notifications.conf import TickSettings
 from notifications.flow.control import FlowControl
-from notifications.flow.recipients import screen
+from notifications.flow.recipients import give_back, screen
 from notifications.flow.targets import dispatch_target, targets_by_channel
 from notifications.models import Notification, validation
 from notifications.outcomes import Outcome
@@ -166,8 +166,18 @@ class Pipeline:
             self.start_worker()  # ...so keep the concurrency
 
     def release_waiting(self) -> None:
-        """Stopping: rows no worker has started are handed back, due again at once."""
-        for job in self.dispatcher.drain():
+        """Stopping: rows no worker has started are handed back, due again at once (their
+        throttle count too: they count when they go out)."""
+        jobs = self.dispatcher.drain()
+        by_batch: dict[Batch, list[Notification]] = {}
+        for job in jobs:
+            by_batch.setdefault(job.batch, []).append(job.row)
+        try:  # in the window each batch counted them in
+            for batch, rows in by_batch.items():
+                reconnecting.retry(lambda: give_back(rows, batch.now), "throttle")  # noqa: B023 - called at once
+        except reconnecting.DATABASE_ERRORS as exc:  # the rows go back whatever
+            logger.error("throttle counts not given back: %s", type(exc).__name__)
+        for job in jobs:
             self.results.put((job, outcomes.release(job.row, job.batch.now), []))
 
     def done_claiming(self) -> bool:
