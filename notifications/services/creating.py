@@ -113,7 +113,7 @@ def prepare(
     # No unique field either (the pk is new): Django's validate_unique would find nothing to ask.
     row.full_clean(exclude=["next_fire_at"], validate_unique=False, validate_constraints=False)
     if given and not any(getattr(registry.channel(c), "takes_attachments", False) for c in row.channel_list):
-        raise ValidationError({"attachments": ["Attachments go with the email channel."]})
+        raise ValidationError({"attachments": [validation.attachments_refused()]})
     now = now or timezone.now()
     start(row, fire_at or now, fire_at=fire_at, now=now)
     return row, list(given)
