@@ -79,6 +79,33 @@ def batch() -> Iterator[None]:
         _batch.memo = None
 
 
+def per_batch(kind: str, compute: Callable[[], Any]) -> Any:
+    """`compute()` (a setting as read now), once inside a `batch()`; every call outside one."""
+    memo: dict[Any, Any] | None = getattr(_batch, "memo", None)
+    if memo is None:
+        return compute()
+    if kind not in memo:
+        memo[kind] = compute()
+    return memo[kind]
+
+
+def compact_json(value: Any) -> str | None:
+    """`value` as compact JSON, or None when `json.dumps` cannot encode it (NaN is encoded,
+    as Django's JSONField check allows it). Encoded once per object inside a `batch()`,
+    where nothing changes the rows being validated; every call outside one encodes it."""
+    memo: dict[Any, Any] | None = getattr(_batch, "memo", None)
+    key = ("json", id(value))
+    if memo is not None and key in memo and memo[key][0] is value:
+        return memo[key][1]  # type: ignore[no-any-return]
+    try:
+        text: str | None = json.dumps(value, separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError):
+        text = None
+    if memo is not None:
+        memo[key] = (value, text)  # the value is kept: its id names no other object meanwhile
+    return text
+
+
 def remembered(kind: str, value: Any, compute: Callable[[Any], list[str]]) -> list[str]:
     """`compute(value)` (a list of messages), computed once per `kind` and `value` inside a
     `batch()`; every call outside one computes it."""
@@ -150,6 +177,10 @@ PAYLOAD_SETTING = "NOTIFICATIONS_MAX_PAYLOAD_BYTES"
 
 def max_payload_bytes() -> int:
     """NOTIFICATIONS_MAX_PAYLOAD_BYTES, or its default while it is misconfigured (check E016 says so)."""
+    return int(per_batch("max_payload_bytes", _max_payload_bytes))
+
+
+def _max_payload_bytes() -> int:
     limit: object = app_settings.MAX_PAYLOAD_BYTES
     if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
         return Defaults.MAX_PAYLOAD_BYTES
@@ -158,7 +189,11 @@ def max_payload_bytes() -> int:
 
 def max_payload_depth() -> int:
     """MAX_PAYLOAD_DEPTH, or less where the queue's database cannot store that much nesting
-    (MariaDB: 31, see `notifications.databases.json_depth_limit`)."""
+    (MariaDB: 31, see `notifications.databases.json_depth_limit`); read once per `batch()`."""
+    return int(per_batch("max_payload_depth", _max_payload_depth))
+
+
+def _max_payload_depth() -> int:
     from django.db import connections, router
 
     from notifications.databases import json_depth_limit
@@ -198,9 +233,8 @@ def _measure(value: Any, stop_above: int) -> tuple[bool, int]:
 def payload_unencodable(payload: Any) -> bool:
     """Whether `payload` cannot be encoded as JSON at all (an integer of 4,300+ digits, a set,
     nesting too deep): Django's own JSONField check would raise on it, not refuse it."""
-    try:
-        text = json.dumps(payload)  # a nesting thousands deep raises RecursionError here, at once
-    except (TypeError, ValueError, RecursionError):
+    text = compact_json(payload)  # a nesting thousands deep raises RecursionError there, at once
+    if text is None:
         return True
     # Each level of nesting opens a bracket: a text with few of them (every real payload)
     # cannot be too deep, and is not walked in Python.
@@ -230,11 +264,13 @@ def payload_errors(payload: Any) -> list[str]:
     too_large = [f"The payload is larger than {limit:,} bytes of compact JSON ({PAYLOAD_SETTING})."]
     if at_least > limit:
         return too_large  # known without encoding it
-    try:
-        size = len(json.dumps(payload, separators=(",", ":"), allow_nan=False))  # ASCII: characters are bytes
-    except (TypeError, ValueError) as exc:  # a date, a set, NaN, an integer of 4,300+ digits
-        return [f"The payload must hold only JSON values: {exc}."]
-    return too_large if size > limit else []
+    text = compact_json(payload)
+    if text is None or "NaN" in text or "Infinity" in text:  # encoded again only to say why (or to clear it)
+        try:
+            text = json.dumps(payload, separators=(",", ":"), allow_nan=False)
+        except (TypeError, ValueError) as exc:  # a date, a set, NaN, an integer of 4,300+ digits
+            return [f"The payload must hold only JSON values: {exc}."]
+    return too_large if len(text) > limit else []  # ASCII: characters are bytes
 
 
 def body_errors(body: str) -> list[str]:

@@ -112,7 +112,8 @@ def _address_errors(url: str) -> list[str]:
         host = urlsplit(url).hostname
     except ValueError:
         return []
-    refused = network.literal_refusal(host, allowed_networks()) if host else None
+    networks = validation.per_batch("webhook_allowed_networks", allowed_networks)
+    refused = network.literal_refusal(host, networks) if host else None
     if refused is None:
         return []
     address, reason = refused
