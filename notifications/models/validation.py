@@ -1,6 +1,6 @@
 """Field rules of a Notification: the core's here, each channel's in its own package.
 
-The fields a channel owns (an email's recipients, a webhook's URL) are its to judge:
+The fields a channel owns (recipients, a URL) are its to judge:
 `field_errors` asks every registered channel (`Channel.row_errors`, `unnamed_errors`,
 `policy_errors`, through `notifications.registry`), and names none itself.
 
@@ -68,7 +68,7 @@ _batch = threading.local()
 def batch() -> Iterator[None]:
     """Rows validated inside share what does not depend on the row (the site's settings, as
     read once) and the answers for values they repeat (`remembered`): a batch of thousands
-    parses its webhook URL or a setting once. Nests; forgotten at its end."""
+    parses a URL it repeats, or a setting, once. Nests; forgotten at its end."""
     if getattr(_batch, "memo", None) is not None:
         yield
         return
