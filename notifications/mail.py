@@ -65,18 +65,20 @@ class QueuedEmailBackend(BaseEmailBackend):
         skipped; an invalid one raises (nothing of this call is queued) or, with
         `fail_silently`, is skipped while the others are queued.
         """
+        from notifications.models import Notification, validation
+
         queued = []
-        for message in email_messages:
-            if not message.recipients():
-                continue  # as Django's SMTP backend: nobody to send it to
-            try:
-                queued.append(queued_message(message, priority=self.priority))
-            except (ValidationError, ValueError, TypeError):
-                if not self.fail_silently:
-                    raise
+        with validation.batch():  # a newsletter's messages share what validating each needs
+            for message in email_messages:
+                if not message.recipients():
+                    continue  # as Django's SMTP backend: nobody to send it to
+                try:
+                    queued.append(queued_message(message, priority=self.priority))
+                except (ValidationError, ValueError, TypeError):
+                    if not self.fail_silently:
+                        raise
         if not queued:
             return 0
-        from notifications.models import Notification
 
         using = router.db_for_write(Notification)
         transaction.on_commit(lambda: _queue(queued, self.fail_silently), using=using)

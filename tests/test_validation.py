@@ -16,7 +16,8 @@ from django.utils import timezone
 from notifications.api import schedule
 from notifications.channels import ErrorClass, Firing
 from notifications.channels.webhook.channel import MALFORMED_URL, WebhookChannel
-from notifications.models import Notification, validation
+from notifications.channels.webhook.rules import url_errors
+from notifications.models import Notification
 
 pytestmark = pytest.mark.django_db
 
@@ -150,7 +151,7 @@ def test_every_bad_field_is_named_at_once():
 )
 def test_the_webhook_channel_applies_the_same_url_rule_at_send_time(url):
     """A row stored around validation (raw SQL) fails as a malformed URL, with no request made."""
-    assert validation.url_errors(url)
+    assert url_errors(url)
     row = Notification(pk=1, channels=["webhook"], webhook_url=url, payload={})
     channel = WebhookChannel()
     try:

@@ -150,6 +150,9 @@ class Channel(abc.ABC):
     tracks_recipients: bool = False
     # A row naming this channel may carry attachments (`schedule(attachments=...)`).
     takes_attachments: bool = False
+    # Its `row_errors` bounds the row's `body` itself (a queued email's may be longer than
+    # the core's limit of a template body); otherwise the core's limit applies.
+    bounds_body: bool = False
     # The heading of the admin's fieldset of this channel's own row fields (`_("Email")`),
     # folded on the change page of a row that does not use the channel; None: no fieldset.
     admin_fieldset: Any = None
@@ -229,6 +232,17 @@ class Channel(abc.ABC):
             self.validate(data[self.name])
         except ValidationError as exc:
             return {"channel_data": [f"{self.name}: {message}" for message in exc.messages]}
+        return {}
+
+    def unnamed_errors(self, row: Notification) -> dict[str, list[str]]:
+        """What is wrong with this channel's own fields on a row that does not name it (a
+        value given anyway must still be one the channel could send to), by field."""
+        return {}
+
+    def policy_errors(self, row: Notification) -> dict[str, list[str]]:
+        """What the site's settings refuse in `row`'s fields of this channel, named or not:
+        checked on every save, not again by the tick (a setting changed since is the send's
+        outcome)."""
         return {}
 
     def target(self, row: Notification) -> str:

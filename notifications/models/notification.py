@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from notifications.conf import Policy, positive_int, quiet_hours
 from notifications.databases import SettledOnMySQL
-from notifications.models import attachments, states, validation
+from notifications.models import attachments, cleaning, states, validation
 from notifications.models.addresses import AddressesField, normalise
 from notifications.models.fields import HttpsURLField
 from notifications.models.indexes import DueIndex, WholeIndex
@@ -448,7 +448,7 @@ class Notification(SettledOnMySQL, models.Model):
         infinite = [n for n in ("max_delay", "max_retries", "digest_window") if validation.not_finite(getattr(self, n))]
         if infinite:
             exclude = {*(exclude or ()), *infinite}
-        super().clean_fields(exclude)
+        cleaning.clean_fields(self, exclude)  # Django's, on the fields a cheap look cannot clear
 
     def clean(self) -> None:
         if self.routing == "":

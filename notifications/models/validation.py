@@ -1,4 +1,8 @@
-"""Field rules of a Notification, in one place.
+"""Field rules of a Notification: the core's here, each channel's in its own package.
+
+The fields a channel owns (recipients, a URL) are its to judge:
+`field_errors` asks every registered channel (`Channel.row_errors`, `unnamed_errors`,
+`policy_errors`, through `notifications.registry`), and names none itself.
 
 `Notification.clean()` raises them as a ValidationError for every path the app owns
 (API, admin, forms); the tick runs the same rules on claimed rows, so a row that
@@ -8,15 +12,15 @@ message instead of crashing the tick.
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import json
 import math
 import sys
+import threading
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
-import requests
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
@@ -28,15 +32,10 @@ from notifications.conf import (
     categories,
     is_backoff,
     is_positive,
-    parse_networks,
 )
-from notifications.content import email as email_content
-from notifications.content.templating import template_errors
 from notifications.databases import MARIADB_JSON_DEPTH
-from notifications.models import addresses, attachments
-from notifications.rules import headers as header_rules
-from notifications.rules import network, quiet, schedule
-from notifications.rules.secrets import secret_errors
+from notifications.models import attachments
+from notifications.rules import quiet, schedule
 
 if TYPE_CHECKING:
     from notifications.models.notification import Notification
@@ -45,21 +44,79 @@ if TYPE_CHECKING:
 # recursive JSON encoders and decoders (Python's among them) fail near 1,000, so a deeper
 # row could be saved but neither sent nor shown.
 MAX_PAYLOAD_DEPTH = 32
-# UTF-8 bytes of the email body (a template). TextField has no limit of its own, and a
+# UTF-8 bytes of the body (a template). TextField has no limit of its own, and a
 # body is loaded, parsed and rendered for every firing like the payload; 64 KiB of
 # plain text is far more than any reminder needs. The subject is bounded by its column.
 MAX_BODY_BYTES = 64 * 1024
 # A row's `key` is unique among rows that have one (at most 200 characters: its column).
 # The database decides (the constraint `notification_key_unique`); schedule(key=...,
 # on_conflict="error") reports a taken key with this message on `key`.
-# UTF-8 bytes of a queued message's text (its body and every alternative together): sent as
-# it is, never parsed as a template, so it may be far longer than a template body.
-MAX_MESSAGE_BYTES = 2 * 1024 * 1024
 PRIORITIES = ("now", "high", "normal", "low")
 KEY_TAKEN = 'Another notification has this key (schedule() with on_conflict="replace" or "keep" reuses it).'
 
 
 ROUTINGS = ("all", "first")
+Errors = dict[str, list[str]]
+
+
+# --- one batch of rows validated together --------------------------------------------------
+
+_batch = threading.local()
+
+
+@contextlib.contextmanager
+def batch() -> Iterator[None]:
+    """Rows validated inside share what does not depend on the row (the site's settings, as
+    read once) and the answers for values they repeat (`remembered`): a batch of thousands
+    parses a URL it repeats, or a setting, once. Nests; forgotten at its end."""
+    if getattr(_batch, "memo", None) is not None:
+        yield
+        return
+    _batch.memo = {}
+    try:
+        yield
+    finally:
+        _batch.memo = None
+
+
+def per_batch(kind: str, compute: Callable[[], Any]) -> Any:
+    """`compute()` (a setting as read now), once inside a `batch()`; every call outside one."""
+    memo: dict[Any, Any] | None = getattr(_batch, "memo", None)
+    if memo is None:
+        return compute()
+    if kind not in memo:
+        memo[kind] = compute()
+    return memo[kind]
+
+
+def compact_json(value: Any) -> str | None:
+    """`value` as compact JSON, or None when `json.dumps` cannot encode it (NaN is encoded,
+    as Django's JSONField check allows it). Encoded once per object inside a `batch()`,
+    where nothing changes the rows being validated; every call outside one encodes it."""
+    memo: dict[Any, Any] | None = getattr(_batch, "memo", None)
+    key = ("json", id(value))
+    if memo is not None and key in memo and memo[key][0] is value:
+        return memo[key][1]  # type: ignore[no-any-return]
+    try:
+        text: str | None = json.dumps(value, separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError):
+        text = None
+    if memo is not None:
+        memo[key] = (value, text)  # the value is kept: its id names no other object meanwhile
+    return text
+
+
+def remembered(kind: str, value: Any, compute: Callable[[Any], list[str]]) -> list[str]:
+    """`compute(value)` (a list of messages), computed once per `kind` and `value` inside a
+    `batch()`; every call outside one computes it."""
+    memo: dict[tuple[str, Any], list[str]] | None = getattr(_batch, "memo", None)
+    if memo is None or not isinstance(value, str):
+        return compute(value)
+    key = (kind, value)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = compute(value)
+    return list(found)
 
 
 def _choices(names: tuple[str, ...]) -> str:
@@ -80,19 +137,33 @@ def channel_errors(channels: Any) -> list[str]:
     return []
 
 
-def channel_data_errors(row: Notification, channels: list[str]) -> Errors:
-    """`channel_data` is an object; each site channel of the row has its entry, as its
-    `validate` accepts it (`Channel.row_errors`)."""
+def channel_data_errors(row: Notification) -> Errors:
+    """`channel_data` is an object (each channel says what its entry must be: `Channel.row_errors`)."""
     if not isinstance(row.channel_data, dict):
         return {"channel_data": ['Give a JSON object of channel name -> its data, e.g. {"sms": {"to": "+1..."}}.']}
+    return {}
+
+
+def channels_errors(row: Notification, channels: list[str]) -> Errors:
+    """What each registered channel finds wrong with `row`: a channel the row names its
+    `row_errors`, any other its `unnamed_errors` (its own fields, given anyway)."""
     errors: Errors = {}
-    for name in channels:
-        found = registry.channel(name) if isinstance(name, str) else None
-        if found is None or registry.is_built_in(name):
+    for name in registry.names():
+        found = registry.channel(name)
+        if found is None:
             continue
-        for field, messages in found.row_errors(row).items():
-            errors.setdefault(field, []).extend(messages)
+        part = found.row_errors(row) if name in channels else found.unnamed_errors(row)
+        for field, messages in part.items():
+            if messages:
+                errors.setdefault(field, []).extend(messages)
+    if not isinstance(row.channel_data, dict):
+        errors.pop("channel_data", None)  # `channel_data_errors` says what it must be first
     return errors
+
+
+def named_channels(channels: list[str]) -> list[Any]:
+    """The registered channel instances of the names in `channels`, in order."""
+    return [found for found in map(registry.channel, channels) if found is not None] if channels else []
 
 
 def routing_errors(routing: Any) -> list[str]:
@@ -101,87 +172,15 @@ def routing_errors(routing: Any) -> list[str]:
     return []
 
 
-# A host name is at most 253 characters (RFC 1034 3.1), as Django's URLValidator says for
-# rows it sees; a longer one (reached by bulk_create) would not fit the flow-control
-# columns its target is stored in (Target, RateBucket) and crash every tick.
-MAX_HOST_CHARS = 253
-
-
-def host_length(host: str) -> int:
-    """Characters of `host` as DNS spells it (IDNA-encoded), or as typed if it cannot be."""
-    try:
-        return len(host.encode("idna"))
-    except UnicodeError:  # a label over 63 characters, or not encodable: count what is there
-        return len(host.encode("utf-8", "replace"))
-
-
-def url_errors(url: str) -> list[str]:
-    """A webhook URL is http(s) with a host, a valid port and no credentials.
-
-    The webhook channel applies the same rule again at send time, to rows that reached
-    the table without validation.
-    """
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError on a bad port
-    except ValueError as exc:
-        return [f"Not a valid URL: {exc}."]
-    if parts.scheme not in ("http", "https"):
-        return ["Webhook URLs must use http or https."]
-    if not parts.hostname:
-        return ["The webhook URL has no host."]
-    if host_length(parts.hostname) > MAX_HOST_CHARS:
-        return [f"The webhook URL's host is longer than {MAX_HOST_CHARS} characters."]
-    if parts.username is not None or parts.password is not None:
-        return ["Put credentials in the payload or the signature, not in the URL."]
-    if not parts.hostname.isascii():
-        try:  # as the request will name it: requests IDNA-encodes the host (IDNA 2008)
-            requests.PreparedRequest().prepare_url(url, None)
-        except requests.exceptions.InvalidURL:
-            return ["The webhook URL's host is not a name a request can be sent to (IDNA)."]
-    return []
-
-
-def allowed_networks() -> tuple[Any, ...]:
-    """NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS parsed (`conf.parse_networks`), once per value
-    of the setting rather than once per row validated."""
-    value = app_settings.WEBHOOK_ALLOWED_NETWORKS
-    if isinstance(value, list | tuple) and all(isinstance(entry, str) for entry in value):
-        return _parsed_networks(tuple(value))
-    return parse_networks(value)
-
-
-@functools.lru_cache(maxsize=16)
-def _parsed_networks(entries: tuple[str, ...]) -> tuple[Any, ...]:
-    return parse_networks(entries)
-
-
-def address_errors(url: str) -> list[str]:
-    """A URL whose host is a literal refused address (any spelling) is refused up front.
-
-    Names are checked when the tick resolves them (see `notifications.channels.http.guard`): their
-    addresses can change, so a check now would prove nothing then.
-    """
-    try:
-        host = urlsplit(url).hostname
-    except ValueError:
-        return []
-    refused = network.literal_refusal(host, allowed_networks()) if host else None
-    if refused is None:
-        return []
-    address, reason = refused
-    shown = host if host == str(address) else f"{host} ({address})"
-    return [
-        f"Webhooks may not reach {shown}: it is {reason}. Use a public address, or open the range "
-        "on purpose with NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS."
-    ]
-
-
 PAYLOAD_SETTING = "NOTIFICATIONS_MAX_PAYLOAD_BYTES"
 
 
 def max_payload_bytes() -> int:
     """NOTIFICATIONS_MAX_PAYLOAD_BYTES, or its default while it is misconfigured (check E016 says so)."""
+    return int(per_batch("max_payload_bytes", _max_payload_bytes))
+
+
+def _max_payload_bytes() -> int:
     limit: object = app_settings.MAX_PAYLOAD_BYTES
     if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
         return Defaults.MAX_PAYLOAD_BYTES
@@ -190,7 +189,11 @@ def max_payload_bytes() -> int:
 
 def max_payload_depth() -> int:
     """MAX_PAYLOAD_DEPTH, or less where the queue's database cannot store that much nesting
-    (MariaDB: 31, see `notifications.databases.json_depth_limit`)."""
+    (MariaDB: 31, see `notifications.databases.json_depth_limit`); read once per `batch()`."""
+    return int(per_batch("max_payload_depth", _max_payload_depth))
+
+
+def _max_payload_depth() -> int:
     from django.db import connections, router
 
     from notifications.databases import json_depth_limit
@@ -230,9 +233,8 @@ def _measure(value: Any, stop_above: int) -> tuple[bool, int]:
 def payload_unencodable(payload: Any) -> bool:
     """Whether `payload` cannot be encoded as JSON at all (an integer of 4,300+ digits, a set,
     nesting too deep): Django's own JSONField check would raise on it, not refuse it."""
-    try:
-        text = json.dumps(payload)  # a nesting thousands deep raises RecursionError here, at once
-    except (TypeError, ValueError, RecursionError):
+    text = compact_json(payload)  # a nesting thousands deep raises RecursionError there, at once
+    if text is None:
         return True
     # Each level of nesting opens a bracket: a text with few of them (every real payload)
     # cannot be too deep, and is not walked in Python.
@@ -251,7 +253,7 @@ def payload_errors(payload: Any) -> list[str]:
     """A payload is a JSON object, at most `max_payload_depth()` deep and MAX_PAYLOAD_BYTES as compact JSON.
 
     The size is that of `json.dumps(payload, separators=(",", ":"))`, the encoding the
-    webhook sends.
+    channels send it in.
     """
     if not isinstance(payload, dict):
         return ["The payload must be a JSON object."]
@@ -262,22 +264,22 @@ def payload_errors(payload: Any) -> list[str]:
     too_large = [f"The payload is larger than {limit:,} bytes of compact JSON ({PAYLOAD_SETTING})."]
     if at_least > limit:
         return too_large  # known without encoding it
-    try:
-        size = len(json.dumps(payload, separators=(",", ":"), allow_nan=False))  # ASCII: characters are bytes
-    except (TypeError, ValueError) as exc:  # a date, a set, NaN, an integer of 4,300+ digits
-        return [f"The payload must hold only JSON values: {exc}."]
-    return too_large if size > limit else []
+    text = compact_json(payload)
+    if text is None or "NaN" in text or "Infinity" in text:  # encoded again only to say why (or to clear it)
+        try:
+            text = json.dumps(payload, separators=(",", ":"), allow_nan=False)
+        except (TypeError, ValueError) as exc:  # a date, a set, NaN, an integer of 4,300+ digits
+            return [f"The payload must hold only JSON values: {exc}."]
+    return too_large if len(text) > limit else []  # ASCII: characters are bytes
 
 
 def body_errors(body: str) -> list[str]:
-    """The email body is at most MAX_BODY_BYTES of UTF-8."""
+    """The body is at most MAX_BODY_BYTES of UTF-8."""
     # Characters never outnumber UTF-8 bytes: a long body is refused without encoding it.
     if len(body) > MAX_BODY_BYTES or len(body.encode("utf-8", "surrogatepass")) > MAX_BODY_BYTES:
         return [f"The body is larger than {MAX_BODY_BYTES:,} bytes."]
     return []
 
-
-Errors = dict[str, list[str]]
 
 # Text fields a row stores as given: a NUL or an unpaired surrogate in any of them is refused
 # on that field (PostgreSQL stores neither, SQLite's driver cannot encode a surrogate).
@@ -352,102 +354,47 @@ def field_errors(row: Notification, storable: Errors | None = None) -> Errors:
 
     `storable`: `storable_errors(row)` when the caller has just computed it."""
     channels = row.channels if isinstance(row.channels, list) else []
+    named = named_channels([c for c in channels if isinstance(c, str)])
     known = storable if storable is not None else storable_errors(row)
     errors: Errors = {field: list(messages) for field, messages in known.items()}
     unstorable = set(errors)
     for part in (
         {"channels": channel_errors(row.channels), "routing": routing_errors(row.routing)},
-        channel_data_errors(row, channels),
-        _email_errors(row) if "email" in channels else {},
-        _webhook_errors(row, needed="webhook" in channels),
+        channel_data_errors(row),
+        channels_errors(row, [c for c in channels if isinstance(c, str)]),
         {"payload": payload_errors(row.payload)},
         _schedule_errors(row),
         _limit_errors(row),
-        _delivery_errors(row, email="email" in channels),
+        _delivery_errors(row, named),
         digest_errors(row),
     ):
         for field, messages in part.items():
             if messages and field not in unstorable:
                 errors.setdefault(field, []).extend(messages)
-    if "email" not in channels:  # the body is bounded whatever the channels
+    if not any(c.bounds_body for c in named):  # the body is bounded whatever the channels
         body = body_errors(row.body or "")
         if body:
             errors["body"] = body
     return errors
 
 
-def _email_errors(row: Notification) -> Errors:
-    """Recipients, language, and the message: subject, body and html_body (templates rendered
-    with the payload at send time), or `template`, a prefix of the site's template files."""
-    has_copies = bool(addresses.as_list(row.email_cc) or addresses.as_list(row.email_bcc))
-    errors: Errors = {
-        "email_to": addresses.errors(row.email_to, single=True, required=not has_copies),
-        "email_cc": addresses.errors(row.email_cc, single=False),
-        "email_bcc": addresses.errors(row.email_bcc, single=False),
-        "reply_to": addresses.errors(row.reply_to, single=False),
-    }
-    if not any(errors.values()):
-        errors["email_to"] = addresses.too_many(row.email_to, row.email_cc, row.email_bcc)
-    if row.from_email and not addresses.is_valid(row.from_email):
-        errors["from_email"] = [
-            f"Enter a valid address, e.g. Billing <billing@example.com>, not {row.from_email[:80]!r}."
-        ]
-    errors["headers"] = header_rules.errors(row.headers)
-    if row.language:
-        errors["language"] = email_content.language_errors(row.language)
-    if row.message is not None:
-        errors["body"] = message_errors(row)
-        return errors
-    if row.template:
-        errors["template"] = email_content.template_field_errors(row.template)
-        for name in ("subject", "body", "html_body"):
-            if getattr(row, name):
-                errors[name] = ["Leave this blank: the template's files give the message."]
-        return errors
-    # An oversized body is not worth parsing as a template.
-    errors["subject"] = template_errors(row.subject or "")
-    errors["body"] = body_errors(row.body or "") or template_errors(row.body or "")
-    errors["html_body"] = body_errors(row.html_body or "") or template_errors(row.html_body or "")
-    return errors
+def attachments_refused() -> str:
+    """Why a row none of whose channels takes attachments may not carry any."""
+    takers = [name for name in registry.names() if getattr(registry.channel(name), "takes_attachments", False)]
+    return f"Attachments go with the {' or '.join(takers) or 'no'} channel."
 
 
-def message_errors(row: Notification) -> list[str]:
-    """A message queued by QueuedEmailBackend: its extras are an object, its text bounded."""
-    extras = row.message
-    alternatives = extras.get("alternatives", []) if isinstance(extras, dict) else None
-    if not isinstance(alternatives, list) or not all(
-        isinstance(a, dict) and isinstance(a.get("mimetype"), str) for a in alternatives
-    ):
-        return ["This row's queued message is malformed (its alternatives are not a list of parts)."]
-    # surrogatepass: a lone surrogate is refused on its field (`storable_errors`), not here.
-    size = len((row.body or "").encode("utf-8", "surrogatepass"))
-    for alternative in alternatives:
-        content = alternative.get("content")
-        size += len(content.encode("utf-8", "surrogatepass")) if isinstance(content, str) else len(str(content))
-    if size > MAX_MESSAGE_BYTES:
-        return [f"The message's text is larger than {MAX_MESSAGE_BYTES:,} bytes."]
-    return []
-
-
-def _delivery_errors(row: Notification, *, email: bool) -> Errors:
-    """Attachments (email only, within the size limit) and the priority."""
+def _delivery_errors(row: Notification, named: list[Any]) -> Errors:
+    """Attachments (only with a channel that takes them, within the size limit) and the priority."""
     errors: Errors = {}
     if row.attachments:
-        errors["attachments"] = (
-            attachments.describe_errors(row.attachments) if email else ["Attachments go with the email channel."]
-        )
+        takes = any(c.takes_attachments for c in named)
+        errors["attachments"] = attachments.describe_errors(row.attachments) if takes else [attachments_refused()]
     elif row.attachments is None or not isinstance(row.attachments, list):
         errors["attachments"] = ["Give a list of attachments."]
     if row.priority not in PRIORITIES:
         errors["priority"] = [f"Give one of {', '.join(map(repr, PRIORITIES))}."]
     return errors
-
-
-def _webhook_errors(row: Notification, *, needed: bool) -> Errors:
-    if not row.webhook_url:
-        return {"webhook_url": ["The webhook channel needs a URL."] if needed else []}
-    secret = secret_errors(row.webhook_secret) if row.webhook_secret else []
-    return {"webhook_url": url_errors(row.webhook_url), "webhook_secret": secret}
 
 
 def _schedule_errors(row: Notification) -> Errors:
@@ -517,15 +464,16 @@ def _sentence(exc: Exception) -> str:
 def policy_errors(row: Notification) -> dict[str, list[str]]:
     """Problems that depend on site settings rather than the row alone.
 
-    Checked on every save, but not again by the tick: a row saved while a range was
-    open and sent after it closed fails as `webhook: blocked address` (a delivery
-    outcome, so an email channel of the same row still goes out).
+    Checked on every save, but not again by the tick (each channel's `policy_errors`): a
+    row saved while a setting allowed it and sent after it changed fails as a delivery
+    outcome of that channel, so its other channels still go out.
     """
     errors: dict[str, list[str]] = {}
-    if row.webhook_url and not url_errors(row.webhook_url):
-        messages = address_errors(row.webhook_url)
-        if messages:
-            errors["webhook_url"] = messages
+    for name in registry.names():
+        found = registry.channel(name)
+        for field, messages in (found.policy_errors(row) if found is not None else {}).items():
+            if messages:
+                errors.setdefault(field, []).extend(messages)
     if row.category:
         errors.update(category_errors(row.category))
     if row.mailer:

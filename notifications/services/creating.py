@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from notifications import registry
 from notifications.databases import DatabaseNow
-from notifications.models import USER_FIELDS, Notification, attachment_files, attachments, states, validation
+from notifications.models import USER_FIELDS, Notification, attachment_files, attachments, fresh, states, validation
 from notifications.rules import schedule
 from notifications.services import inserting, wake
 
@@ -106,14 +106,15 @@ def prepare(
     given = fields.pop("attachments", None) or []
     if isinstance(given, str | bytes) or not isinstance(given, list | tuple):
         raise ValidationError({"attachments": ["Give a list of attachments."]})
-    row = Notification(key=key, **fields)
+    row = fresh.new(key=key, **fields)  # as Notification(...), without its per-field work
     if fire_at is not None and timezone.is_naive(fire_at):
         raise ValueError("fire_at must be an aware datetime (USE_TZ is on)")
     # The key's uniqueness is the database's to decide (`_save_keyed`): a check here would race.
     # No unique field either (the pk is new): Django's validate_unique would find nothing to ask.
-    row.full_clean(exclude=["next_fire_at"], validate_unique=False, validate_constraints=False)
+    with validation.batch():  # its rules share what they read (the payload's JSON is encoded once)
+        row.full_clean(exclude=["next_fire_at"], validate_unique=False, validate_constraints=False)
     if given and not any(getattr(registry.channel(c), "takes_attachments", False) for c in row.channel_list):
-        raise ValidationError({"attachments": ["Attachments go with the email channel."]})
+        raise ValidationError({"attachments": [validation.attachments_refused()]})
     now = now or timezone.now()
     start(row, fire_at or now, fire_at=fire_at, now=now)
     return row, list(given)

@@ -94,24 +94,27 @@ def _validated(rows: Sequence[Mapping[str, Any]], on_conflict: str) -> list[Prep
     batch: list[Prepared] = []
     errors: dict[str, list[ValidationError]] = {}
     keys: set[str] = set()
-    for index, given in enumerate(rows):
-        if not isinstance(given, Mapping):
-            raise TypeError(f"schedule_many(): rows[{index}] is a {type(given).__name__}, not a dict")
-        fields = dict(given)
-        policy = fields.pop("on_conflict", on_conflict)
-        try:
-            check_policy(policy)
-            row, files = prepare(fire_at=fields.pop("fire_at", None), key=fields.pop("key", ""), fields=fields, now=now)
-        except ValidationError as exc:
-            for name, messages in _by_field(exc).items():
-                errors[f"{index}.{name}"] = messages
-            continue
-        except (TypeError, ValueError) as exc:
-            raise type(exc)(f"schedule_many(): rows[{index}]: {exc}") from exc
-        if row.key and policy == "error" and row.key in keys:  # known without asking the database
-            errors[f"{index}.key"] = [ValidationError(validation.KEY_TAKEN, code="unique")]
-        keys.add(row.key)
-        batch.append(Prepared(row, files, policy))
+    with validation.batch():  # settings read, and a URL the rows repeat parsed, once
+        for index, given in enumerate(rows):
+            if not isinstance(given, Mapping):
+                raise TypeError(f"schedule_many(): rows[{index}] is a {type(given).__name__}, not a dict")
+            fields = dict(given)
+            policy = fields.pop("on_conflict", on_conflict)
+            try:
+                check_policy(policy)
+                row, files = prepare(
+                    fire_at=fields.pop("fire_at", None), key=fields.pop("key", ""), fields=fields, now=now
+                )
+            except ValidationError as exc:
+                for name, messages in _by_field(exc).items():
+                    errors[f"{index}.{name}"] = messages
+                continue
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"schedule_many(): rows[{index}]: {exc}") from exc
+            if row.key and policy == "error" and row.key in keys:  # known without asking the database
+                errors[f"{index}.key"] = [ValidationError(validation.KEY_TAKEN, code="unique")]
+            keys.add(row.key)
+            batch.append(Prepared(row, files, policy))
     if errors:
         raise ValidationError(errors)
     return batch

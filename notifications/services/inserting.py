@@ -11,11 +11,14 @@ unexplained (issue 34: that look used to re-raise the raw IntegrityError).
 from __future__ import annotations
 
 import contextlib
+import functools
+import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import DatabaseError, IntegrityError, connections, router, transaction
+from django.db.models import Field, JSONField
 from django.utils import timezone
 
 from notifications import compat
@@ -50,16 +53,20 @@ def insert_one(row: Notification) -> None:
 
 
 def insert_many(rows: Sequence[Notification]) -> None:
-    """INSERT `rows` (validated already) in multi-row statements, as few as the database's
-    parameter limit allows (one for a batch of a few thousand rows); each row gets its pk.
+    """INSERT `rows` (validated already), as few statements as the database allows; each
+    row gets its pk.
 
-    Built as `services.insert_statements` builds the delivery log's: values prepared by each
-    field as bulk_create would, without bulk_create's per-value compiling. The new rows' ids
-    come back with RETURNING where the database has it (PostgreSQL, SQLite 3.35+, MariaDB
+    On PostgreSQL one statement whatever the number of rows (more than one): one array
+    parameter per column, `INSERT ... SELECT * FROM UNNEST(...)` (`_unnest_statement`), which psycopg
+    adapts and the server parses far faster than a VALUES list of thousands of
+    parameters. Elsewhere multi-row VALUES statements, as many as the parameter limit
+    needs (one for a batch of a few thousand rows). Values are prepared by each field as
+    bulk_create would, without bulk_create's per-value compiling. The new rows' ids come
+    back with RETURNING where the database has it (PostgreSQL, SQLite 3.35+, MariaDB
     10.5+) and otherwise from one SELECT by their `firing_id`, new and unique to each row;
-    either way matched by that id, so the order the database returns them in does not matter.
-    A constraint's refusal is raised as the IntegrityError it is (`constraint_error` says
-    which field): the caller decides what a taken key means.
+    either way matched by that id, so the order the database returns them in does not
+    matter. A constraint's refusal is raised as the IntegrityError it is
+    (`constraint_error` says which field): the caller decides what a taken key means.
     """
     if not rows:
         return
@@ -67,32 +74,23 @@ def insert_many(rows: Sequence[Notification]) -> None:
     now = timezone.now()
     for row in rows:  # what pre_save gives auto_now_add / auto_now on an insert
         row.created_at = row.updated_at = now
-    fields = [f for f in compat.concrete_fields(Notification) if not f.primary_key]
-    prepare = [_preparer(f) for f in fields]
-    per_statement = compat.insert_batch_size(connection, len(fields), len(rows))
+    fields = _inserted_fields()
     returning = compat.can_return_rows_from_bulk_insert(connection)
     quote = connection.ops.quote_name
     table = quote(Notification._meta.db_table)
     columns = ", ".join(quote(f.column) for f in fields)
-    placeholders = "({})".format(", ".join(["%s"] * len(fields)))
     by_name = {f.name: f for f in compat.concrete_fields(Notification)}
     returned = ", ".join(quote(str(by_name[name].column)) for name in ("id", "firing_id"))
-    by_firing: dict[str, Notification] = {}
     firing_prep = _preparer(by_name["firing_id"])
     ids: list[tuple[Any, Any]] = []
     with connection.cursor() as cursor:
-        for start in range(0, len(rows), per_statement):
-            chunk = rows[start : start + per_statement]
-            # Only quoted model metadata goes into the text; values are parameters.
-            sql = f"INSERT INTO {table} ({columns}) VALUES {', '.join([placeholders] * len(chunk))}"  # noqa: S608
+        for sql, params in _statements(connection, table, columns, fields, rows):
             if returning:
                 sql += f" RETURNING {returned}"
-            params = [p(getattr(row, f.attname)) for row in chunk for f, p in zip(fields, prepare, strict=True)]
             cursor.execute(sql, params)
             if returning:
                 ids.extend(cursor.fetchall())
-    for row in rows:
-        by_firing[_firing_key(firing_prep(row.firing_id))] = row
+    by_firing = {_firing_key(firing_prep(row.firing_id)): row for row in rows}
     if not returning:
         ids = _ids_by_firing(list(by_firing), connection)
     for pk, firing in ids:
@@ -105,10 +103,70 @@ def insert_many(rows: Sequence[Notification]) -> None:
         raise DatabaseError(f"{len(missing)} inserted rows did not come back with an id")
 
 
+def _inserted_fields() -> list[Field[Any, Any]]:
+    return [f for f in compat.concrete_fields(Notification) if not f.primary_key]
+
+
+def _statements(
+    connection: Any, table: str, columns: str, fields: list[Field[Any, Any]], rows: Sequence[Notification]
+) -> Iterator[tuple[str, list[Any]]]:
+    """(sql, params) of the INSERTs of `rows`, without RETURNING."""
+    if connection.vendor == "postgresql" and len(rows) > 1:  # one row: VALUES plans faster
+        yield _unnest_statement(connection, table, columns, fields, rows)
+        return
+    prepare = [_preparer(f) for f in fields]
+    per_statement = compat.insert_batch_size(connection, len(fields), len(rows))
+    placeholders = "({})".format(", ".join(["%s"] * len(fields)))
+    for start in range(0, len(rows), per_statement):
+        chunk = rows[start : start + per_statement]
+        # Only quoted model metadata goes into the text; values are parameters.
+        sql = f"INSERT INTO {table} ({columns}) VALUES {', '.join([placeholders] * len(chunk))}"  # noqa: S608
+        yield sql, [p(getattr(row, f.attname)) for row in chunk for f, p in zip(fields, prepare, strict=True)]
+
+
+def _unnest_statement(
+    connection: Any, table: str, columns: str, fields: list[Field[Any, Any]], rows: Sequence[Notification]
+) -> tuple[str, list[Any]]:
+    """PostgreSQL's INSERT of every row in one statement: a column's values as one array.
+
+    Text goes as `text[]` (the column's own length check then applies as it would to a
+    VALUES row: a cast to `varchar(n)[]` would cut a long value instead), JSON as the
+    text of each value (`text[]`, each element cast to jsonb; NULL stays SQL NULL, as
+    bulk_create stores None), the rest as arrays of the column's own type.
+    """
+    arrays: list[str] = []
+    selected: list[str] = []
+    params: list[Any] = []
+    for number, field in enumerate(fields):
+        values = [getattr(row, field.attname) for row in rows]
+        element = f"c{number}"
+        if isinstance(field, JSONField):
+            dumps = functools.partial(json.dumps, cls=field.encoder)
+            params.append([None if value is None else dumps(value) for value in values])
+            arrays.append("%s::text[]")
+            selected.append(f"{element}::jsonb")
+            continue
+        kind = str(field.db_type(connection))
+        if kind.startswith("varchar") or field.get_internal_type() in ("CharField", "TextField"):
+            kind = "text"
+        prepare = _preparer(field)
+        params.append([prepare(value) for value in values])
+        arrays.append(f"%s::{kind}[]")
+        selected.append(element)
+    names = ", ".join(f"c{number}" for number in range(len(fields)))
+    sql = (
+        f"INSERT INTO {table} ({columns}) SELECT {', '.join(selected)} "  # noqa: S608 - model metadata only
+        f"FROM UNNEST({', '.join(arrays)}) AS given({names})"
+    )
+    return sql, params
+
+
 def fits_one_statement(rows: int) -> bool:
     """Whether `insert_many` inserts `rows` rows with one INSERT (and its ids come back with it)."""
     connection = connections[alias()]
-    columns = len(compat.concrete_fields(Notification)) - 1  # the pk is not inserted
+    if connection.vendor == "postgresql":
+        return True  # one UNNEST statement, whatever the number of rows
+    columns = len(_inserted_fields())
     return (
         compat.can_return_rows_from_bulk_insert(connection)
         and compat.insert_batch_size(connection, columns, rows) >= rows

@@ -39,7 +39,7 @@ from django.utils.translation import gettext_lazy as _
 
 from notifications import compat, mailers
 from notifications.channels.base import Channel, ChannelResult, ErrorClass, Firing
-from notifications.channels.email import inflight, providers
+from notifications.channels.email import inflight, providers, rules
 from notifications.conf import positive_number
 from notifications.content.email import Content, render_content
 from notifications.content.links import Links, links_for
@@ -179,6 +179,7 @@ class EmailChannel(Channel):
     name = "email"
     tracks_recipients = True
     takes_attachments = True
+    bounds_body = True
     admin_fieldset = _("Email")
 
     def __init__(self) -> None:
@@ -192,6 +193,9 @@ class EmailChannel(Channel):
         self._suppressed: set[str] = set()
         # Addresses that turned a row's category off, by row (`leave_out`).
         self._opted_out: dict[Any, set[str]] = {}
+
+    def row_errors(self, row: Notification) -> dict[str, list[str]]:
+        return rules.row_errors(row)
 
     def destination(self, row: Notification) -> str:
         """The first recipient (`ada@example.com +2`); `?` when the row has none."""

@@ -22,9 +22,8 @@ from notifications.channels.base import Channel, ChannelResult, ErrorClass, Firi
 from notifications.channels.http import guard, transport
 from notifications.channels.http.statuses import RETRY_LATER_STATUSES as RETRY_LATER_STATUSES
 from notifications.channels.http.statuses import classify_status, parse_retry_after
-from notifications.channels.webhook import display, holds
+from notifications.channels.webhook import display, holds, rules
 from notifications.conf import TickSettings
-from notifications.models import validation
 from notifications.rules import hosts, signing
 from notifications.rules.secrets import secret_errors
 
@@ -157,6 +156,15 @@ class WebhookChannel(Channel):
         """The URL's host, lowercased, with `:port` when not the scheme's default."""
         return hosts.host_target(row.webhook_url) if row.webhook_url else ""
 
+    def row_errors(self, row: Notification) -> dict[str, list[str]]:
+        return rules.row_errors(row, needed=True)
+
+    def unnamed_errors(self, row: Notification) -> dict[str, list[str]]:
+        return rules.row_errors(row, needed=False)
+
+    def policy_errors(self, row: Notification) -> dict[str, list[str]]:
+        return rules.policy_errors(row)
+
     def destination(self, row: Notification) -> str:
         return display.webhook_target(row.webhook_url) if row.webhook_url else "?"
 
@@ -197,7 +205,7 @@ class WebhookChannel(Channel):
 
     def deliver(self, firing: Firing) -> ChannelResult:
         url = firing.notification.webhook_url
-        if validation.url_errors(url):  # the save rule again: raw SQL can store any URL
+        if rules.url_errors(url):  # the save rule again: raw SQL can store any URL
             return ChannelResult(self.name, MALFORMED_URL, ErrorClass.PERMANENT)
         try:
             keys = self.keys(firing)
