@@ -476,12 +476,6 @@ def policy_errors(row: Notification) -> dict[str, list[str]]:
                 errors.setdefault(field, []).extend(messages)
     if row.category:
         errors.update(category_errors(row.category))
-    if row.mailer:
-        from notifications.mailers import problem
-
-        trouble = problem(row.mailer)
-        if trouble is not None:
-            errors["mailer"] = [f"{trouble[:1].upper()}{trouble[1:]}."]
     return errors
 
 

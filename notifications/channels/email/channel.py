@@ -197,6 +197,12 @@ class EmailChannel(Channel):
     def row_errors(self, row: Notification) -> dict[str, list[str]]:
         return rules.row_errors(row)
 
+    def policy_errors(self, row: Notification) -> dict[str, list[str]]:
+        """A `mailer` that names no mailer of the site (checked whatever the row's channels:
+        the field is there to be used)."""
+        trouble = mailers.problem(row.mailer) if row.mailer else None
+        return {"mailer": [f"{trouble[:1].upper()}{trouble[1:]}."]} if trouble else {}
+
     def destination(self, row: Notification) -> str:
         """The first recipient (`ada@example.com +2`); `?` when the row has none."""
         return addresses.compact(row.email_to) or "?"
