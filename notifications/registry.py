@@ -7,10 +7,12 @@ to a `BACKEND` class, a subclass of `notifications.channels.Channel`, and the `O
 is constructed with. `email` and `webhook` are registered here like any other channel, so
 the rest of the app asks the registry rather than naming them.
 
-Two kinds of instances: `channel(name)` is one long-lived instance per name for what a
+Two kinds of objects: `channel(name)` is one long-lived `ChannelRules` per name for what a
 channel says about a row outside a tick (its validation, its target, its admin display),
-rebuilt whenever the setting changes (`override_settings` works); `open_for_tick()` makes a
-fresh instance per name for each tick, which prepares, sends and closes.
+holding no connection and starting no thread (`Channel.stateless`), rebuilt whenever the
+setting changes (`override_settings` works; what it drops is closed); `open_for_tick()`
+makes a fresh sender per name for each tick, which prepares, sends and closes: only the
+tick opens senders.
 
 Classes are imported by their dotted path, never at this module's import: the registry
 sits below the channels in the app's layers. A malformed entry is left out here and
@@ -33,7 +35,7 @@ from django.utils.module_loading import import_string
 from notifications.conf import app_settings
 
 if TYPE_CHECKING:
-    from notifications.channels.base import Channel
+    from notifications.channels.base import Channel, ChannelRules
     from notifications.conf import TickSettings
 
 logger = logging.getLogger("notifications")
@@ -123,7 +125,7 @@ def construct(entry: Entry, settings: TickSettings | None = None) -> Channel:
 # --- what the app asks of the registry ----------------------------------------------------
 
 _lock = threading.Lock()
-_cache: dict[str, Channel] | None = None
+_cache: dict[str, ChannelRules] | None = None
 
 
 def names() -> tuple[str, ...]:
@@ -139,14 +141,14 @@ def is_built_in(name: str) -> bool:
     return name in BUILT_IN
 
 
-def channel(name: str) -> Channel | None:
-    """The long-lived instance of channel `name` (for validation, targets and display);
-    None for a name no usable channel has."""
+def channel(name: str) -> ChannelRules | None:
+    """The rules of channel `name` (for validation, targets and display), long-lived and
+    stateless; None for a name no usable channel has."""
     return _instances().get(name)
 
 
-def _instances() -> dict[str, Channel]:
-    """name -> instance, built on first use and again after NOTIFICATIONS_CHANNELS changes
+def _instances() -> dict[str, ChannelRules]:
+    """name -> its rules, built on first use and again after NOTIFICATIONS_CHANNELS changes
     (`setting_changed`: override_settings). A site class that cannot be imported or
     constructed is left out (the checks say why). The tick asks several times per row, so
     a hit is one global read."""
@@ -157,10 +159,10 @@ def _instances() -> dict[str, Channel]:
     with _lock:
         if _cache is not None:
             return _cache
-        built: dict[str, Channel] = {}
+        built: dict[str, ChannelRules] = {}
         for name, entry in entries().items():
             try:
-                built[name] = construct(entry)
+                built[name] = channel_class(entry).stateless(name, dict(entry.options))
             except Exception:
                 logger.exception("%s[%r]: the channel cannot be constructed", SETTING, name)
         _cache = built
@@ -168,11 +170,21 @@ def _instances() -> dict[str, Channel]:
 
 
 def reset(**kwargs: Any) -> None:
-    """Forget the instances: the next use builds them from the settings as they are then."""
+    """Forget the rules objects, closing any that can close (a site channel's own instance
+    may hold a session): the next use builds them from the settings as they are then."""
     global _cache
-    if kwargs.get("setting") in (None, SETTING):
-        with _lock:
-            _cache = None
+    if kwargs.get("setting") not in (None, SETTING):
+        return
+    with _lock:
+        dropped, _cache = _cache or {}, None
+    for name, rules in dropped.items():
+        close = getattr(rules, "close", None)
+        if close is None:
+            continue
+        try:
+            close()
+        except Exception:
+            logger.exception("%s[%r]: the channel cannot be closed", SETTING, name)
 
 
 setting_changed.connect(reset, dispatch_uid="notifications.registry.reset")

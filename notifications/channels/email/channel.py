@@ -35,11 +35,12 @@ from django.conf import settings
 from django.core.mail import EmailMessage, EmailMultiAlternatives
 from django.core.mail.backends.base import BaseEmailBackend
 from django.core.mail.utils import DNS_NAME
-from django.utils.translation import gettext_lazy as _
 
-from notifications import compat, mailers
+from notifications import compat
 from notifications.channels.base import Channel, ChannelResult, ErrorClass, Firing
-from notifications.channels.email import inflight, providers, rules
+from notifications.channels.email import inflight, providers
+from notifications.channels.email.answers import EmailRules
+from notifications.channels.email.answers import all_addresses as all_addresses
 from notifications.conf import positive_number
 from notifications.content.email import Content, render_content
 from notifications.content.links import Links, links_for
@@ -52,7 +53,6 @@ from notifications.models import Suppression, addresses, attachments
 from notifications.rules import headers as header_rules
 
 if TYPE_CHECKING:
-    from notifications.conf import TickSettings
     from notifications.models import Notification
 
 ALL_SUPPRESSED = "email: all recipients suppressed"
@@ -168,19 +168,10 @@ def _attach(message: EmailMessage, item: dict[str, Any]) -> None:
         message.attach(name or None, data, str(item.get("mimetype") or attachments.DEFAULT_MIMETYPE))
 
 
-def all_addresses(row: Notification) -> list[str]:
-    """To, Cc and Bcc of `row`, as stored."""
-    return [a for value in (row.email_to, row.email_cc, row.email_bcc) for a in addresses.as_list(value)]
-
-
-class EmailChannel(Channel):
-    """Sends with one backend connection per worker thread, opened once per tick."""
-
-    name = "email"
-    tracks_recipients = True
-    takes_attachments = True
-    bounds_body = True
-    admin_fieldset = _("Email")
+class EmailChannel(EmailRules, Channel):
+    """Sends with one backend connection per worker thread, opened once per tick by its
+    first send: an instance that never sends (the registry's, answering `EmailRules`)
+    opens nothing."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -194,23 +185,6 @@ class EmailChannel(Channel):
         # Addresses that turned a row's category off, by row (`leave_out`).
         self._opted_out: dict[Any, set[str]] = {}
 
-    def row_errors(self, row: Notification) -> dict[str, list[str]]:
-        return rules.row_errors(row)
-
-    def policy_errors(self, row: Notification) -> dict[str, list[str]]:
-        """A `mailer` that names no mailer of the site (checked whatever the row's channels:
-        the field is there to be used)."""
-        trouble = mailers.problem(row.mailer) if row.mailer else None
-        return {"mailer": [f"{trouble[:1].upper()}{trouble[1:]}."]} if trouble else {}
-
-    def destination(self, row: Notification) -> str:
-        """The first recipient (`ada@example.com +2`); `?` when the row has none."""
-        return addresses.compact(row.email_to) or "?"
-
-    def held(self, row: Notification, settings: TickSettings | None = None) -> str | None:
-        """Email that would go through the queue itself, or an alias that names no mailer (E022)."""
-        return mailers.problem(row.mailer or "")
-
     def prepare(self, rows: Sequence[Notification]) -> None:
         wanted = {
             addresses.bare(address)
@@ -222,12 +196,6 @@ class EmailChannel(Channel):
         found = Suppression.objects.among(wanted)
         with self._lock:
             self._suppressed |= found
-
-    def recipient_keys(self, row: Notification) -> list[str]:
-        """The row's `recipient`; without one, each address (as `addresses.bare` spells it)."""
-        if row.recipient:
-            return [row.recipient]
-        return list(dict.fromkeys(addresses.bare(a) for a in all_addresses(row)))
 
     def leave_out(self, row: Notification, keys: Collection[str]) -> None:
         """Addresses that opted out of the row's category are left out, as suppressed ones are."""
