@@ -38,6 +38,7 @@ django.setup()
 from django.db import connection
 
 connection.ensure_connection()  # the database's own socket is no channel's
+from notifications.api import schedule
 from notifications.models import Notification
 
 sockets = []

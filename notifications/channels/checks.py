@@ -13,6 +13,7 @@ from django.core import checks
 
 from notifications import registry
 
+
 @checks.register()
 def check_each_channel(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     messages: list[checks.CheckMessage] = []
