@@ -19,7 +19,7 @@ from urllib.parse import quote
 from django.core import signing
 from django.urls import NoReverseMatch, reverse
 
-from notifications.conf import app_settings, categories
+from notifications.conf import app_settings, categories, public_url
 
 UNSUBSCRIBE_SALT = "notifications.unsubscribe"
 PREFERENCES_SALT = "notifications.preferences"
@@ -58,15 +58,29 @@ def _load(token: str, salt: str) -> dict[str, Any] | None:
     return value
 
 
+def needs_links(category: str) -> bool:
+    """Whether mail of `category` must carry an unsubscribe link: one that is not required."""
+    known = categories()
+    return category in known and not known[category].required
+
+
+def unbuildable(category: str) -> str | None:
+    """Why mail of `category` cannot carry the links it needs now (NOTIFICATIONS_PUBLIC_URL
+    builds none: notifications.W041), or None."""
+    if not needs_links(category):
+        return None
+    return public_url().problem or None
+
+
 def _public(name: str, token: str) -> str | None:
-    origin = app_settings.PUBLIC_URL
-    if not isinstance(origin, str) or not origin.startswith("https://"):
+    origin = public_url().origin
+    if not origin:
         return None
     try:
         path = reverse(f"notifications:{name}", args=[token])
     except NoReverseMatch:  # the site's URLconf does not include notifications.urls
         return None
-    return origin.rstrip("/") + path
+    return origin + path
 
 
 def unsubscribe_url(recipient: str, category: str) -> str | None:
