@@ -40,7 +40,7 @@ A bad value is reported here rather than by a crash mid-tick.
 | E032 | a CHANNELS name is a built-in channel's (email, webhook) |
 | E033 | CHANNELS is not a dict of name -> {"BACKEND": ..., "OPTIONS": {...}} (a bad name, OPTIONS not a dict) |
 | E034 | METRICS_TOKEN is not a string of printable ASCII without spaces around it |
-| E040 | CATEGORIES is not a dict of category -> {"label", "default", "throttle"} |
+| E040 | CATEGORIES is not a dict of category -> {"label", "default", "throttle", "channels"} |
 | E041 | (retired: now W041, a warning) |
 | E042 | UNSUBSCRIBE_MAILTO is not an email address |
 | E035 | DIGEST_MAX_ITEMS is not a positive integer |
@@ -54,6 +54,7 @@ A bad value is reported here rather than by a crash mid-tick.
 | W008 | MariaDB/MySQL connected with the 3-byte `utf8` character set, not `utf8mb4` |
 | W009 | a queue table on MariaDB/MySQL in a non-transactional engine such as MyISAM (database check) |
 | W010 | WEBHOOK_SECRET is set but holds no key, or is None (webhooks without a secret of their own are held) |
+| W040 | a category's "channels" names no channel of the site |
 | W041 | PUBLIC_URL builds no links (unset while CATEGORIES are, http, malformed): mail that needs them is held |
 | W043 | PUBLIC_URL is http://localhost or http://127.0.0.1, accepted while DEBUG is on |
 | W100 | no tick has finished lately (database check) |
@@ -857,6 +858,8 @@ def check_categories(app_configs: Any = None, **kwargs: Any) -> Messages:
                 id="notifications.E040",
             )
         )
+    if not problems:
+        messages += _check_category_channels(value)
     messages += _check_public_url(categorised=bool(value) and not problems)
     mailto = app_settings.UNSUBSCRIBE_MAILTO
     if mailto:
@@ -870,6 +873,24 @@ def check_categories(app_configs: Any = None, **kwargs: Any) -> Messages:
                 )
             )
     return messages
+
+
+def _check_category_channels(value: dict[str, Any]) -> Messages:
+    """W040: a category's `channels` names no channel of the site (a typo?): not offered."""
+    from notifications import registry
+
+    names = registry.entries()
+    return [
+        checks.Warning(
+            f"NOTIFICATIONS_CATEGORIES[{key!r}]['channels'] names {name!r}, which is no channel of the site: "
+            "the preference centre does not offer it.",
+            hint=f"Use the names of built-in channels or of NOTIFICATIONS_CHANNELS: {', '.join(names)}.",
+            id="notifications.W040",
+        )
+        for key, options in value.items()
+        for name in options.get("channels") or ()
+        if name not in names
+    ]
 
 
 PUBLIC_URL_HINT = (

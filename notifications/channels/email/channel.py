@@ -178,6 +178,7 @@ class EmailChannel(Channel):
     """Sends with one backend connection per worker thread, opened once per tick."""
 
     name = "email"
+    label = _("Email")
     tracks_recipients = True
     takes_attachments = True
     bounds_body = True
