@@ -61,9 +61,9 @@ def test_the_warnings_say_what_is_held_and_how_to_try_links_locally():
         "category that is not required is held (not sent, no retry spent) until it is fixed; every other row is sent."
     )
     assert "http://127.0.0.1:8000" in warning.hint and "DEBUG" in warning.hint
-    with override_settings(NOTIFICATIONS_CATEGORIES=CATEGORIES, NOTIFICATIONS_PUBLIC_URL="http://127.0.0.1:8000"):
-        with override_settings(DEBUG=True):
-            (development,) = [m for m in checks.run_checks() if m.id == "notifications.W043"]
+    loopback = {"NOTIFICATIONS_PUBLIC_URL": "http://127.0.0.1:8000", "DEBUG": True}
+    with override_settings(NOTIFICATIONS_CATEGORIES=CATEGORIES, **loopback):
+        (development,) = [m for m in checks.run_checks() if m.id == "notifications.W043"]
     assert development.msg.startswith("NOTIFICATIONS_PUBLIC_URL is http://127.0.0.1:8000: unsubscribe and preference")
 
 
@@ -126,9 +126,7 @@ def test_the_admin_and_notifications_status_say_why_the_mail_waits(admin_client,
     assert Notification.objects.filter(pk=news.pk).exists()
 
 
-@override_settings(
-    NOTIFICATIONS_CATEGORIES=CATEGORIES, NOTIFICATIONS_PUBLIC_URL="http://127.0.0.1:8000", DEBUG=True
-)
+@override_settings(NOTIFICATIONS_CATEGORIES=CATEGORIES, NOTIFICATIONS_PUBLIC_URL="http://127.0.0.1:8000", DEBUG=True)
 def test_while_debug_is_on_a_loopback_origin_sends_http_links_that_work():
     mail_of("news")
 

@@ -65,12 +65,12 @@ def open_sealed(token: str, purpose: str) -> Any | None:
     return None
 
 
-def _signer(purpose: str, secret: str) -> signing.Signer:
+def _signer(purpose: str, secret: str | bytes) -> signing.Signer:
     # One key at a time (no fallbacks): the key that signed is the key that decrypts.
     return signing.Signer(key=secret, salt=f"{purpose}.sealed", fallback_keys=[])
 
 
-def _key(purpose: str, use: str, secret: str) -> bytes:
+def _key(purpose: str, use: str, secret: str | bytes) -> bytes:
     return salted_hmac(f"{purpose}.{use}", "notifications.tokens", secret=secret, algorithm="sha256").digest()
 
 
