@@ -139,6 +139,10 @@ class Channel(abc.ABC):
     """
 
     name: str = ""
+    # What a person reads for the channel (the preference centre), translated: `_("Email")`.
+    # A site's channel takes it from its NOTIFICATIONS_CHANNELS entry's "LABEL"; without
+    # either, the name, capitalised (`notifications.registry.label`).
+    label: Any = None
     timeout: float = DEFAULT_TIMEOUT
     # Rows owing several channels queue in the tick under the target of the channel with the
     # highest rank (first listed among equals): a channel whose targets are many independent

@@ -35,20 +35,21 @@ from django.conf import settings
 from django.core.mail import EmailMessage, EmailMultiAlternatives
 from django.core.mail.backends.base import BaseEmailBackend
 from django.core.mail.utils import DNS_NAME
+from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
 from notifications import compat, mailers
-from notifications.channels.base import Channel, ChannelResult, ErrorClass, Firing
+from notifications.channels.base import Channel, ChannelResult, ErrorClass, Firing, SettingHold
 from notifications.channels.email import inflight, providers, rules
-from notifications.conf import positive_number
+from notifications.conf import categories, positive_number, public_url
 from notifications.content.email import Content, render_content
-from notifications.content.links import Links, links_for
+from notifications.content.links import Links, links_for, unbuildable
 from notifications.content.queued import ANYMAIL_ATTRIBUTES, SHAPE_ATTRIBUTES, restore
 from notifications.content.templating import TemplateRenderError
 from notifications.exceptions import NotificationsError
 from notifications.mailers import open_connection
 from notifications.mailers import site_mailers as site_mailers  # the checks' and the test double's answer too
-from notifications.models import Suppression, addresses, attachments
+from notifications.models import Suppression, addresses, attachments, states
 from notifications.rules import headers as header_rules
 
 if TYPE_CHECKING:
@@ -177,6 +178,7 @@ class EmailChannel(Channel):
     """Sends with one backend connection per worker thread, opened once per tick."""
 
     name = "email"
+    label = _("Email")
     tracks_recipients = True
     takes_attachments = True
     bounds_body = True
@@ -208,8 +210,29 @@ class EmailChannel(Channel):
         return addresses.compact(row.email_to) or "?"
 
     def held(self, row: Notification, settings: TickSettings | None = None) -> str | None:
-        """Email that would go through the queue itself, or an alias that names no mailer (E022)."""
-        return mailers.problem(row.mailer or "")
+        """Email that would go through the queue itself, or an alias that names no mailer (E022);
+        mail of a category that must carry an unsubscribe link while NOTIFICATIONS_PUBLIC_URL
+        builds none (W041): sent without it, it would break RFC 8058's promise."""
+        trouble = mailers.problem(row.mailer or "")
+        if trouble is not None:
+            return trouble
+        problem = unbuildable(row.category)
+        return f"email: {problem} (notifications.W041)" if problem else None
+
+    def setting_hold(self) -> SettingHold | None:
+        """While NOTIFICATIONS_PUBLIC_URL builds no links: the mail of categories that are not
+        required waits (`held`)."""
+        problem = public_url().problem
+        waiting = [key for key, category in categories().items() if not category.required]
+        if not problem or not waiting:
+            return None
+        return SettingHold(
+            f"email: {problem} (notifications.W041)",
+            Q(states.sends_on(self.name), category__in=waiting, next_fire_at__isnull=False, paused_at__isnull=True),
+            headline=f"Email with unsubscribe links is held: {problem}",
+            remedy="for the links it must carry (no retry is spent): set NOTIFICATIONS_PUBLIC_URL to the site's "
+            "https origin (manage.py check says how) and the next tick sends them.",
+        )
 
     def prepare(self, rows: Sequence[Notification]) -> None:
         wanted = {
