@@ -40,8 +40,8 @@ A bad value is reported here rather than by a crash mid-tick.
 | E032 | a CHANNELS name is a built-in channel's (email, webhook) |
 | E033 | CHANNELS is not a dict of name -> {"BACKEND": ..., "OPTIONS": {...}} (a bad name, OPTIONS not a dict) |
 | E034 | METRICS_TOKEN is not a string of printable ASCII without spaces around it |
-| E040 | CATEGORIES is not a dict of category -> {"label", "default", "throttle"} |
-| E041 | CATEGORIES are set without PUBLIC_URL, or PUBLIC_URL is not an https origin |
+| E040 | CATEGORIES is not a dict of category -> {"label", "default", "throttle", "channels"} |
+| E041 | (retired: now W041, a warning) |
 | E042 | UNSUBSCRIBE_MAILTO is not an email address |
 | E035 | DIGEST_MAX_ITEMS is not a positive integer |
 | W001 | BACKOFF has fewer steps than MAX_RETRIES - 1 |
@@ -54,6 +54,9 @@ A bad value is reported here rather than by a crash mid-tick.
 | W008 | MariaDB/MySQL connected with the 3-byte `utf8` character set, not `utf8mb4` |
 | W009 | a queue table on MariaDB/MySQL in a non-transactional engine such as MyISAM (database check) |
 | W010 | WEBHOOK_SECRET is set but holds no key, or is None (webhooks without a secret of their own are held) |
+| W040 | a category's "channels" names no channel of the site |
+| W041 | PUBLIC_URL builds no links (unset while CATEGORIES are, http, malformed): mail that needs them is held |
+| W043 | PUBLIC_URL is http://localhost or http://127.0.0.1, accepted while DEBUG is on |
 | W100 | no tick has finished lately (database check) |
 | W101 | a host's clock is further than MAX_CLOCK_OFFSET from the database's (database check) |
 
@@ -87,6 +90,7 @@ from notifications.conf import (
     is_positive,
     is_usable,
     lease_too_short,
+    public_url,
 )
 from notifications.rules import quiet
 from notifications.rules.secrets import secret_errors
@@ -838,8 +842,6 @@ def mysql_server_messages(alias: str, server: str, version: tuple[int, ...], eng
 
 @checks.register()
 def check_categories(app_configs: Any = None, **kwargs: Any) -> Messages:
-    from urllib.parse import urlsplit
-
     from django.core.validators import validate_email
 
     from notifications.rules import categories as category_rules
@@ -856,34 +858,9 @@ def check_categories(app_configs: Any = None, **kwargs: Any) -> Messages:
                 id="notifications.E040",
             )
         )
-    url = app_settings.PUBLIC_URL
-    parts = urlsplit(url) if isinstance(url, str) else None
-    origin = (
-        parts is not None
-        and parts.scheme == "https"
-        and bool(parts.hostname)
-        and parts.path in ("", "/")
-        and not (parts.query or parts.fragment or parts.username or parts.password)
-    )
-    if url and not origin:
-        messages.append(
-            checks.Error(
-                "NOTIFICATIONS_PUBLIC_URL must be the site's https origin, such as https://example.com "
-                "(no path, query or credentials).",
-                hint="Unsubscribe links (RFC 8058) must be https; the tick has no request to read the host from.",
-                id="notifications.E041",
-            )
-        )
-    elif value and not problems and not url:
-        messages.append(
-            checks.Error(
-                "NOTIFICATIONS_CATEGORIES is set but NOTIFICATIONS_PUBLIC_URL is not: email of a category that is "
-                "not required must carry a one-click unsubscribe link, built on the site's public origin.",
-                hint="Set NOTIFICATIONS_PUBLIC_URL = 'https://example.com' and include notifications.urls "
-                "in the URLconf (docs/recipients.md).",
-                id="notifications.E041",
-            )
-        )
+    if not problems:
+        messages += _check_category_channels(value)
+    messages += _check_public_url(categorised=bool(value) and not problems)
     mailto = app_settings.UNSUBSCRIBE_MAILTO
     if mailto:
         try:
@@ -896,3 +873,54 @@ def check_categories(app_configs: Any = None, **kwargs: Any) -> Messages:
                 )
             )
     return messages
+
+
+def _check_category_channels(value: dict[str, Any]) -> Messages:
+    """W040: a category's `channels` names no channel of the site (a typo?): not offered."""
+    from notifications import registry
+
+    names = registry.entries()
+    return [
+        checks.Warning(
+            f"NOTIFICATIONS_CATEGORIES[{key!r}]['channels'] names {name!r}, which is no channel of the site: "
+            "the preference centre does not offer it.",
+            hint=f"Use the names of built-in channels or of NOTIFICATIONS_CHANNELS: {', '.join(names)}.",
+            id="notifications.W040",
+        )
+        for key, options in value.items()
+        for name in options.get("channels") or ()
+        if name not in names
+    ]
+
+
+PUBLIC_URL_HINT = (
+    "Set NOTIFICATIONS_PUBLIC_URL = 'https://example.com' (the site's https origin) and include "
+    "notifications.urls in the URLconf; on a developer's machine, with DEBUG on, http://localhost:8000 "
+    "or http://127.0.0.1:8000 will do (docs/recipients.md)."
+)
+
+
+def _check_public_url(*, categorised: bool) -> Messages:
+    """W041: links cannot be built on NOTIFICATIONS_PUBLIC_URL (unset with categories, http,
+    malformed): only the mail that needs them is held, so a warning. W043: an http loopback
+    origin, accepted while DEBUG is on."""
+    public = public_url()
+    if public.development:
+        return [
+            checks.Warning(
+                f"NOTIFICATIONS_PUBLIC_URL is {public.origin}: unsubscribe and preference links are http, "
+                "accepted while DEBUG is on so they can be tried on this machine. Mail clients ignore an "
+                "http List-Unsubscribe.",
+                hint="Set the site's https origin before DEBUG goes off.",
+                id="notifications.W043",
+            )
+        ]
+    if not public.problem or not (categorised or app_settings.PUBLIC_URL):
+        return []
+    held = (
+        "email of a category that is not required is held (not sent, no retry spent) until it is fixed; "
+        "every other row is sent"
+        if categorised
+        else "no unsubscribe or preference link can be built"
+    )
+    return [checks.Warning(f"{public.problem}: {held}.", hint=PUBLIC_URL_HINT, id="notifications.W041")]

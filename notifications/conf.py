@@ -22,6 +22,7 @@ from typing import Any
 from django.conf import settings as django_settings
 
 from notifications.rules import categories as category_rules
+from notifications.rules import public_url as public_url_rules
 from notifications.rules import quiet
 from notifications.rules.network import IPNetwork
 
@@ -401,3 +402,9 @@ def categories() -> dict[str, category_rules.Category]:
     """NOTIFICATIONS_CATEGORIES, parsed (`notifications.rules.categories`); none when the
     setting is invalid (notifications.E040 says why)."""
     return category_rules.parse(app_settings.CATEGORIES)
+
+
+def public_url() -> public_url_rules.PublicUrl:
+    """NOTIFICATIONS_PUBLIC_URL as links can use it, with DEBUG as the site has it now
+    (`notifications.rules.public_url`; notifications.W041 and W043 report it)."""
+    return public_url_rules.read(app_settings.PUBLIC_URL, debug=bool(django_settings.DEBUG))

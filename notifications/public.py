@@ -5,8 +5,9 @@
   recipient's email and answers 200: no login, no cookie, no CSRF token (the signed token
   is what proves the request), no redirect; again changes nothing more. A GET only shows
   a page with a confirm button: link scanners fetch URLs, and must not unsubscribe anyone.
-- `preference_centre`: every category by label x every channel, required ones locked; its
-  form is CSRF-protected and saves what changed.
+- `preference_centre`: every category by label x the channels it goes out on (each by the
+  label a person reads: `registry.label`), required ones locked; a channel no category
+  reaches is not offered. Its form is CSRF-protected and saves what changed.
 
 A forged or altered token answers 404 and changes nothing. Pages say nothing about any
 other recipient, and tokens stay out of the request log (the 404 is not logged with its
@@ -31,7 +32,6 @@ from notifications.rules import categories as rules
 from notifications.services.preferences import preferences, set_preference
 
 EMAIL = "email"
-CHANNEL_LABELS = {"email": "Email", "webhook": "Webhook", "sms": "SMS"}
 
 
 def _private(response: HttpResponse) -> HttpResponse:
@@ -100,33 +100,33 @@ def preference_centre(request: HttpRequest, token: str) -> HttpResponse:
     if recipient is None:
         return _invalid(request)
     known = categories()
-    names = list(registry.entries())
+    entries = registry.entries()
     current = preferences(recipient)
     if request.method == "POST":
         for key, category in known.items():
             if category.required:
                 continue
-            for name in names:
+            for name in entries:
+                if not category.reaches(name):
+                    continue  # not offered: nothing to read from the form
                 wanted = f"{key}:{name}" in request.POST
                 if wanted != current.get(key, {}).get(name):
                     set_preference(recipient, key, wanted, channel=name)
         # Post/Redirect/Get: reloading the page does not post the form again.
         return _private(HttpResponseRedirect(request.path + "?saved=1", status=303))
-    rows = [
-        {
-            "key": key,
-            "label": category.label,
-            "required": category.required,
-            "choices": [
-                {
-                    "name": f"{key}:{name}",
-                    "id": f"pref-{index}-{column}",
-                    "label": CHANNEL_LABELS.get(name, name.replace("_", " ").title()),
-                    "checked": current.get(key, {}).get(name, rules.enabled(category, name, {})),
-                }
-                for column, name in enumerate(names)
-            ],
-        }
-        for index, (key, category) in enumerate(known.items())
-    ]
+    labels = {name: registry.label(entry) for name, entry in entries.items()}
+    rows = []
+    for index, (key, category) in enumerate(known.items()):
+        choices = [
+            {
+                "name": f"{key}:{name}",
+                "id": f"pref-{index}-{column}",
+                "label": labels[name],
+                "checked": current.get(key, {}).get(name, rules.enabled(category, name, {})),
+            }
+            for column, name in enumerate(entries)
+            if category.reaches(name)
+        ]
+        if choices:  # a category that reaches no channel of the site has nothing to choose
+            rows.append({"key": key, "label": category.label, "required": category.required, "choices": choices})
     return _page(request, "preferences.html", {"categories": rows, "saved": request.GET.get("saved") == "1"})

@@ -1,11 +1,13 @@
 """The channel registry: the built-in channels and the site's own `NOTIFICATIONS_CHANNELS`.
 
-    NOTIFICATIONS_CHANNELS = {"sms": {"BACKEND": "myapp.channels.SMS", "OPTIONS": {"sender": "ACME"}}}
+    NOTIFICATIONS_CHANNELS = {"sms": {"BACKEND": "myapp.channels.SMS", "OPTIONS": {"sender": "ACME"},
+                                      "LABEL": "Text message"}}
 
 Read when first used, in the shape of Django's `STORAGES` and `CACHES`: a name (alias) maps
-to a `BACKEND` class, a subclass of `notifications.channels.Channel`, and the `OPTIONS` it
-is constructed with. `email` and `webhook` are registered here like any other channel, so
-the rest of the app asks the registry rather than naming them.
+to a `BACKEND` class, a subclass of `notifications.channels.Channel`, the `OPTIONS` it is
+constructed with, and optionally the `LABEL` a person reads for it (`label`). `email` and
+`webhook` are registered here like any other channel, so the rest of the app asks the
+registry rather than naming them.
 
 Two kinds of objects: `channel(name)` is one long-lived `ChannelRules` per name for what a
 channel says about a row outside a tick (its validation, its target, its admin display),
@@ -51,6 +53,7 @@ BROKEN_CLASS = "notifications.channels.base.BrokenChannel"
 # A channel's name is stored in the delivery log (16 characters) and joined with commas in
 # `last_error` (`partial: sms,push`): short, lowercase, no separators.
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{0,15}$")
+MAX_LABEL_CHARS = 100  # a checkbox's label on a phone
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,7 @@ class Entry:
     name: str
     backend: str
     options: Mapping[str, Any] = field(default_factory=dict)
+    label: str = ""  # the entry's "LABEL": what a person reads for the channel
 
     @property
     def built_in(self) -> bool:
@@ -76,13 +80,16 @@ def entry_problem(name: Any, entry: Any) -> str | None:
         )
     if not isinstance(entry, Mapping):
         return f"{name!r} must be a dict with BACKEND and OPTIONS, not {type(entry).__name__}"
-    unknown = set(entry) - {"BACKEND", "OPTIONS"}
+    unknown = set(entry) - {"BACKEND", "OPTIONS", "LABEL"}
     if unknown:
         return f"{name!r} has unknown key(s) {', '.join(map(repr, sorted(unknown, key=str)))}"
     if not isinstance(entry.get("BACKEND"), str) or not entry.get("BACKEND"):
         return f"{name!r} needs BACKEND, the dotted path of a notifications.channels.Channel subclass"
     if not isinstance(entry.get("OPTIONS", {}), Mapping):
         return f"{name!r}: OPTIONS must be a dict of the class's keyword arguments"
+    label = entry.get("LABEL", "x")
+    if not isinstance(label, str) or not label.strip() or len(label) > MAX_LABEL_CHARS:
+        return f"{name!r}: LABEL must be the words a person reads for the channel, at most {MAX_LABEL_CHARS} characters"
     return None
 
 
@@ -95,7 +102,7 @@ def site_entries() -> dict[str, Entry]:
     for name, entry in raw.items():
         if name in BUILT_IN or entry_problem(name, entry) is not None:
             continue
-        entries[name] = Entry(name, entry["BACKEND"], dict(entry.get("OPTIONS") or {}))
+        entries[name] = Entry(name, entry["BACKEND"], dict(entry.get("OPTIONS") or {}), entry.get("LABEL", ""))
     return entries
 
 
@@ -115,6 +122,18 @@ def channel_class(entry: Entry) -> type[Channel]:
     if not isinstance(cls, type) or not issubclass(cls, base):
         raise TypeError(f"{entry.backend} is not a subclass of notifications.channels.Channel")
     return cls
+
+
+def label(entry: Entry) -> str:
+    """What a person reads for `entry`'s channel: its "LABEL", else its class's translated
+    `label`, else its name, capitalised."""
+    if entry.label:
+        return entry.label
+    try:
+        own = channel_class(entry).label
+    except (ImportError, TypeError):  # E030/E031 say why
+        own = None
+    return str(own) if own else entry.name.replace("_", " ").replace("-", " ").capitalize()
 
 
 def construct(entry: Entry, settings: TickSettings | None = None) -> Channel:

@@ -85,6 +85,75 @@ def test_a_forged_link_or_an_unsubscribe_token_opens_nothing(token):
     assert Client().post(f"/notifications/preferences/{token}/", {}).status_code == 404
 
 
+SITE_CHANNELS = {
+    "sms": {"BACKEND": "tests.support.site_channels.SMSChannel", "LABEL": "Text message"},
+    "push_note": {"BACKEND": "tests.support.site_channels.SMSChannel"},
+    "filelog": {"BACKEND": "tests.support.site_channels.SMSChannel", "LABEL": "File log"},
+}
+REACHING = {
+    "billing": {"label": "Invoices", "default": "required", "channels": ["email"]},
+    "news": {"label": "Product news", "default": "on", "channels": ["email", "sms", "push_note"]},
+}
+
+
+def offered(html: str) -> dict[str, list[str]]:
+    """category key -> the labels of the channels the page offers for it, in order."""
+    found: dict[str, list[str]] = {}
+    for box in re.findall(r"<input type=\"checkbox\"[^>]*>", html):
+        (name,) = re.findall(r'name="([^"]+)"', box)
+        (box_id,) = re.findall(r'id="([^"]+)"', box)
+        (label,) = re.findall(rf'<label for="{box_id}">([^<]+)<', html)
+        found.setdefault(name.split(":")[0], []).append(label)
+    return found
+
+
+@pytest.mark.django_db
+def test_channels_are_offered_by_the_label_a_person_reads_and_only_where_a_category_reaches_them():
+    with override_settings(NOTIFICATIONS_CHANNELS=SITE_CHANNELS, NOTIFICATIONS_CATEGORIES=REACHING):
+        html = Client().get(path_for("user:1")).content.decode()
+
+    assert offered(html) == {"billing": ["Email"], "news": ["Email", "Text message", "Push note"]}
+    assert "Webhook" not in html and "File log" not in html and "Filelog" not in html  # no category reaches them
+    assert "sms" not in re.sub(r'name="[^"]+"', "", html)  # internal names stay in the form's field names
+
+
+@pytest.mark.django_db
+def test_saving_touches_only_the_channels_offered():
+    with override_settings(NOTIFICATIONS_CHANNELS=SITE_CHANNELS, NOTIFICATIONS_CATEGORIES=REACHING):
+        response = Client().post(path_for("user:1"), {"news:email": "on", "news:filelog": "on", "news:webhook": ""})
+        assert response.status_code == 303
+        assert set(Preference.objects.values_list("channel", flat=True)) == {"sms", "push_note"}
+        assert preferences("user:1")["news"]["webhook"] is True  # not offered: left at the default
+
+
+def test_built_in_labels_are_translated_and_a_site_label_is_checked():
+    from django.core import checks
+    from django.utils.functional import Promise
+
+    from notifications import registry
+
+    for name in ("email", "webhook"):
+        cls = registry.channel_class(registry.entries()[name])
+        assert isinstance(cls.label, Promise)  # gettext_lazy: read in the page's language
+    bad = {"sms": {"BACKEND": "tests.support.site_channels.SMSChannel", "LABEL": ""}}
+    with override_settings(NOTIFICATIONS_CHANNELS=bad):
+        (error,) = [m for m in checks.run_checks() if m.id == "notifications.E033"]
+    assert "'sms': LABEL must be the words a person reads for the channel" in error.msg
+
+
+@pytest.mark.parametrize(
+    ("channels", "expected"),
+    [(["email", "sms"], []), (["email", "smss"], ["notifications.W040"]), ("email", ["notifications.E040"])],
+)
+def test_a_categorys_channels_are_checked(channels, expected):
+    from django.core import checks
+
+    value = {"news": {"label": "Product news", "channels": channels}}
+    with override_settings(NOTIFICATIONS_CHANNELS=SITE_CHANNELS, NOTIFICATIONS_CATEGORIES=value):
+        found = [m.id for m in checks.run_checks() if m.id in ("notifications.E040", "notifications.W040")]
+    assert found == expected
+
+
 # --- in Chromium ---------------------------------------------------------------------------
 
 

@@ -1,13 +1,17 @@
 """The links a message gives its recipient: one-click unsubscribe (RFC 8058) and the
 preference centre, signed so the link itself is the key.
 
-Tokens are `django.core.signing` values with a salt per purpose: an unsubscribe token
-names a recipient and a category, a preferences token a recipient; one never validates
-for the other, and a changed character fails. They do not expire (a mail client may
-POST months later); rotating SECRET_KEY (with SECRET_KEY_FALLBACKS for a while) ends them.
+Tokens are opaque (`notifications.content.tokens`: encrypted, then signed with a salt per
+purpose): an unsubscribe token holds a recipient and a category, a preferences token a
+recipient, and neither says either to whoever reads the link (a mail forwarded to a list).
+One never validates for the other, and a changed character fails. They do not expire (a
+mail client may POST months later); rotating SECRET_KEY (with SECRET_KEY_FALLBACKS for a
+while) ends them. The readable tokens of earlier versions, in mails already sent, are still
+read (`_legacy`), and no longer made.
 
-Links are built on NOTIFICATIONS_PUBLIC_URL: a cron tick has no request to take the host
-from. Without it, or without `notifications.urls` in the site's URLconf, there are none.
+Links are built on NOTIFICATIONS_PUBLIC_URL (`notifications.rules.public_url`): a cron tick
+has no request to take the host from. Without a usable one, or without `notifications.urls`
+in the site's URLconf, there are none; the email channel holds the mail that needs them.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from urllib.parse import quote
 from django.core import signing
 from django.urls import NoReverseMatch, reverse
 
-from notifications.conf import app_settings, categories
+from notifications.conf import app_settings, categories, public_url
+from notifications.content import tokens
 
 UNSUBSCRIBE_SALT = "notifications.unsubscribe"
 PREFERENCES_SALT = "notifications.preferences"
@@ -27,11 +32,11 @@ ONE_CLICK = "List-Unsubscribe=One-Click"  # RFC 8058's POST body, and its header
 
 
 def unsubscribe_token(recipient: str, category: str) -> str:
-    return signing.dumps({"r": recipient, "c": category}, salt=UNSUBSCRIBE_SALT, compress=True)
+    return tokens.seal({"r": recipient, "c": category}, UNSUBSCRIBE_SALT)
 
 
 def preferences_token(recipient: str) -> str:
-    return signing.dumps({"r": recipient}, salt=PREFERENCES_SALT, compress=True)
+    return tokens.seal({"r": recipient}, PREFERENCES_SALT)
 
 
 def read_unsubscribe(token: str) -> tuple[str, str] | None:
@@ -49,24 +54,46 @@ def read_preferences(token: str) -> str | None:
 
 
 def _load(token: str, salt: str) -> dict[str, Any] | None:
-    try:
-        value = signing.loads(token, salt=salt)
-    except (signing.BadSignature, ValueError, TypeError, UnicodeError):
-        return None
+    value = tokens.open_sealed(token, salt)
+    if value is None:
+        value = _legacy(token, salt)
     if not isinstance(value, dict) or not isinstance(value.get("r"), str) or not value["r"]:
         return None
     return value
 
 
+def _legacy(token: str, salt: str) -> Any:
+    """The value of a readable token of an earlier version (`signing.dumps`), still in mails
+    already sent; None for anything else."""
+    try:
+        return signing.loads(token, salt=salt)
+    except (signing.BadSignature, ValueError, TypeError, UnicodeError):
+        return None
+
+
+def needs_links(category: str) -> bool:
+    """Whether mail of `category` must carry an unsubscribe link: one that is not required."""
+    known = categories()
+    return category in known and not known[category].required
+
+
+def unbuildable(category: str) -> str | None:
+    """Why mail of `category` cannot carry the links it needs now (NOTIFICATIONS_PUBLIC_URL
+    builds none: notifications.W041), or None."""
+    if not needs_links(category):
+        return None
+    return public_url().problem or None
+
+
 def _public(name: str, token: str) -> str | None:
-    origin = app_settings.PUBLIC_URL
-    if not isinstance(origin, str) or not origin.startswith("https://"):
+    origin = public_url().origin
+    if not origin:
         return None
     try:
         path = reverse(f"notifications:{name}", args=[token])
     except NoReverseMatch:  # the site's URLconf does not include notifications.urls
         return None
-    return origin.rstrip("/") + path
+    return origin + path
 
 
 def unsubscribe_url(recipient: str, category: str) -> str | None:

@@ -7,6 +7,9 @@
   on; "required": always sent, cannot be turned off, no unsubscribe header.
 - `throttle` "N/s", "N/m", "N/h" or "N/d": at most N firings of the category reach one
   recipient per window.
+- `channels` (optional): the channels the category's messages go out on, which the
+  preference centre offers for it; without it, every channel. A channel no category on
+  the page reaches is not offered (a site's monitoring or log channel).
 
 A recipient's effective choice for one category and channel: a preference for that
 channel, else one for every channel (blank channel), else the category's default.
@@ -47,10 +50,15 @@ class Category:
     label: str
     default: str = ON
     throttle: Throttle | None = None
+    channels: tuple[str, ...] | None = None  # None: every channel
 
     @property
     def required(self) -> bool:
         return self.default == REQUIRED
+
+    def reaches(self, channel: str) -> bool:
+        """Whether the category's messages go out on `channel`."""
+        return self.channels is None or channel in self.channels
 
 
 def parse_throttle(spec: Any) -> Throttle:
@@ -73,7 +81,7 @@ def errors(value: Any) -> list[str]:
         if not isinstance(options, Mapping):
             problems.append(f"{key}: must be a dict such as {{'label': ..., 'default': 'on'}}")
             continue
-        unknown = set(options) - {"label", "default", "throttle"}
+        unknown = set(options) - {"label", "default", "throttle", "channels"}
         if unknown:
             problems.append(f"{key}: unknown option(s) {', '.join(sorted(map(repr, unknown)))}")
         if not isinstance(options.get("label", key), str):
@@ -85,6 +93,11 @@ def errors(value: Any) -> list[str]:
                 parse_throttle(options["throttle"])
             except ValueError as exc:
                 problems.append(f"{key}: throttle {exc}")
+        channels = options.get("channels")
+        if channels is not None and (
+            not isinstance(channels, list | tuple) or not all(isinstance(c, str) and c for c in channels)
+        ):
+            problems.append(f"{key}: channels must be a list of channel names, such as ['email', 'sms']")
     return problems
 
 
@@ -99,6 +112,7 @@ def parse(value: Any) -> dict[str, Category]:
             label=options.get("label") or key,
             default=options.get("default", ON),
             throttle=parse_throttle(options["throttle"]) if options.get("throttle") else None,
+            channels=tuple(options["channels"]) if options.get("channels") is not None else None,
         )
         for key, options in value.items()
     }

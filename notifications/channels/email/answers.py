@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
 from notifications import mailers
-from notifications.channels.base import ChannelRules
+from notifications.channels.base import ChannelRules, SettingHold
 from notifications.channels.email import rules
-from notifications.models import addresses
+from notifications.conf import categories, public_url
+from notifications.content.links import unbuildable
+from notifications.models import addresses, states
 
 if TYPE_CHECKING:
     from notifications.conf import TickSettings
@@ -25,6 +28,7 @@ def all_addresses(row: Notification) -> list[str]:
 
 class EmailRules(ChannelRules):
     name = "email"
+    label = _("Email")
     tracks_recipients = True
     takes_attachments = True
     bounds_body = True
@@ -44,8 +48,29 @@ class EmailRules(ChannelRules):
         return addresses.compact(row.email_to) or "?"
 
     def held(self, row: Notification, settings: TickSettings | None = None) -> str | None:
-        """Email that would go through the queue itself, or an alias that names no mailer (E022)."""
-        return mailers.problem(row.mailer or "")
+        """Email that would go through the queue itself, or an alias that names no mailer (E022);
+        mail of a category that must carry an unsubscribe link while NOTIFICATIONS_PUBLIC_URL
+        builds none (W041): sent without it, it would break RFC 8058's promise."""
+        trouble = mailers.problem(row.mailer or "")
+        if trouble is not None:
+            return trouble
+        problem = unbuildable(row.category)
+        return f"email: {problem} (notifications.W041)" if problem else None
+
+    def setting_hold(self) -> SettingHold | None:
+        """While NOTIFICATIONS_PUBLIC_URL builds no links: the mail of categories that are not
+        required waits (`held`)."""
+        problem = public_url().problem
+        waiting = [key for key, category in categories().items() if not category.required]
+        if not problem or not waiting:
+            return None
+        return SettingHold(
+            f"email: {problem} (notifications.W041)",
+            Q(states.sends_on(self.name), category__in=waiting, next_fire_at__isnull=False, paused_at__isnull=True),
+            headline=f"Email with unsubscribe links is held: {problem}",
+            remedy="for the links it must carry (no retry is spent): set NOTIFICATIONS_PUBLIC_URL to the site's "
+            "https origin (manage.py check says how) and the next tick sends them.",
+        )
 
     def recipient_keys(self, row: Notification) -> list[str]:
         """The row's `recipient`; without one, each address (as `addresses.bare` spells it)."""

@@ -21,6 +21,7 @@ EVENT_TYPE = "notification.fired"
 
 class WebhookRules(ChannelRules):
     name = "webhook"
+    label = _("Webhook")
     # Its targets are many independent receivers, one of which may hang: a row owing a
     # webhook queues under the webhook's host (`notifications.flow.targets.dispatch_target`).
     dispatch_rank = 1
