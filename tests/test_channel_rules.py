@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -24,6 +25,7 @@ from django.test import override_settings
 from notifications import registry
 from notifications.channels import Channel, ChannelResult, Firing
 from notifications.models import Notification
+from notifications.tick.engine import run_tick
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = "tests.test_channel_rules"
@@ -215,3 +217,17 @@ def test_a_channel_brings_its_own_system_checks():
         NOTIFICATIONS_CHANNELS={"ops": {"BACKEND": f"{HERE}.CheckedChannel", "OPTIONS": {"token": "t"}}}
     ):
         assert run_checks() == []
+
+
+def watchdogs() -> int:
+    return sum(1 for thread in threading.enumerate() if thread.name == "notifications-watchdog")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_only_the_tick_opens_senders_and_it_closes_them(make_row, webhook_server):
+    before = watchdogs()
+    make_row(channels=["webhook"], webhook_url=webhook_server.url(), payload={"n": 1})
+    assert watchdogs() == before  # saving opened nothing
+    assert run_tick().counts()["succeeded"] == 1
+    assert len(webhook_server.received) == 1  # the send went through the tick's watchdog
+    assert watchdogs() == before  # and the tick closed it
