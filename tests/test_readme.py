@@ -40,7 +40,17 @@ def test_the_readme_is_the_first_hour_and_links_the_reference():
 
 def test_nothing_is_installed_by_a_name_no_index_has():
     assert "not on a package index yet" in README
-    assert not re.search(r"pip install \"?django-notification-queue", README)
+    for page in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        installs = re.findall(r"pip install \S+", page.read_text())
+        by_name = [i for i in installs if "django-notification-queue" in i]
+        assert by_name == [], page.name  # the checkout's path, as the README's step 1 says
+    assert 'pip install "/path/to/checkout[apprise]"' in (REPO / "docs" / "channels.md").read_text()
+
+
+def test_the_readme_says_the_recipients_pages_need_their_urls():
+    assert "no URLs to include" not in README
+    embedding = README[README.index("## Embedding in an existing site") : README.index("## Scheduling from your code")]
+    assert 'path("notifications/", include("notifications.urls"))' in embedding
 
 
 def test_every_setting_is_in_the_settings_table():
