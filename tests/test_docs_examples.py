@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import django
 import pytest
@@ -53,7 +54,7 @@ from standardwebhooks import Webhook
 
 from notifications import public
 from notifications.api import schedule
-from notifications.channels import Channel
+from notifications.channels import Channel, ChannelResult
 from notifications.models import Notification
 from tests.test_embedding import embedding_blocks
 
@@ -84,7 +85,10 @@ class Block:
 
 
 def page_blocks(page: str) -> list[Block]:
-    text = (REPO / page).read_text()
+    return parse_blocks(page, (REPO / page).read_text())
+
+
+def parse_blocks(page: str, text: str) -> list[Block]:
     blocks = []
     for match in FENCE.finditer(text):
         indent = len(match["indent"])
@@ -124,13 +128,18 @@ def test_every_block_runs_or_says_why_not():
     assert forgotten == [], "mark each with <!-- not run: why --> or make it run"
 
 
-def test_the_marker_is_read():
-    """A marker counts on the line just before its fence, and only there."""
-    page = REPO / "README.md"
-    blocks = {b.body.strip(): b for b in page_blocks(str(page.relative_to(REPO)))}
-    assert blocks["make test"].not_run is not None
-    assert blocks["make run              # or: make run PORT=8001 (also PORT=8001 make run), if 8000 is taken"].not_run
-    assert all(b.not_run is None for b in blocks.values() if b.lang == "python")
+def test_a_marker_counts_on_the_line_before_its_fence_only():
+    text = (
+        "<!-- not run: output sample -->\n```text\nclaimed=1\n```\n\n"
+        "<!-- not run: too far away -->\n\nSome prose.\n\n```python\nX = 1\n```\n\n"
+        "1. A step:\n\n   <!-- Django 6.1+ -->\n   ```python\n   MAILERS = {}\n   ```\n\n"
+        "> ```sh\n> python manage.py runtick\n> ```\n"
+    )
+    marked, unmarked, newer, quoted = parse_blocks("page.md", text)
+    assert (marked.lang, marked.not_run, marked.line) == ("text", "output sample", 2)
+    assert (unmarked.body, unmarked.not_run) == ("X = 1\n", None)
+    assert (newer.body, newer.needs_django, newer.not_run) == ("MAILERS = {}\n", (6, 1), None)
+    assert quoted.body == "python manage.py runtick\n"
 
 
 def test_the_slack_channel_of_the_docs_is_the_one_the_suite_runs():
@@ -145,9 +154,7 @@ def test_the_slack_channel_of_the_docs_is_the_one_the_suite_runs():
 class StandInChannel(Channel):
     """A channel of the reader's own (`myapp.channels.SMSChannel`): every send succeeds."""
 
-    def deliver(self, firing: Any) -> Any:
-        from notifications.channels import ChannelResult
-
+    def deliver(self, firing: Any) -> ChannelResult:
         return ChannelResult(self.name)
 
 
@@ -180,7 +187,7 @@ class HostCode:
 
     @staticmethod
     def env(name: str, default: Any = None) -> str:
-        """django-environ's `env(...)` of a settings module: the value the environment holds."""
+        """django-environ's `env(...)` in a settings module; the URLs it reads are the only values the pages need."""
         return f"https://example.com/{name.lower()}"
 
     @staticmethod
@@ -280,7 +287,7 @@ class Reader:
     def use_urlconf(self, urlpatterns: list[Any]) -> None:
         module = types.ModuleType("docs_example_urls")
         module.urlpatterns = urlpatterns  # type: ignore[attr-defined]
-        self.stack.enter_context(_in_sys_modules({"docs_example_urls": module}))
+        self.stack.enter_context(mock.patch.dict(sys.modules, {"docs_example_urls": module}))
         self.stack.enter_context(override_settings(ROOT_URLCONF="docs_example_urls"))
         self.stack.callback(clear_url_caches)
         clear_url_caches()
@@ -308,22 +315,6 @@ class Reader:
 
     def run_json(self, block: Block) -> None:
         json.loads(block.body)
-
-
-class _in_sys_modules:
-    def __init__(self, modules: dict[str, types.ModuleType]):
-        self.modules = modules
-
-    def __enter__(self) -> None:
-        self.saved = {name: sys.modules.get(name) for name in self.modules}
-        sys.modules.update(self.modules)
-
-    def __exit__(self, *exc: object) -> None:
-        for name, module in self.saved.items():
-            if module is None:
-                sys.modules.pop(name, None)
-            else:
-                sys.modules[name] = module
 
 
 def demo_settings_read(block: Block, line: str) -> None:
