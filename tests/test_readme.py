@@ -83,3 +83,24 @@ def test_relative_links_reach_files(page):
     path = REPO / page
     broken = [t for t in LINK.findall(path.read_text()) if not (path.parent / t).exists()]
     assert broken == []
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_links_to_a_section_reach_a_heading():
+    """Material moved between pages leaves no link to a section that is gone."""
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    headings = {
+        page: {_slug(h) for h in re.findall(r"^#+ (.*)$", re.sub(r"```.*?```", "", page.read_text(), flags=re.S), re.M)}
+        for page in pages
+    }
+    broken = [
+        f"{page.name}: {target}#{anchor}"
+        for page in pages
+        for target, anchor in re.findall(r"\]\(([^)#\s]*)#([^)\s]+)\)", page.read_text())
+        if (dest := (page.parent / target).resolve() if target else page) in headings and anchor not in headings[dest]
+    ]
+    assert broken == []
