@@ -366,6 +366,9 @@ def test_the_page_runs(page, host):
         reader = Reader(host, stack)
         for block in runnable(page):
             reader.run(block)
+            for (where, text), check in AFTER_BLOCK.items():
+                if where == page and text in block.body:
+                    check(reader)
         reader.finish()
         AFTER.get(page, lambda reader: None)(reader)
 
@@ -384,6 +387,12 @@ def _recipients(reader: Reader) -> None:
     url = reverse("notifications:unsubscribe", args=["token"])
     assert url == "/notifications/unsubscribe/token/"
     assert resolve(url).func is public.unsubscribe
+
+
+def _preferences(reader: Reader) -> None:
+    # "From code": preferences() returns what the comment says (before the page's erasure).
+    expected = {"billing": {"email": True, "webhook": True}, "news": {"email": False, "webhook": True}}
+    assert reader.namespace["preferences"]("user:42") == expected
 
 
 def _security(reader: Reader) -> None:
@@ -409,6 +418,10 @@ def _operations(reader: Reader) -> None:
     assert Client().get("/metrics/notifications/").status_code == 403
 
 
+# (page, a string of the block) -> what must hold right after that block.
+AFTER_BLOCK = {
+    ("docs/recipients.md", 'preferences("user:42")'): _preferences,
+}
 AFTER = {
     "README.md": _readme,
     "docs/recipients.md": _recipients,
