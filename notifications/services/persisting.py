@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from notifications import compat
 from notifications.conf import Policy
-from notifications.models import DeliveryAttempt, Notification, Suppression
+from notifications.models import DeliveryAttempt, Notification, Suppression, states
 from notifications.models.addresses import is_address, storable
 from notifications.outcomes import Kind, Outcome
 from notifications.services import digests, reconnecting, tallies
@@ -161,9 +161,11 @@ def _write(
     if released:
         matched += claimed.filter(pk__in=released).update(claim_token=None, claimed_until=None)
     if log and matched < len(doomed) + len(kept) + len(deferred) + len(released):
-        # Some row went while it was in flight (erased, cancelled): its firing's records go
-        # with it, as its row did (SPEC: rows in flight write nothing back afterwards).
-        attempts = _of_rows_left(attempts, outcomes, present or set())
+        # Some row went while it was in flight (erased, cancelled), or an erasure took its
+        # firing back: its firing's records go with it, as its row did (SPEC: rows in flight
+        # write nothing back afterwards).
+        taken_back = Notification.objects.filter(states.TAKEN_BACK, pk__in=pks).values_list("pk", flat=True)
+        attempts = _of_rows_left(attempts, outcomes, (present or set()) - set(taken_back))
         log = insert_statements(DeliveryAttempt, attempts)
     if log:
         with connection.cursor() as cursor:
