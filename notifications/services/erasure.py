@@ -143,6 +143,8 @@ def _scan() -> Iterator[tuple[Any, ...]]:
 def _names_them(values: list[Any], key: str) -> bool:
     """Whether a row's `SCANNED` columns (after the pk) name the address `key`, however spelt."""
     *addresses, from_email, headers, pending, last_error, previous_error = values
+    if key.rpartition("@")[0] not in " ".join(map(str, values)).casefold():
+        return False  # every spelling holds the local part: most rows are passed over here, cheaply
     return (
         any(names(value, key) for value in addresses)
         or mentions(from_email, key)
