@@ -9,6 +9,7 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 from django.test import override_settings
+from django.urls import reverse
 from django.utils import timezone
 
 from notifications.api import erase, run_tick, schedule, set_preference
@@ -164,3 +165,19 @@ def test_the_dry_run_names_the_counts_of_the_run_with_the_same_numbers():
             ("suppressions", 1),
         ]
     )
+
+
+def test_the_admin_shows_the_shared_rows_that_change_and_keeps_them_for_the_others(admin_client):
+    row = email(email_to=[ADA_SPELLINGS[0], "bob@example.com"])
+    url = reverse("admin:notifications_notification_changelist")
+    data = {"action": "erase_recipients", "_selected_action": [row.pk]}
+
+    page = admin_client.post(url, data)
+
+    assert page.status_code == 200
+    changed = page.context["people"][0]["counts"]
+    assert (changed["notifications"], changed["notifications_changed"]) == (0, 1)
+    assert "shared notifications changed" in page.content.decode()
+    done = admin_client.post(url, {**data, "post": "yes"}, follow=True)
+    assert "Erased 1 person: 1 notifications changed." in done.content.decode()
+    assert Notification.objects.get(pk=row.pk).email_to == ["bob@example.com"]

@@ -66,6 +66,7 @@ TAKEN_OUT_FIELDS = (
     "claim_token",  # a firing in flight is taken back
 )
 NOBODY_LEFT = "nobody else is left to send it to: deleted whole"
+NOTHING_OF_THEIRS = "it no longer names them"
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,7 @@ def plan(who: Person) -> Plan:
         whole.update(Notification.objects.filter(recipient__in=who.keys).values_list("pk", flat=True))
     if not who.address:
         return Plan(sorted(whole), [])
-    named = [pk for pk, *values in _scan() if pk not in whole and _names_them(values, who.address)]
+    named = [row[0] for row in _scan() if row[0] not in whole and _names_them(row[1:], who.address)]
     changed: list[Any] = []
     for start in range(0, len(named), SCAN_CHUNK):
         rows, _ = load_defensively(Notification.objects.filter(pk__in=named[start : start + SCAN_CHUNK]))
@@ -140,19 +141,11 @@ def _scan() -> Iterator[tuple[Any, ...]]:
         last = chunk[-1][0]
 
 
-def _names_them(values: list[Any], key: str) -> bool:
-    """Whether a row's `SCANNED` columns (after the pk) name the address `key`, however spelt."""
-    *addresses, from_email, headers, pending, last_error, previous_error = values
+def _names_them(values: tuple[Any, ...], key: str) -> bool:
+    """Whether a row's `SCANNED` columns (after the pk) hold anything `take_out` would take."""
     if key.rpartition("@")[0] not in " ".join(map(str, values)).casefold():
         return False  # every spelling holds the local part: most rows are passed over here, cheaply
-    return (
-        any(names(value, key) for value in addresses)
-        or mentions(from_email, key)
-        or (isinstance(headers, dict) and any(mentions(v, key) for v in headers.values()))
-        or any(_is(address, key) for address in _owed(pending))
-        or mentions(last_error, key)
-        or mentions(previous_error, key)
-    )
+    return bool(take_out(Notification(**dict(zip(SCANNED[1:], values, strict=True))), key))
 
 
 def _owed(pending: Any) -> list[Any]:
@@ -202,11 +195,11 @@ def take_out(row: Notification, key: str) -> list[str]:
 def _fate(row: Notification, key: str) -> str | None:
     """What taking `key` out of `row` comes to: None when the row keeps going to the
     others; NOBODY_LEFT when it sent to the person and nobody else is left (or the change
-    would leave its addresses invalid); "nothing" when it no longer names them."""
+    would leave its addresses invalid); NOTHING_OF_THEIRS when it no longer names them."""
     trial = copy.copy(row)
     changed = take_out(trial, key)
     if not changed:
-        return "nothing of theirs is left in it"
+        return NOTHING_OF_THEIRS
     had = any(as_list(getattr(row, name)) for name in RECIPIENT_FIELDS)
     if had and not any(as_list(getattr(trial, name)) for name in RECIPIENT_FIELDS):
         return NOBODY_LEFT
