@@ -184,8 +184,8 @@ def _of_rows_left(
     attempts: Sequence[DeliveryAttempt], outcomes: list[Outcome], present: set[Any]
 ) -> list[DeliveryAttempt]:
     """The records of firings a row of which existed when the write-back began (`present`,
-    read under its locks). A row whose claim passed to another tick still exists: the
-    record of what this tick sent stays."""
+    read under its locks; a row whose firing an erasure took back counts as gone). A row
+    whose claim passed to another tick still exists: the record of what this tick sent stays."""
     rows_of_firing = {o.row.pk: [r.pk for r in o.row.digest_rows] or [o.row.pk] for o in outcomes}
     return [
         a for a in attempts if any(pk in present for pk in rows_of_firing.get(a.notification_id, [a.notification_id]))
