@@ -104,10 +104,10 @@ def test_an_error_and_a_greylisted_firing_that_name_the_person_no_longer_do():
 
 @pytest.mark.django_db(transaction=True)
 @override_settings(NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS=["127.0.0.0/8"], NOTIFICATIONS_CHANNEL_TIMEOUT=30)
-def test_a_shared_row_in_flight_is_taken_back_and_nothing_of_the_person_is_written(webhook_server, mailoutbox):
+def test_a_shared_row_in_flight_is_taken_back_then_sent_to_the_others(webhook_server, mailoutbox):
     """The tick sends the row (its webhook held by the receiver) while Ada is erased: the
-    row keeps going to Bob, and the firing's write-back writes nothing over it and records
-    nothing (the record would name her)."""
+    firing's write-back writes nothing over the changed row and records nothing (the record
+    would name her); once the firing's lease is over, the row goes to Bob alone."""
     row = schedule(
         channels=["email", "webhook"],
         email_to=[ADA, "bob@example.com"],
@@ -129,7 +129,16 @@ def test_a_shared_row_in_flight_is_taken_back_and_nothing_of_the_person_is_writt
     assert left.last_fired_at is None and left.next_fire_at == row.next_fire_at  # nothing written back
     assert not DeliveryAttempt.objects.filter(notification_id=row.pk).exists()
     assert not any(ADA in a.sent_to for a in DeliveryAttempt.objects.all())
-    assert left.claim_token is None and left.claimed_until is not None  # due again once the lease ends
+    assert left.claim_token is None and left.claimed_until is not None  # no tick takes it before the lease ends
+    mailoutbox.clear()  # the send taken back went out before the erasure
+    Notification.objects.filter(pk=row.pk).update(claimed_until=timezone.now() - timezone.timedelta(seconds=1))
+
+    run_tick()  # the lease is over: the row goes to Bob alone
+
+    (message,) = mailoutbox
+    assert message.to == ["bob@example.com"]
+    assert not Notification.objects.filter(pk=row.pk).exists()
+    assert {a.sent_to for a in DeliveryAttempt.objects.filter(channel="email")} == {"bob@example.com"}
 
 
 def test_the_dry_run_names_the_counts_of_the_run_with_the_same_numbers():
