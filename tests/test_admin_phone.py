@@ -3,7 +3,7 @@
 On a phone: at least five short rows start above the fold, each id is whole (whatever its
 digits), the subject column is there, an address wraps only after its "@" or a ".", and no
 checkbox has an ellipsis beside it (a stray "."). On a laptop: a templated subject reads as
-it goes out. The viewport is set exactly (Chromium's device emulation, a phone's overlay
+it goes out, and ids are whole too. The viewport is set exactly (Chromium's device emulation, a phone's overlay
 scrollbars included). Screenshots land in test-artifacts/. tests/test_browser.py has the
 browser fixture.
 """
@@ -89,7 +89,7 @@ return [...document.querySelectorAll('#result_list tbody tr')].map(tr => {
   return {
     above_fold: tr.getBoundingClientRect().top < fold,
     id: id.innerText.trim(),
-    id_whole: id.scrollWidth <= id.clientWidth,
+    id_whole: id.scrollWidth <= id.clientWidth + 1,  // a cut id overflows by a digit and more
     subject: subject.innerText.trim(),
     subject_shown: getComputedStyle(subject).display !== 'none' && subject.getBoundingClientRect().width >= 60,
     recipient: lines(tr.querySelector('.field-sends_to .nq-clip')),
@@ -131,13 +131,14 @@ def test_on_a_phone_five_rows_are_above_the_fold_with_ids_subjects_and_addresses
 
 
 @pytest.mark.django_db(transaction=True)
-def test_on_a_laptop_a_templated_subject_reads_as_it_goes_out(
+def test_on_a_laptop_a_templated_subject_reads_as_it_goes_out_and_ids_are_whole(
     browser,  # noqa: F811 - the fixture imported above
     live_server,
     django_user_model,
 ):
     from selenium.webdriver.common.by import By
 
+    short_rows()
     row = schedule(
         channels=["email"],
         email_to="grace@example.com",
@@ -155,5 +156,7 @@ def test_on_a_laptop_a_templated_subject_reads_as_it_goes_out(
     assert cell.text == "3 new comments for <b>Grace</b>"  # rendered, and the payload's markup as text
     assert cell.get_attribute("title") == "3 new comments for <b>Grace</b>"
     assert not browser.find_elements(By.CSS_SELECTOR, "#result_list .field-subject_or_event b")
+    measured = browser.execute_script(MEASURE_ROWS)
+    assert len(measured) == 10 and all(row["id_whole"] for row in measured), measured  # six digits, whole
     ARTIFACTS.mkdir(exist_ok=True)
     browser.save_screenshot(str(ARTIFACTS / f"laptop-notifications-{connection.vendor}.png"))

@@ -25,7 +25,9 @@ LATER = timedelta(hours=1)
 
 def email(subject: str, payload: dict | None = None, **fields) -> Notification:
     fields.setdefault("fire_at", timezone.now() + LATER)
-    return schedule(channels=["email"], email_to="ada@example.com", subject=subject, body="-", payload=payload or {}, **fields)
+    return schedule(
+        channels=["email"], email_to="ada@example.com", subject=subject, body="-", payload=payload or {}, **fields
+    )
 
 
 def subject_cell(html: str, row: Notification) -> str:
@@ -46,7 +48,9 @@ def hover(html: str, row: Notification) -> str:
 
 
 def test_a_templated_subject_shows_rendered_with_its_rows_payload(admin_client):
-    grace = email("Hello {{ name }}, invoice {{ invoice.number }} is ready", {"name": "Grace", "invoice": {"number": 42}})
+    grace = email(
+        "Hello {{ name }}, invoice {{ invoice.number }} is ready", {"name": "Grace", "invoice": {"number": 42}}
+    )
     plain = email("No template here")
 
     html = admin_client.get(CHANGELIST).content.decode()

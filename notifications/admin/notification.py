@@ -162,6 +162,7 @@ class NotificationChangeList(ChangeList):
         self.queryset = self.queryset.annotate(**{subjects.ANNOTATION: subjects.payload_of_templates()})
         super().get_results(request)
         subjects.render_page(self.result_list)
+        self.id_digits = max((len(str(row.pk)) for row in self.result_list), default=1)  # the id column's width
 
 
 @admin.register(Notification)
