@@ -90,7 +90,7 @@ def test_rows_written_around_validation_never_break_the_page(admin_client):
     odd_language = email("Hello {{ name }}", {"name": "Grace"})
     broken = email("Hello {{ name }}", {"name": "Grace"})
     listed = email("Hello {{ name }}", {"name": "Ann"})
-    Notification.objects.filter(pk=odd_language.pk).update(language="xx-not-a-language")
+    Notification.objects.filter(pk=odd_language.pk).update(language="xx-bogus")
     Notification.objects.filter(pk=broken.pk).update(subject="{% url 'admin:index' %} {{ name", payload=[1, 2])
 
     response = admin_client.get(CHANGELIST)
