@@ -73,7 +73,7 @@ def target_line(row: Notification, channel: str) -> SafeString:
     head, where = found.destination_parts(row) if found is not None else ("", "?")
     if head:
         return display.target(channel, head, where)
-    return format_html('<span class="nq-clip" title="{}: {}">{}</span>', channel, where, where)
+    return format_html('<span class="nq-clip" title="{}: {}">{}</span>', channel, where, display.breakable(where))
 
 
 def destination(row: Notification, channel: str) -> str:
