@@ -38,8 +38,8 @@ from django.core.mail.utils import DNS_NAME
 from django.utils.translation import gettext_lazy as _
 
 from notifications import compat, mailers
-from notifications.channels.base import Channel, ChannelResult, ErrorClass, Firing
-from notifications.channels.email import inflight, providers, rules
+from notifications.channels.base import Channel, ChannelResult, ErrorClass, Firing, SettingHold
+from notifications.channels.email import holds, inflight, providers, rules
 from notifications.conf import positive_number
 from notifications.content.email import Content, render_content
 from notifications.content.links import Links, links_for
@@ -151,11 +151,11 @@ def _attach(message: EmailMessage, item: dict[str, Any]) -> None:
         if relative is None:
             raise AttachmentMissing(f"the attachment {name[:60]!r} is gone from storage") from None
         # Under a relative location each working directory has its own files: not a loss
-        # until the operator says so (notifications.E028).
+        # until the operator says so (notifications.W028; the tick holds such rows first).
         where = os.path.join(os.path.abspath(relative), str(item["file"]))
         raise AttachmentMissing(
             f"the attachment {name[:60]!r} is not at {where} ({attachments.location_setting()} is relative "
-            "to the working directory; notifications.E028)",
+            "to the working directory; notifications.W028)",
             ErrorClass.TRANSIENT,
         ) from None
     except Exception as exc:  # noqa: BLE001 - whichever storage: an outage is retried
@@ -208,8 +208,24 @@ class EmailChannel(Channel):
         return addresses.compact(row.email_to) or "?"
 
     def held(self, row: Notification, settings: TickSettings | None = None) -> str | None:
-        """Email that would go through the queue itself, or an alias that names no mailer (E022)."""
-        return mailers.problem(row.mailer or "")
+        """Email that would go through the queue itself, or an alias that names no mailer
+        (W022, W027); attachments the tick cannot read where the site keeps them (W024, W028)."""
+        return mailers.problem(row.mailer or "") or holds.attachments_held(row)
+
+    def setting_hold(self) -> SettingHold | None:
+        """While the attachments' storage is unknown or relative: email with attachments waits."""
+        problem = attachments.storage_problem()
+        if problem is None:
+            return None
+        return SettingHold(
+            f"{self.name}: {problem}",
+            holds.rows_with_attachments(),
+            headline=f"Email with attachments is held: {problem}",
+            remedy=(
+                "for a storage every process reads alike (no retry is spent): fix the setting (manage.py check "
+                "says how) and the next tick sends them."
+            ),
+        )
 
     def prepare(self, rows: Sequence[Notification]) -> None:
         wanted = {
