@@ -59,7 +59,7 @@ number as a W id. A bad value is reported here rather than by a crash mid-tick.
 | W010 | WEBHOOK_SECRET is set but holds no key, or is None (webhooks without a secret of their own are held) |
 | W022 | the tick would send email through the queue itself, or through an alias that names no mailer (email held) |
 | W024 | ATTACHMENT_STORAGE names no storage in STORAGES (email with attachments held) |
-| W027 | the tick's email backend setting (or a NOTIFICATIONS_MAILERS alias's) names no email backend class (email held) |
+| W027 | the tick's email backend (or a NOTIFICATIONS_MAILERS alias's) names no email backend class (email held) |
 | W028 | attachments are kept in a file storage whose location is relative or unset (email with attachments held) |
 | W030 | a CHANNELS BACKEND cannot be imported (that channel's rows held) |
 | W031 | a CHANNELS BACKEND is not a subclass of notifications.channels.Channel (that channel's rows held) |

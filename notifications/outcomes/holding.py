@@ -33,8 +33,8 @@ class Hold:
 
 
 # A row that needs a setting of the site while it is unusable (the webhook's signing
-# secret, the attachments' storage, ...) is held this long at a time: no retry spent, no attempt logged. Every tick reads the
-# settings afresh, so the first tick after the fix sends it.
+# secret, the attachments' storage, ...) is held this long at a time: no retry spent, no
+# attempt logged. Every tick reads the settings afresh, so the first tick after the fix sends it.
 CONFIGURATION_HOLD = timedelta(seconds=60)  # one cron interval
 
 
