@@ -47,7 +47,7 @@ BUILT_IN: dict[str, str] = {
     "webhook": "notifications.channels.webhook.channel.WebhookChannel",
 }
 BASE_CLASS = "notifications.channels.base.Channel"
-BROKEN_CLASS = "notifications.channels.base.BrokenChannel"
+BROKEN_CLASS = "notifications.channels.broken.BrokenChannel"
 # A channel's name is stored in the delivery log (16 characters) and joined with commas in
 # `last_error` (`partial: sms,push`): short, lowercase, no separators.
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{0,15}$")
