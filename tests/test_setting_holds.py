@@ -20,7 +20,9 @@ import pytest
 from django.conf import settings as django_settings
 from django.core import mail
 from django.core.management import CommandError, call_command
+from django.db import connection
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from django.utils.html import escape
 
@@ -167,6 +169,24 @@ def test_the_admin_and_notifications_status_say_why_email_with_attachments_waits
             "1 row waits for a storage every process reads alike (no retry is spent): fix the setting "
             "(manage.py check says how) and the next tick sends them."
         ) in lines
+
+
+def test_the_admin_list_reads_no_row_twice_to_say_which_are_held(admin_client, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+
+    def queries_of_the_list() -> int:
+        with CaptureQueriesContext(connection) as ran:
+            assert admin_client.get("/admin/notifications/notification/").status_code == 200
+        return len(ran.captured_queries)
+
+    with override_settings(MEDIA_ROOT=""):
+        for rows in (3, 6):
+            while Notification.objects.count() < rows:
+                schedule(fire_at=NOW, **EMAIL, attachments=[Attachment("invoice.txt", b"120 EUR")])
+            counted = queries_of_the_list()
+            if rows == 3:
+                first = counted
+    assert counted == first  # the list's own query reads what `held` asks of each row
 
 
 # --- a site channel whose class cannot be loaded -----------------------------------------

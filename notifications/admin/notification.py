@@ -95,6 +95,7 @@ LIST_COLUMNS = (
     "expired_at",
     "held_for",
     "digest_id",
+    "attachments",  # whether the row is held for the attachments' storage (`held`): a small list, no content
 )
 
 

@@ -19,13 +19,11 @@ CHANNEL = "email"
 
 
 def attachments_held(row: Notification) -> str | None:
-    """Why `row`'s email is held for its attachments (the settings read now), or None. The
-    setting is read first: a row whose attachments were left unread (the admin's list)
-    reads them only while a problem holds them."""
+    """Why `row`'s email is held for its attachments (the settings read now), or None."""
+    if not attachments.stored(row.attachments):
+        return None  # most rows: no setting to read
     problem = attachments.storage_problem()
-    if problem is None or not attachments.stored(row.attachments):
-        return None
-    return f"{CHANNEL}: {problem}"
+    return None if problem is None else f"{CHANNEL}: {problem}"
 
 
 def rows_with_attachments() -> Q:
