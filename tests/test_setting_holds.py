@@ -59,7 +59,6 @@ def fresh_project(root: Path) -> Path:
     """`django-admin startproject` with "notifications" added to INSTALLED_APPS, nothing else."""
     root.mkdir()
     subprocess.run([sys.executable, "-m", "django", "startproject", "mysite", str(root)], check=True, timeout=120)
-    (root / "notifications").symlink_to(REPO / "notifications")  # the install, as tests/test_embedding.py does
     settings_file = root / "mysite" / "settings.py"
     text = settings_file.read_text()
     assert "MEDIA_ROOT" not in text
@@ -68,7 +67,9 @@ def fresh_project(root: Path) -> Path:
 
 
 def manage(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(project), "LANG": "C.UTF-8"}
+    # The app from the checkout, as an install would give it: on the path, not in the project
+    # (a link there would take the files this test stores under the project into the checkout).
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(project), "LANG": "C.UTF-8", "PYTHONPATH": str(REPO)}
     return subprocess.run(
         [sys.executable, "manage.py", *args], cwd=project, env=env, capture_output=True, text=True, timeout=120
     )
