@@ -15,9 +15,11 @@ rebuilt whenever the setting changes (`override_settings` works); `open_for_tick
 fresh instance per name for each tick, which prepares, sends and closes.
 
 Classes are imported by their dotted path, never at this module's import: the registry
-sits below the channels in the app's layers. A malformed entry is left out here and
-reported by `manage.py check` (notifications.E030-E033); a row naming it is then refused
-as an unknown channel rather than crashing a tick.
+sits below the channels in the app's layers. A malformed entry (its name or shape, E032,
+E033) is left out here and a row naming it is refused as an unknown channel. An entry of
+the right shape whose class cannot be imported, is no channel or cannot be constructed
+(W030, W031: often a package missing where this process runs) is a `BrokenChannel`: rows
+naming it are accepted and held, not sent, until the setting is fixed.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ BUILT_IN: dict[str, str] = {
     "webhook": "notifications.channels.webhook.channel.WebhookChannel",
 }
 BASE_CLASS = "notifications.channels.base.Channel"
-BROKEN_CLASS = "notifications.channels.base.BrokenChannel"
+BROKEN_CLASS = "notifications.channels.broken.BrokenChannel"
 # A channel's name is stored in the delivery log (16 characters) and joined with commas in
 # `last_error` (`partial: sms,push`): short, lowercase, no separators.
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{0,15}$")
@@ -114,7 +116,7 @@ def _built_in_entries() -> dict[str, Entry]:
 
 
 def channel_class(entry: Entry) -> type[Channel]:
-    """The class of `entry`; ImportError or TypeError when it is none (E030, E031)."""
+    """The class of `entry`; ImportError or TypeError when it is none (W030, W031)."""
     cls = import_string(entry.backend)
     base = import_string(BASE_CLASS)
     if not isinstance(cls, type) or not issubclass(cls, base):
@@ -135,8 +137,24 @@ def label(entry: Entry) -> str:
 
 
 def construct(entry: Entry, settings: TickSettings | None = None) -> Channel:
-    """A new instance of `entry`'s channel, named, with its OPTIONS; raises what its class raises."""
-    return channel_class(entry).open(entry.name, dict(entry.options), settings)
+    """A new instance of `entry`'s channel, named, with its OPTIONS. A site channel whose
+    class cannot be loaded or constructed is a `BrokenChannel` that holds its rows (the
+    checks W030, W031 say why); never a crash of the caller."""
+    try:
+        cls = channel_class(entry)
+    except (ImportError, TypeError) as exc:  # what the class's path says is wrong: no OPTIONS in it
+        return _broken(entry, str(exc)[:200] or type(exc).__name__, settings)
+    try:
+        return cls.open(entry.name, dict(entry.options), settings)
+    except Exception as exc:
+        logger.exception("%s[%r]: the channel cannot be constructed", SETTING, entry.name)
+        # The type alone: a constructor's message may echo an OPTIONS value (a token).
+        return _broken(entry, f"{type(exc).__name__} from {entry.backend}()", settings)
+
+
+def _broken(entry: Entry, problem: str, settings: TickSettings | None) -> Channel:
+    broken: type[Channel] = import_string(BROKEN_CLASS)  # by path: the channels sit above the registry
+    return broken.open(entry.name, {"problem": problem}, settings)
 
 
 # --- what the app asks of the registry ----------------------------------------------------
@@ -176,12 +194,7 @@ def _instances() -> dict[str, Channel]:
     with _lock:
         if _cache is not None:
             return _cache
-        built: dict[str, Channel] = {}
-        for name, entry in entries().items():
-            try:
-                built[name] = construct(entry)
-            except Exception:
-                logger.exception("%s[%r]: the channel cannot be constructed", SETTING, name)
+        built = {name: construct(entry) for name, entry in entries().items()}
         _cache = built
         return built
 
@@ -199,14 +212,6 @@ setting_changed.connect(reset, dispatch_uid="notifications.registry.reset")
 
 def open_for_tick(settings: TickSettings) -> dict[str, Channel]:
     """One fresh instance per registered channel for one tick. A site channel whose class
-    cannot be loaded or constructed is a channel that fails every send (transiently, so
-    fixing the setting lets the rows through) instead of a tick that crashes."""
-    broken = import_string(BROKEN_CLASS)  # by path: the channels sit above the registry
-    opened: dict[str, Channel] = {}
-    for name, entry in entries().items():
-        try:
-            opened[name] = construct(entry, settings)
-        except Exception as exc:
-            logger.exception("%s[%r]: the channel cannot be constructed", SETTING, name)
-            opened[name] = broken.open(name, {"problem": type(exc).__name__}, settings)
-    return opened
+    cannot be loaded or constructed is a `BrokenChannel` (its rows held, as `channel(name)`
+    says) instead of a tick that crashes."""
+    return {name: construct(entry, settings) for name, entry in entries().items()}

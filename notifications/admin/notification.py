@@ -99,6 +99,7 @@ LIST_COLUMNS = (
     "held_for",
     "digest_key",
     "digest_id",
+    "attachments",  # whether the row is held for the attachments' storage (`held`): a small list, no content
 )
 
 

@@ -158,11 +158,11 @@ def _healthy_status(row: Notification, state: State, error: SafeString | str, no
 
 
 def _held_or_previous(row: Notification) -> SafeString | str:
-    """A live row's note: held for the site's signing secret, or the error a requeue cleared."""
+    """A live row's note: held for a setting of the site, or the error a requeue cleared."""
     problem = held(row)
     if problem:
         return format_html(
-            " " + gettext("Held: {}. Nothing is sent and no retry is spent until the site has a key to sign with."),
+            " " + gettext("Held: {}. Nothing is sent and no retry is spent until the setting is fixed."),
             problem,
         )
     if row.previous_error and not row.last_error:

@@ -116,7 +116,7 @@ class ChannelResult:
 @dataclass(frozen=True)
 class SettingHold:
     """A setting of the site that keeps a channel from sending some of its rows, as the
-    queue's health reports it (`Channel.setting_hold`; `Channel.held` says it of one row)."""
+    queue's health reports it (`Channel.setting_holds`; `Channel.held` says it of one row)."""
 
     problem: str  # why, starting with the channel's name: `webhook: NOTIFICATIONS_WEBHOOK_SECRET is empty`
     rows: Q  # the rows it holds, a filter of `Notification`
@@ -280,11 +280,11 @@ class Channel(abc.ABC):
         admin says why), or None. `settings` is the tick's snapshot (None: read them now)."""
         return None
 
-    def setting_hold(self) -> SettingHold | None:
-        """While a setting of the site (read now) keeps this channel from sending rows: why,
-        which rows, and what to do, for the queue's health and `notifications_status`;
-        None while none does. The whole picture of what `held` says row by row."""
-        return None
+    def setting_holds(self) -> list[SettingHold]:
+        """While settings of the site (read now) keep this channel from sending rows: for each,
+        why, which rows, and what to do, for the queue's health and `notifications_status`;
+        empty while none does. The whole picture of what `held` says row by row."""
+        return []
 
     def prepare(self, rows: Sequence[Notification]) -> None:
         """Read what sending `rows` needs from the database, before any of them is sent.
@@ -305,16 +305,3 @@ class Channel(abc.ABC):
 
     def close(self) -> None:
         """Release what the channel opened during the tick (connections, sessions)."""
-
-
-class BrokenChannel(Channel):
-    """Stands in for a site channel whose class cannot be loaded or constructed: every send
-    fails transiently (fixing the setting lets the rows through); `manage.py check` says why."""
-
-    def deliver(self, firing: Firing) -> ChannelResult:
-        problem = self.options.get("problem", "misconfigured")
-        return ChannelResult(
-            self.name,
-            error=f"{self.name}: internal: cannot be configured ({problem})",
-            error_class=ErrorClass.TRANSIENT,
-        )

@@ -40,7 +40,7 @@ from django.utils.translation import gettext_lazy as _
 
 from notifications import compat, mailers
 from notifications.channels.base import Channel, ChannelResult, ErrorClass, Firing, SettingHold
-from notifications.channels.email import inflight, providers, rules
+from notifications.channels.email import holds, inflight, providers, rules
 from notifications.conf import categories, positive_number, public_url
 from notifications.content.email import Content, render_content
 from notifications.content.links import Links, links_for, unbuildable
@@ -152,11 +152,11 @@ def _attach(message: EmailMessage, item: dict[str, Any]) -> None:
         if relative is None:
             raise AttachmentMissing(f"the attachment {name[:60]!r} is gone from storage") from None
         # Under a relative location each working directory has its own files: not a loss
-        # until the operator says so (notifications.E028).
+        # until the operator says so (notifications.W028; the tick holds such rows first).
         where = os.path.join(os.path.abspath(relative), str(item["file"]))
         raise AttachmentMissing(
             f"the attachment {name[:60]!r} is not at {where} ({attachments.location_setting()} is relative "
-            "to the working directory; notifications.E028)",
+            "to the working directory; notifications.W028)",
             ErrorClass.TRANSIENT,
         ) from None
     except Exception as exc:  # noqa: BLE001 - whichever storage: an outage is retried
@@ -210,29 +210,52 @@ class EmailChannel(Channel):
         return addresses.compact(row.email_to) or "?"
 
     def held(self, row: Notification, settings: TickSettings | None = None) -> str | None:
-        """Email that would go through the queue itself, or an alias that names no mailer (E022);
+        """Email that would go through the queue itself, or an alias that names no mailer
+        (W022, W027); attachments the tick cannot read where the site keeps them (W024, W028);
         mail of a category that must carry an unsubscribe link while NOTIFICATIONS_PUBLIC_URL
         builds none (W041): sent without it, it would break RFC 8058's promise."""
-        trouble = mailers.problem(row.mailer or "")
+        trouble = mailers.problem(row.mailer or "") or holds.attachments_held(row)
         if trouble is not None:
             return trouble
         problem = unbuildable(row.category)
         return f"email: {problem} (notifications.W041)" if problem else None
 
-    def setting_hold(self) -> SettingHold | None:
-        """While NOTIFICATIONS_PUBLIC_URL builds no links: the mail of categories that are not
+    def setting_holds(self) -> list[SettingHold]:
+        """While the attachments' storage is unknown or relative, email with attachments waits;
+        while NOTIFICATIONS_PUBLIC_URL builds no links, the mail of categories that are not
         required waits (`held`)."""
+        found = []
+        problem = attachments.storage_problem()
+        if problem is not None:
+            found.append(
+                SettingHold(
+                    f"{self.name}: {problem}",
+                    holds.rows_with_attachments(),
+                    headline=f"Email with attachments is held: {problem}",
+                    remedy=(
+                        "for a storage every process reads alike (no retry is spent): fix the setting "
+                        "(manage.py check says how) and the next tick sends them."
+                    ),
+                )
+            )
         problem = public_url().problem
         waiting = [key for key, category in categories().items() if not category.required]
-        if not problem or not waiting:
-            return None
-        return SettingHold(
-            f"email: {problem} (notifications.W041)",
-            Q(states.sends_on(self.name), category__in=waiting, next_fire_at__isnull=False, paused_at__isnull=True),
-            headline=f"Email with unsubscribe links is held: {problem}",
-            remedy="for the links it must carry (no retry is spent): set NOTIFICATIONS_PUBLIC_URL to the site's "
-            "https origin (manage.py check says how) and the next tick sends them.",
-        )
+        if problem and waiting:
+            found.append(
+                SettingHold(
+                    f"email: {problem} (notifications.W041)",
+                    Q(
+                        states.sends_on(self.name),
+                        category__in=waiting,
+                        next_fire_at__isnull=False,
+                        paused_at__isnull=True,
+                    ),
+                    headline=f"Email with unsubscribe links is held: {problem}",
+                    remedy="for the links it must carry (no retry is spent): set NOTIFICATIONS_PUBLIC_URL to the "
+                    "site's https origin (manage.py check says how) and the next tick sends them.",
+                )
+            )
+        return found
 
     def prepare(self, rows: Sequence[Notification]) -> None:
         wanted = {

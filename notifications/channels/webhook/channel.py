@@ -179,13 +179,13 @@ class WebhookChannel(Channel):
         own = getattr(row, "signs_itself", None)
         return problem if holds.unsigned_webhook(row, problem, own_secret=own) else None
 
-    def setting_hold(self) -> SettingHold | None:
+    def setting_holds(self) -> list[SettingHold]:
         """While NOTIFICATIONS_WEBHOOK_SECRET has no usable key: the rows that would be signed
         with it wait (`holds.unsigned_rows`)."""
         problem = holds.signing_problem()
         if problem is None:
-            return None
-        return SettingHold(
+            return []
+        hold = SettingHold(
             problem,
             holds.unsigned_rows(),
             headline=f"Webhooks are held: {problem.removeprefix(f'{holds.CHANNEL}: ')}",
@@ -194,6 +194,7 @@ class WebhookChannel(Channel):
                 "(manage.py check says how) and the next tick sends them."
             ),
         )
+        return [hold]
 
     def keys(self, firing: Firing) -> list[bytes]:
         """The row's own key, else every site key (all of them sign during a rotation)."""
