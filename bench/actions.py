@@ -19,6 +19,8 @@ import time
 from datetime import timedelta
 from typing import Any
 
+from bench.common import clear, rate
+
 HOST_WRITE_INTERVAL = 0.05  # seconds between the host's saves during the requeue
 
 
@@ -90,8 +92,6 @@ def scenario_actions(table: Any, rows: int) -> None:
     from notifications.models import Notification
     from notifications.services.actions import ACTION_BATCH
 
-    from .run import clear
-
     clear()
     make_dead_rows(rows)
     host_row = services.schedule_notification(
@@ -128,8 +128,6 @@ def admin_requeue(table: Any, rows: int, vendor: str) -> None:
 
     from notifications.models import Notification
 
-    from .run import clear
-
     make_dead_rows(rows)
     operator = User.objects.create_superuser("bench-operator", "operator@example.com", None)
     client = Client()
@@ -147,7 +145,3 @@ def admin_requeue(table: Any, rows: int, vendor: str) -> None:
     LogEntry.objects.all().delete()
     User.objects.filter(pk=operator.pk).delete()
     clear()
-
-
-def rate(rows: int, seconds: float) -> float:
-    return rows / seconds if seconds > 0 else float("inf")

@@ -32,7 +32,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.run import make_rows, throwaway_database  # noqa: E402
+from bench.common import make_rows, throwaway_database  # noqa: E402
 from bench.sink import Sink  # noqa: E402
 
 TICKS = 2

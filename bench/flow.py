@@ -6,8 +6,6 @@
     the rate the receiver measures after the first burst, within 5 % of the limit.
 (c) a tick of 100 due rows to other targets, with 100,000 rows held behind an open
     circuit vs without them: within 1.3x.
-
-`bench.run` is imported inside the functions: run.py imports this module at its top.
 """
 
 from __future__ import annotations
@@ -15,6 +13,8 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 from typing import Any
+
+from bench.common import clear, due_tick_seconds, job, jobs_together, make_rows, median, remaining
 
 OFF = {"failures": 0}
 ON = {"failures": 10, "cooldown": 60, "max_cooldown": 3600}
@@ -29,7 +29,6 @@ def scenario_flow(table: Any, sink: Any, quick: bool) -> None:
 
 
 def dead_endpoint(table: Any, sink: Any, rows: int, label: str, breaker: dict[str, int]) -> None:
-    from bench.run import clear, job, make_rows
     from bench.sink import Sink
 
     dead = Sink()
@@ -60,7 +59,6 @@ def dead_endpoint(table: Any, sink: Any, rows: int, label: str, breaker: dict[st
 
 
 def rate_limited_drain(table: Any, sink: Any, rows: int, per_second: int) -> None:
-    from bench.run import clear, jobs_together, make_rows, remaining
 
     clear()
     key = sink.url("/").split("/")[2]
@@ -117,8 +115,6 @@ def fill_held(n: int, key: str) -> None:
 
 
 def held_due_query(table: Any, held: int, repeats: int) -> None:
-    from bench.run import clear, due_tick_seconds, median
-
     clear()
     due_tick_seconds(100, 2)  # warm up
     t_without, _ = due_tick_seconds(100, repeats)

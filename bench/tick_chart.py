@@ -15,6 +15,8 @@ import time
 from datetime import timedelta
 from typing import Any
 
+from bench.common import clear
+
 HOSTS = 4
 CHUNK = 20_000
 
@@ -74,8 +76,6 @@ def scenario_tick_chart(table: Any, records: int, repeats: int) -> None:
 
     from notifications.admin import charts
     from notifications.models import TickRun
-
-    from .run import clear
 
     clear()
     began = time.monotonic()

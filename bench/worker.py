@@ -282,7 +282,7 @@ class WriteMeter:
 
 
 def prepare_tick_writes(args: dict) -> None:
-    from bench.run import make_rows
+    from bench.common import make_rows
 
     make_rows(args["rows"], webhook_url=args["url"])
 

@@ -1,8 +1,11 @@
 """System checks for the app's settings and surroundings, reported by `manage.py check`.
 
-Ids are stable and documented in docs/checks.md: E0xx are errors that stop a tick from
-working as configured, W0xx are warnings about setups that work but will surprise.
-A bad value is reported here rather than by a crash mid-tick.
+Ids are stable and documented in docs/checks.md: E0xx are errors, values wrong in
+themselves that stop `check`, `migrate` and the tick; W0xx are warnings about setups that
+work but will surprise. A setting only some rows need (a webhook key, the attachments'
+storage, a mailer, a site channel's class) is a warning, never an error: the tick holds
+those rows (`Channel.held`, no retry spent) and sends the rest. A retired E id keeps its
+number as a W id. A bad value is reported here rather than by a crash mid-tick.
 
 | id   | what |
 |------|------|
@@ -27,16 +30,16 @@ A bad value is reported here rather than by a crash mid-tick.
 | E019 | CIRCUIT_BREAKER is not a dict of failures, cooldown and max_cooldown |
 | E020 | RATE_LIMITS is not a dict of target -> "N/s,N/m,N/h,N/d" |
 | E021 | (retired: now W010, a warning) |
-| E022 | the tick would send email through the queue itself, or through an alias that names no mailer |
+| E022 | (retired: now W022, a warning) |
 | E023 | MAX_ATTACHMENT_BYTES is not a positive integer |
-| E024 | ATTACHMENT_STORAGE names no storage in STORAGES |
+| E024 | (retired: now W024, a warning) |
 | E025 | LOW_PRIORITY_AGING is not a positive number |
 | E026 | the queue's MariaDB/MySQL server has no SKIP LOCKED (MariaDB < 10.6, MySQL < 8.0.11) (database check) |
-| E027 | the tick's email backend setting (or a NOTIFICATIONS_MAILERS alias's) names no email backend class |
-| E028 | attachments are kept in a file storage whose location is relative or unset (MEDIA_ROOT empty) |
+| E027 | (retired: now W027, a warning) |
+| E028 | (retired: now W028, a warning) |
 | E029 | ATTACHMENT_BYTES_IN_FLIGHT is not a positive integer |
-| E030 | a CHANNELS BACKEND cannot be imported |
-| E031 | a CHANNELS BACKEND is not a subclass of notifications.channels.Channel |
+| E030 | (retired: now W030, a warning) |
+| E031 | (retired: now W031, a warning) |
 | E032 | a CHANNELS name is a built-in channel's (email, webhook) |
 | E033 | CHANNELS is not a dict of name -> {"BACKEND": ..., "OPTIONS": {...}} (a bad name, OPTIONS not a dict) |
 | E034 | METRICS_TOKEN is not a string of printable ASCII without spaces around it |
@@ -54,6 +57,12 @@ A bad value is reported here rather than by a crash mid-tick.
 | W008 | MariaDB/MySQL connected with the 3-byte `utf8` character set, not `utf8mb4` |
 | W009 | a queue table on MariaDB/MySQL in a non-transactional engine such as MyISAM (database check) |
 | W010 | WEBHOOK_SECRET is set but holds no key, or is None (webhooks without a secret of their own are held) |
+| W022 | the tick would send email through the queue itself, or through an alias that names no mailer (email held) |
+| W024 | ATTACHMENT_STORAGE names no storage in STORAGES (email with attachments held) |
+| W027 | the tick's email backend (or a NOTIFICATIONS_MAILERS alias's) names no email backend class (email held) |
+| W028 | attachments are kept in a file storage whose location is relative or unset (email with attachments held) |
+| W030 | a CHANNELS BACKEND cannot be imported (that channel's rows held) |
+| W031 | a CHANNELS BACKEND is not a subclass of notifications.channels.Channel (that channel's rows held) |
 | W040 | a category's "channels" names no channel of the site |
 | W041 | PUBLIC_URL builds no links (unset while CATEGORIES are, http, malformed): mail that needs them is held |
 | W043 | PUBLIC_URL is http://localhost or http://127.0.0.1, accepted while DEBUG is on |
@@ -222,24 +231,32 @@ def check_channels(app_configs: Any = None, **kwargs: Any) -> Messages:
         backend = entry["BACKEND"]
         try:
             registry.channel_class(registry.Entry(name, backend))
+        # Warnings, not errors: only this channel's rows need the class (they are held, no
+        # retry spent, until it loads) and the package may well be missing only where this
+        # command runs; every other channel's rows go out.
         except ImportError as exc:
             messages.append(
-                checks.Error(
-                    f"NOTIFICATIONS_CHANNELS[{name!r}]['BACKEND'] = {backend!r} cannot be imported: {exc}",
-                    hint="Give the dotted path of the class, e.g. 'myapp.channels.SMSChannel'.",
-                    id="notifications.E030",
+                checks.Warning(
+                    f"NOTIFICATIONS_CHANNELS[{name!r}]['BACKEND'] = {backend!r} cannot be imported: {exc}. "
+                    f"{CHANNEL_HELD}",
+                    hint="Give the dotted path of the class, e.g. 'myapp.channels.SMSChannel', and install "
+                    "what it imports where the tick runs.",
+                    id="notifications.W030",
                 )
             )
         except TypeError:
             messages.append(
-                checks.Error(
+                checks.Warning(
                     f"NOTIFICATIONS_CHANNELS[{name!r}]['BACKEND'] = {backend!r} is not a subclass of "
-                    "notifications.channels.Channel.",
+                    f"notifications.channels.Channel. {CHANNEL_HELD}",
                     hint="Subclass notifications.channels.Channel and implement deliver(firing).",
-                    id="notifications.E031",
+                    id="notifications.W031",
                 )
             )
     return messages
+
+
+CHANNEL_HELD = "Rows naming the channel are held (nothing sent, no retry spent) until it loads."
 
 
 def _check_backoff() -> Messages:
@@ -437,17 +454,24 @@ def _check_attachment_storage() -> Messages:
             raise InvalidStorageError(alias)
     except (InvalidStorageError, KeyError, TypeError):
         return [
-            checks.Error(
-                f"NOTIFICATIONS_ATTACHMENT_STORAGE names {alias!r}, which is not in STORAGES.",
+            checks.Warning(
+                f"NOTIFICATIONS_ATTACHMENT_STORAGE names {alias!r}, which is not in STORAGES: {ATTACHMENTS_HELD}",
                 hint=f"Use one of {', '.join(map(repr, storages.backends))}, or remove the setting for 'default'.",
-                id="notifications.E024",
+                id="notifications.W024",
             )
         ]
     return _check_attachment_location(alias)
 
 
+# Only email with attachments needs the storage: a warning, so a site that never queues a
+# file (a fresh project without MEDIA_ROOT) migrates, checks and ticks.
+ATTACHMENTS_HELD = (
+    "email with attachments is held (nothing sent, no retry spent) until it is fixed; every other row goes out."
+)
+
+
 def _check_attachment_location(alias: str) -> Messages:
-    """E028: a file storage relative to the working directory (MEDIA_ROOT unset is the
+    """W028: a file storage relative to the working directory (MEDIA_ROOT unset is the
     working directory itself) keeps what the site stored where a tick started by cron from
     $HOME does not look."""
     from django.core.files.storage import FileSystemStorage, storages
@@ -471,44 +495,45 @@ def _check_attachment_location(alias: str) -> Messages:
     setting = location_setting(alias)
     where = f"is {relative!r}, a relative path" if relative else "is unset"
     return [
-        checks.Error(
+        checks.Warning(
             f"Email attachments are kept in the storage {alias!r} (NOTIFICATIONS_ATTACHMENT_STORAGE), whose "
             f"location ({setting}) {where}: each process reads and writes them under its own working "
-            "directory, so a tick started by cron from another directory cannot find them.",
+            f"directory, so a tick started by cron from another directory cannot find them; {ATTACHMENTS_HELD}",
             hint=f'Set {setting} to an absolute path, such as BASE_DIR / "media".',
-            id="notifications.E028",
+            id="notifications.W028",
         )
     ]
 
 
 @checks.register()
 def check_mailer(app_configs: Any = None, **kwargs: Any) -> Messages:
-    """E022: email must not be sent through the queue itself (each send would queue another row).
-    E027: the backend the tick (or a mailer alias) sends through must be an email backend class."""
+    """W022: email must not be sent through the queue itself (each send would queue another row).
+    W027: the backend the tick (or a mailer alias) sends through must be an email backend class.
+    Warnings: only email needs the mailer, and the tick holds it (no retry spent) until fixed."""
     from notifications.mailers import alias_problems, aliases_setting, choose
 
     messages: Messages = []
     choice = choose()
     if choice.problem is not None:
         messages.append(
-            checks.Error(
+            checks.Warning(
                 f"The tick cannot send email as configured: {choice.problem}. Rows with email are held "
                 "(nothing sent, no retry spent) until this is fixed.",
                 hint=_alias_hint(choice.alias)
                 if choice.broken and choice.alias and aliases_setting() == "NOTIFICATIONS_MAILERS"
                 else _backend_hint(aliases_setting() == "MAILERS", broken=choice.broken),
-                id="notifications.E027" if choice.broken else "notifications.E022",
+                id="notifications.W027" if choice.broken else "notifications.W022",
             )
         )
     for alias, bad in alias_problems().items():
         if choice.problem is not None and alias == choice.alias:
             continue  # said above
         messages.append(
-            checks.Error(
+            checks.Warning(
                 f"Rows whose mailer is {alias!r} cannot be sent: {bad.problem}. schedule() refuses them, and "
                 "the tick holds those already queued (nothing sent, no retry spent) until this is fixed.",
                 hint=_alias_hint(alias),
-                id="notifications.E027" if bad.broken else "notifications.E022",
+                id="notifications.W027" if bad.broken else "notifications.W022",
             )
         )
     return messages

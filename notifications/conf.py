@@ -232,7 +232,7 @@ def max_attachment_bytes() -> int:
 
 
 def attachment_storage() -> str:
-    """NOTIFICATIONS_ATTACHMENT_STORAGE: the STORAGES alias attachments are kept in (E024 checks it)."""
+    """NOTIFICATIONS_ATTACHMENT_STORAGE: the STORAGES alias attachments are kept in (W024 checks it)."""
     value = app_settings.ATTACHMENT_STORAGE
     return value if isinstance(value, str) and value else Defaults.ATTACHMENT_STORAGE
 

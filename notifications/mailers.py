@@ -13,10 +13,10 @@ In order:
    queue itself (`notifications.mail.QueuedEmailBackend`): then Django's SMTP backend.
 
 A configuration that ends at the queue itself would turn each send into another queued
-row, for ever. `manage.py check` reports it (notifications.E022), and the tick holds the
+row, for ever. `manage.py check` reports it (notifications.W022), and the tick holds the
 rows it concerns (no retry spent, nothing sent) until it is fixed; so is an alias that
 names no mailer, and a backend setting that names no email backend class (a typo in its
-dotted path, or not a string: notifications.E027), which would fail every send. On a
+dotted path, or not a string: notifications.W027), which would fail every send. On a
 site that has MAILERS and puts the queue in `MAILERS["default"]`, step 4 has no SMTP
 settings to fall back on: name the real mailer in NOTIFICATIONS_MAILER.
 """
@@ -66,7 +66,7 @@ class Choice:
     options: dict[str, Any] = field(default_factory=dict)
     source: str = ""  # the setting that chose it, for messages
     problem: str | None = None  # why it cannot be used (the queue itself, an unknown alias)
-    broken: bool = False  # the problem is the backend setting itself (E027), not the choice (E022)
+    broken: bool = False  # the problem is the backend setting itself (W027), not the choice (W022)
 
 
 @functools.lru_cache(maxsize=64)
@@ -91,7 +91,7 @@ def _backend_class_problem(path: str) -> str | None:
 
 
 def backend_problem(path: Any) -> str | None:
-    """Why `path` (a BACKEND setting) names no email backend class, or None (notifications.E027)."""
+    """Why `path` (a BACKEND setting) names no email backend class, or None (notifications.W027)."""
     if not isinstance(path, str) or not path:
         return f"must be a dotted path to an email backend class, not {path!r}"
     return _backend_class_problem(path)

@@ -17,9 +17,11 @@ makes a fresh sender per name for each tick, which prepares, sends and closes: o
 tick opens senders.
 
 Classes are imported by their dotted path, never at this module's import: the registry
-sits below the channels in the app's layers. A malformed entry is left out here and
-reported by `manage.py check` (notifications.E030-E033); a row naming it is then refused
-as an unknown channel rather than crashing a tick.
+sits below the channels in the app's layers. A malformed entry (its name or shape, E032,
+E033) is left out here and a row naming it is refused as an unknown channel. An entry of
+the right shape whose class cannot be imported, is no channel or cannot be constructed
+(W030, W031: often a package missing where this process runs) is a `BrokenChannel`: rows
+naming it are accepted and held, not sent, until the setting is fixed.
 """
 
 from __future__ import annotations
@@ -27,9 +29,9 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
@@ -41,6 +43,7 @@ if TYPE_CHECKING:
     from notifications.conf import TickSettings
 
 logger = logging.getLogger("notifications")
+T = TypeVar("T")
 
 SETTING = "NOTIFICATIONS_CHANNELS"
 # The built-in channels, by name: always registered, and names no site channel may take.
@@ -49,7 +52,7 @@ BUILT_IN: dict[str, str] = {
     "webhook": "notifications.channels.webhook.channel.WebhookChannel",
 }
 BASE_CLASS = "notifications.channels.base.Channel"
-BROKEN_CLASS = "notifications.channels.base.BrokenChannel"
+BROKEN_CLASS = "notifications.channels.broken.BrokenChannel"
 # A channel's name is stored in the delivery log (16 characters) and joined with commas in
 # `last_error` (`partial: sms,push`): short, lowercase, no separators.
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{0,15}$")
@@ -116,7 +119,7 @@ def _built_in_entries() -> dict[str, Entry]:
 
 
 def channel_class(entry: Entry) -> type[Channel]:
-    """The class of `entry`; ImportError or TypeError when it is none (E030, E031)."""
+    """The class of `entry`; ImportError or TypeError when it is none (W030, W031)."""
     cls = import_string(entry.backend)
     base = import_string(BASE_CLASS)
     if not isinstance(cls, type) or not issubclass(cls, base):
@@ -137,8 +140,35 @@ def label(entry: Entry) -> str:
 
 
 def construct(entry: Entry, settings: TickSettings | None = None) -> Channel:
-    """A new instance of `entry`'s channel, named, with its OPTIONS; raises what its class raises."""
-    return channel_class(entry).open(entry.name, dict(entry.options), settings)
+    """A new sender of `entry`'s channel, named, with its OPTIONS (a tick's, `open_for_tick`).
+    A site channel whose class cannot be loaded or constructed is a `BrokenChannel` that
+    holds its rows (the checks W030, W031 say why); never a crash of the caller."""
+    return _built(entry, lambda cls: cls.open(entry.name, dict(entry.options), settings), settings)
+
+
+def rules_of(entry: Entry) -> ChannelRules:
+    """What `entry`'s channel says about a row outside a tick (`Channel.stateless`): no
+    connection, no thread. A class that cannot be loaded or constructed: as `construct`."""
+    return _built(entry, lambda cls: cls.stateless(entry.name, dict(entry.options)), None)
+
+
+def _built(entry: Entry, build: Callable[[type[Channel]], T], settings: TickSettings | None) -> T | Channel:
+    """`build(the class of entry)`, or a `BrokenChannel` saying why it could not be."""
+    try:
+        cls = channel_class(entry)
+    except (ImportError, TypeError) as exc:  # what the class's path says is wrong: no OPTIONS in it
+        return _broken(entry, str(exc)[:200] or type(exc).__name__, settings)
+    try:
+        return build(cls)
+    except Exception as exc:
+        logger.exception("%s[%r]: the channel cannot be constructed", SETTING, entry.name)
+        # The type alone: a constructor's message may echo an OPTIONS value (a token).
+        return _broken(entry, f"{type(exc).__name__} from {entry.backend}()", settings)
+
+
+def _broken(entry: Entry, problem: str, settings: TickSettings | None) -> Channel:
+    broken: type[Channel] = import_string(BROKEN_CLASS)  # by path: the channels sit above the registry
+    return broken.open(entry.name, {"problem": problem}, settings)
 
 
 # --- what the app asks of the registry ----------------------------------------------------
@@ -169,8 +199,8 @@ def channel(name: str) -> ChannelRules | None:
 def _instances() -> dict[str, ChannelRules]:
     """name -> its rules, built on first use and again after NOTIFICATIONS_CHANNELS changes
     (`setting_changed`: override_settings). A site class that cannot be imported or
-    constructed is left out (the checks say why). The tick asks several times per row, so
-    a hit is one global read."""
+    constructed is a `BrokenChannel` (the checks say why). The tick asks several times per
+    row, so a hit is one global read."""
     global _cache
     cached = _cache
     if cached is not None:
@@ -178,12 +208,7 @@ def _instances() -> dict[str, ChannelRules]:
     with _lock:
         if _cache is not None:
             return _cache
-        built: dict[str, ChannelRules] = {}
-        for name, entry in entries().items():
-            try:
-                built[name] = channel_class(entry).stateless(name, dict(entry.options))
-            except Exception:
-                logger.exception("%s[%r]: the channel cannot be constructed", SETTING, name)
+        built = {name: rules_of(entry) for name, entry in entries().items()}
         _cache = built
         return built
 
@@ -211,14 +236,6 @@ setting_changed.connect(reset, dispatch_uid="notifications.registry.reset")
 
 def open_for_tick(settings: TickSettings) -> dict[str, Channel]:
     """One fresh instance per registered channel for one tick. A site channel whose class
-    cannot be loaded or constructed is a channel that fails every send (transiently, so
-    fixing the setting lets the rows through) instead of a tick that crashes."""
-    broken = import_string(BROKEN_CLASS)  # by path: the channels sit above the registry
-    opened: dict[str, Channel] = {}
-    for name, entry in entries().items():
-        try:
-            opened[name] = construct(entry, settings)
-        except Exception as exc:
-            logger.exception("%s[%r]: the channel cannot be constructed", SETTING, name)
-            opened[name] = broken.open(name, {"problem": type(exc).__name__}, settings)
-    return opened
+    cannot be loaded or constructed is a `BrokenChannel` (its rows held, as `channel(name)`
+    says) instead of a tick that crashes."""
+    return {name: construct(entry, settings) for name, entry in entries().items()}

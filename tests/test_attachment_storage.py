@@ -15,7 +15,7 @@ from email.mime.text import MIMEText
 from pathlib import Path
 
 import pytest
-from django.core import mail
+from django.core import checks, mail
 from django.core.exceptions import ValidationError
 from django.core.mail import EmailMessage
 from django.test.utils import override_settings
@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from notifications.api import cancel, run_tick, schedule
 from notifications.checks import check_settings
-from notifications.models import Notification, attachments
+from notifications.models import DeliveryAttempt, Notification, attachments
 from notifications.models.attachments import Attachment
 from tests.support.mail_servers import SMTP_BACKEND, SMTPServer, queue_in_front_of
 from tests.support.processes import REPO, child_env
@@ -48,9 +48,9 @@ def storage_settings(backend: str, **options) -> override_settings:
     return override_settings(STORAGES=storages, NOTIFICATIONS_ATTACHMENT_STORAGE="attachments")
 
 
-def e028(**overrides) -> list[str]:
+def w028(**overrides) -> list[checks.CheckMessage]:
     with override_settings(**overrides):
-        return [m.msg for m in check_settings() if m.id == "notifications.E028"]
+        return [m for m in check_settings() if m.id in ("notifications.W028", "notifications.E028")]
 
 
 def recipients_view(message: EmailMessage):
@@ -87,12 +87,16 @@ def recipients_view(message: EmailMessage):
         ),
     ],
 )
-def test_a_file_storage_relative_to_the_working_directory_is_a_check_error_naming_the_setting(
+def test_a_file_storage_relative_to_the_working_directory_is_a_check_warning_naming_the_setting(
     overrides, setting, where
 ):
-    (message,) = e028(**overrides)
-    assert f"whose location ({setting}) {where}" in message
-    assert "cron" in message
+    (message,) = w028(**overrides)
+    assert (message.id, message.level) == ("notifications.W028", checks.WARNING)  # E028 once: it stopped migrate
+    assert f"whose location ({setting}) {where}" in message.msg
+    assert "cron" in message.msg
+    assert message.msg.endswith(
+        "email with attachments is held (nothing sent, no retry spent) until it is fixed; every other row goes out."
+    )
 
 
 @pytest.mark.parametrize(
@@ -103,7 +107,7 @@ def test_a_file_storage_relative_to_the_working_directory_is_a_check_error_namin
     ],
 )
 def test_an_absolute_location_or_another_kind_of_storage_is_no_error(overrides):
-    assert e028(**overrides) == []
+    assert w028(**overrides) == []
 
 
 def tick_from(directory: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -119,7 +123,9 @@ def tick_from(directory: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_an_attachment_queued_from_the_site_survives_a_tick_started_from_another_directory(tmp_path, monkeypatch):
+def test_email_with_attachments_waits_for_an_absolute_storage_while_the_rest_goes_out(tmp_path, monkeypatch):
+    """Issue 40 item 1: a relative storage holds only what needs it, with the path it would
+    read, under cron's own tick; setting MEDIA_ROOT releases it."""
     site, home = tmp_path / "site", tmp_path / "home"
     site.mkdir()
     home.mkdir()
@@ -133,26 +139,24 @@ def test_an_attachment_queued_from_the_site_survives_a_tick_started_from_another
         row = Notification.objects.get()
         (stored,) = row.attachments
         assert (site / stored["file"]).exists()  # under the site's working directory
+        plain = schedule(fire_at=NOW, channels=["email"], email_to="bob@example.com", subject="Hi", body="No file.")
 
-        # Cron's tick, from $HOME: its checks refuse to start it, and nothing is spent.
-        refused = tick_from(home)
-        assert refused.returncode == 1
-        assert "notifications.E028" in refused.stderr + refused.stdout
-        row.refresh_from_db()
-        assert (row.error_count, row.last_error, row.dead_lettered_at) == (0, None, None)
-
-        # Started anyway (checks skipped): not found there, which is no loss. Retried,
-        # with the path it looked at.
-        ran = tick_from(home, "--skip-checks")
+        # Cron's tick, from $HOME with MEDIA_ROOT unset: it runs, sends the plain row and
+        # holds the other, saying where it would have read the attachment.
+        ran = tick_from(home)
         assert ran.returncode == 0, ran.stderr
+        summary, held = ran.stdout.splitlines()
+        assert " claimed=2 succeeded=1 " in summary and " deferred=1 " in summary, summary
+        reason = f"email: MEDIA_ROOT is unset, so attachments would be read from {home / attachments.DIRECTORY}"
+        assert f" 1 held: {reason} (this process's directory) (this process's settings; " in held, held
+        assert not Notification.objects.filter(pk=plain.pk).exists()  # sent
         row.refresh_from_db()
-        assert row.dead_lettered_at is None
-        assert row.error_count == 1 and row.next_fire_at is not None
-        assert row.last_error.startswith("email: the attachment 'invoice.txt' is not at ")
-        assert str(home / stored["file"]) in row.last_error
-        assert "MEDIA_ROOT is relative" in row.last_error
+        assert (row.error_count, row.last_error, row.dead_lettered_at) == (0, None, None)  # no retry spent
+        assert not DeliveryAttempt.objects.filter(notification_id=row.pk).exists()
+        assert row.next_fire_at is not None
 
-        # The tick from the site's directory sends it, attachment and all.
+    # Fixed: MEDIA_ROOT is the absolute folder the site kept the file in; the first tick after the hold sends it.
+    with override_settings(MEDIA_ROOT=str(site), EMAIL_BACKEND=LOCMEM):
         run_tick(now=row.next_fire_at)
     assert not Notification.objects.exists()
     (sent,) = mail.outbox
@@ -160,15 +164,17 @@ def test_an_attachment_queued_from_the_site_survives_a_tick_started_from_another
     assert (part.get_filename(), part.get_content()) == ("invoice.txt", "Invoice 7: 120 EUR\n")
 
 
-def test_a_file_missing_from_a_relative_location_is_retried_not_dead_lettered(tmp_path, monkeypatch):
+@pytest.mark.parametrize("root", ["", "var/media"])
+def test_under_a_relative_location_email_with_attachments_is_held_not_retried(tmp_path, monkeypatch, root):
     monkeypatch.chdir(tmp_path)
-    with override_settings(MEDIA_ROOT="var/media"):
+    with override_settings(MEDIA_ROOT=root):
         row = schedule(fire_at=NOW, **EMAIL, attachments=[Attachment("invoice.pdf", b"x")])
-        (tmp_path / "var/media" / row.attachments[0]["file"]).unlink()
-        run_tick(now=NOW)
+        report = run_tick(now=NOW)
     row.refresh_from_db()
-    assert row.dead_lettered_at is None and row.error_count == 1
-    assert f"is not at {tmp_path / 'var/media' / row.attachments[0]['file']}" in row.last_error
+    assert row.dead_lettered_at is None and row.error_count == 0 and row.last_error is None
+    (reason,) = report.holds
+    assert f"would be read from {tmp_path / root / attachments.DIRECTORY} " in reason
+    assert mail.outbox == []
 
 
 # --- 34.3: any name Django's own backends send ---------------------------------------------

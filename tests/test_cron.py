@@ -31,11 +31,30 @@ def test_it_runs_the_system_checks_but_keeps_warnings_out_of_the_log(db, setting
     assert "claimed=0" in out and err == ""
 
 
-def test_an_error_is_one_line_on_stderr_not_a_traceback(make_row, settings, capsys):
-    # django-crontab logs an exception escaping the job with its traceback; the job raises none.
+class Ended(Exception):
+    """What `cron.end_process` raises here instead of ending the test run."""
+
+
+@pytest.fixture
+def exit_status(monkeypatch) -> list[int]:
+    statuses: list[int] = []
+
+    def end(status: int) -> None:
+        statuses.append(status)
+        raise Ended
+
+    monkeypatch.setattr(cron, "end_process", end)
+    return statuses
+
+
+def test_an_error_is_one_line_on_stderr_not_a_traceback(make_row, settings, capsys, exit_status):
+    # django-crontab logs an exception escaping the job with its traceback; the job raises none
+    # of its own, and ends the process with status 1 (a real one in test_setting_holds.py).
     row = make_row()
     settings.NOTIFICATIONS_TICK_LIMIT = 0
-    cron.runtick()
+    with pytest.raises(Ended):
+        cron.runtick()
+    assert exit_status == [1]
 
     out, err = capsys.readouterr()
     assert out == ""
@@ -44,8 +63,10 @@ def test_an_error_is_one_line_on_stderr_not_a_traceback(make_row, settings, caps
     assert Notification.objects.get(pk=row.pk).claim_token is None
 
 
-def test_a_bad_argument_is_one_line_too(db, capsys):
-    cron.runtick("--budget", "-1")
+def test_a_bad_argument_is_one_line_too(db, capsys, exit_status):
+    with pytest.raises(Ended):
+        cron.runtick("--budget", "-1")
+    assert exit_status == [1]
     out, err = capsys.readouterr()
     assert out == ""
     assert re.fullmatch(rf"{STAMP} runtick did not run: .*\n", err), err

@@ -64,11 +64,12 @@ def test_erase_deletes_rows_attachments_history_and_preferences_and_returns_coun
     with django_capture_on_commit_callbacks(execute=True):
         counts = erase(recipient="user:1", address="ada@example.com")
 
-    assert counts["notifications"] == 3  # user:1's two rows, and the one copying ada
+    assert counts["notifications"] == 2  # user:1's two rows
+    assert counts["notifications_changed"] == 1  # the one copying ada keeps going to bob
     assert counts["delivery_attempts"] == 1  # the recurring row's
     assert counts["preferences"] == 2
-    assert set(Notification.objects.values_list("pk", flat=True)) == {other.pk}
-    assert not Notification.objects.filter(pk=by_address.pk).exists()
+    assert set(Notification.objects.values_list("pk", flat=True)) == {other.pk, by_address.pk}
+    assert Notification.objects.get(pk=by_address.pk).email_cc == []
     assert list(Preference.objects.values_list("recipient", flat=True)) == ["user:2"]
     assert not DeliveryAttempt.objects.filter(notification_id=sent.pk).exists()
     assert not ThrottleWindow.objects.filter(key__endswith=" user:1").exists()
@@ -77,12 +78,14 @@ def test_erase_deletes_rows_attachments_history_and_preferences_and_returns_coun
 
 def test_erase_by_address_finds_rows_that_send_to_it():
     row = email(email_to=["bob@example.com"], email_bcc=["Ada@Example.com"])
+    alone = email(email_to="Ada <ADA@example.com>")
     keep = email(email_to="bob@example.com")
 
     counts = erase(address="ada@example.com")
 
-    assert counts["notifications"] == 1
-    assert not Notification.objects.filter(pk=row.pk).exists()
+    assert (counts["notifications"], counts["notifications_changed"]) == (1, 1)
+    assert not Notification.objects.filter(pk=alone.pk).exists()
+    assert Notification.objects.get(pk=row.pk).email_bcc == []  # bob still gets his
     assert Notification.objects.filter(pk=keep.pk).exists()
 
 

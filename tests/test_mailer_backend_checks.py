@@ -1,5 +1,6 @@
-"""An email backend setting that names no email backend class is a check error (notifications.E027),
-and the tick holds the email it concerns (E022's hold: nothing sent, no retry spent) instead of
+"""An email backend setting that names no email backend class is a check warning (notifications.W027,
+once the error E027: only email needs it), and the tick holds the email it concerns (W022's hold:
+nothing sent, no retry spent) instead of
 recording `email: ModuleNotFoundError` until every row is dead-lettered. A NOTIFICATIONS_MAILERS
 alias that cannot be sent through is reported too, although no setting chooses it: schedule()
 refuses rows that name it."""
@@ -35,18 +36,18 @@ def email_row(**fields):
     return schedule(fire_at=NOW, **fields)
 
 
-def test_a_typo_in_the_email_backend_fails_manage_py_check():
-    with (
-        override_settings(NOTIFICATIONS_EMAIL_BACKEND="nonexistent.Backend"),
-        pytest.raises(SystemCheckError) as caught,
-    ):
-        call_command("check", stdout=StringIO(), stderr=StringIO())
+def test_a_typo_in_the_email_backend_is_a_warning_of_manage_py_check():
+    said = StringIO()
+    with override_settings(NOTIFICATIONS_EMAIL_BACKEND="nonexistent.Backend"):
+        call_command("check", stdout=StringIO(), stderr=said)  # passes: only email needs it
+        with pytest.raises(SystemCheckError, match=r"notifications\.W027"):
+            call_command("check", "--fail-level", "WARNING", stdout=StringIO(), stderr=StringIO())
 
     assert (
-        "(notifications.E027) The tick cannot send email as configured: NOTIFICATIONS_EMAIL_BACKEND "
+        "(notifications.W027) The tick cannot send email as configured: NOTIFICATIONS_EMAIL_BACKEND "
         "('nonexistent.Backend') cannot be imported (ModuleNotFoundError: No module named 'nonexistent'). "
         "Rows with email are held (nothing sent, no retry spent) until this is fixed."
-    ) in str(caught.value)
+    ) in said.getvalue()
 
 
 @pytest.mark.parametrize(
@@ -65,11 +66,11 @@ def test_a_typo_in_the_email_backend_fails_manage_py_check():
         ),
     ],
 )
-def test_an_email_backend_that_is_no_backend_class_is_an_error(value, problem):
+def test_an_email_backend_that_is_no_backend_class_is_a_warning(value, problem):
     with override_settings(NOTIFICATIONS_EMAIL_BACKEND=value):
         assert errors() == [
             (
-                "notifications.E027",
+                "notifications.W027",
                 f"The tick cannot send email as configured: {problem}. Rows with email are held "
                 "(nothing sent, no retry spent) until this is fixed.",
             )
@@ -83,11 +84,11 @@ def test_a_real_backend_and_a_blank_setting_pass():
 
 
 @before_mailers
-def test_a_mailers_alias_that_is_the_queue_fails_check_although_nothing_chooses_it():
+def test_a_mailers_alias_that_is_the_queue_is_reported_although_nothing_chooses_it():
     with override_settings(NOTIFICATIONS_MAILERS={"bulk": {"BACKEND": QUEUE_BACKEND}}):
         assert errors() == [
             (
-                "notifications.E022",
+                "notifications.W022",
                 "Rows whose mailer is 'bulk' cannot be sent: NOTIFICATIONS_MAILERS 'bulk' is the queue itself. "
                 "schedule() refuses them, and the tick holds those already queued (nothing sent, no retry spent) "
                 "until this is fixed.",
@@ -96,12 +97,12 @@ def test_a_mailers_alias_that_is_the_queue_fails_check_although_nothing_chooses_
 
 
 @before_mailers
-def test_a_mailers_alias_with_a_backend_that_cannot_be_imported_fails_check():
+def test_a_mailers_alias_with_a_backend_that_cannot_be_imported_is_reported():
     with override_settings(
         NOTIFICATIONS_MAILERS={"bulk": {"BACKEND": "nonexistent.Backend"}, "ok": {"BACKEND": LOCMEM}}
     ):
         ((message_id, message),) = errors()
-    assert message_id == "notifications.E027"
+    assert message_id == "notifications.W027"
     assert message.startswith(
         "Rows whose mailer is 'bulk' cannot be sent: NOTIFICATIONS_MAILERS['bulk']['BACKEND'] "
         "('nonexistent.Backend') cannot be imported"

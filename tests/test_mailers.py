@@ -1,7 +1,7 @@
 """Which mailer the tick sends through (notifications.mailers), and the checks that guard it.
 
 A row's own `mailer` alias, NOTIFICATIONS_MAILER, NOTIFICATIONS_EMAIL_BACKEND, the site's
-default; never the queue itself: `manage.py check` says so (E022) and the tick holds the
+default; never the queue itself: `manage.py check` says so (W022) and the tick holds the
 rows meanwhile. Aliases are MAILERS' on Django 6.1+ sites that have them, else
 NOTIFICATIONS_MAILERS'.
 """
@@ -123,7 +123,7 @@ def test_an_unknown_mailer_alias_is_refused_on_save():
     [
         ("NOTIFICATIONS_MAX_ATTACHMENT_BYTES", 0, "notifications.E023"),
         ("NOTIFICATIONS_MAX_ATTACHMENT_BYTES", "10MB", "notifications.E023"),
-        ("NOTIFICATIONS_ATTACHMENT_STORAGE", "nope", "notifications.E024"),
+        ("NOTIFICATIONS_ATTACHMENT_STORAGE", "nope", "notifications.W024"),
         ("NOTIFICATIONS_LOW_PRIORITY_AGING", -1, "notifications.E025"),
     ],
 )

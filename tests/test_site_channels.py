@@ -284,9 +284,9 @@ def run_checks() -> list[checks.CheckMessage]:
 @pytest.mark.parametrize(
     ("setting", "check_id"),
     [
-        ({"sms": {"BACKEND": "tests.support.site_channels.Missing"}}, "notifications.E030"),
-        ({"sms": {"BACKEND": "no_such_module.SMS"}}, "notifications.E030"),
-        ({"sms": {"BACKEND": f"{SUPPORT}.NotAChannel"}}, "notifications.E031"),
+        ({"sms": {"BACKEND": "tests.support.site_channels.Missing"}}, "notifications.W030"),
+        ({"sms": {"BACKEND": "no_such_module.SMS"}}, "notifications.W030"),
+        ({"sms": {"BACKEND": f"{SUPPORT}.NotAChannel"}}, "notifications.W031"),
         ({"email": {"BACKEND": f"{SUPPORT}.SMSChannel"}}, "notifications.E032"),
         ({"webhook": {"BACKEND": f"{SUPPORT}.SMSChannel"}}, "notifications.E032"),
         ({"sms": {"BACKEND": f"{SUPPORT}.SMSChannel", "OPTIONS": ["sender"]}}, "notifications.E033"),

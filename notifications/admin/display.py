@@ -5,18 +5,21 @@
   filter (`notifications_admin`) for templates.
 - A webhook target is its host and path (`hooks.example.com/hooks/invoices`), never the
   query string or credentials; long token-like path segments are masked.
-- Long text is clipped by the stylesheet (`nq-clip`) with the whole text on hover.
+- Long text is clipped by the stylesheet (`nq-clip`) with the whole text on hover; on a
+  phone (no hover) it wraps whole instead, an address or host only between its parts
+  (`breakable`).
 
 Empty values are None: the admin then shows its one empty-value marker.
 """
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta, tzinfo
 
 from django.utils import timezone
-from django.utils.html import format_html
-from django.utils.safestring import SafeString
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext, gettext_noop
 
 from notifications.channels.webhook.display import webhook_parts as webhook_parts  # where the admin found them
@@ -92,6 +95,18 @@ def clip(text: str, hover: str | None = None) -> SafeString:
     return format_html('<span class="nq-clip" title="{}">{}</span>', text if hover is None else hover, text)
 
 
+# Where an address or a host may wrap in a narrow column: after its "@" and after each "."
+# (`grace@` / `example.com`), never inside a name.
+_BREAKS = re.compile(r"(?<=[@.])")
+_WBR = mark_safe("<wbr>")  # a literal tag: a line-break opportunity, nothing shown
+
+
+def breakable(text: str) -> SafeString:
+    """`text` escaped, with a line-break opportunity after each "@" and ".": where a column
+    is too narrow for it (a phone), `grace@example.com` wraps as `grace@` / `example.com`."""
+    return format_html_join(_WBR, "{}", ((part,) for part in _BREAKS.split(text) if part))
+
+
 def target(channel: str, host: str, path: str) -> SafeString:
     """A destination for a narrow column: the host whole, then as much of the path as
     fits, cut at its start (`127.0.0.1:8081…/broken`), so rows to one host stay apart."""
@@ -100,6 +115,6 @@ def target(channel: str, host: str, path: str) -> SafeString:
         '<span class="nq-path"><bdi dir="ltr">{}</bdi></span></span>',
         channel,
         host + path,
-        host,
+        breakable(host),
         path,
     )

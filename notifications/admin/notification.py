@@ -31,7 +31,7 @@ from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
 from notifications import registry, services
-from notifications.admin import charts, digests, display, partial_causes, row_text
+from notifications.admin import charts, digests, display, partial_causes, row_text, subjects
 from notifications.admin.attachments import AttachmentsAdminMixin
 from notifications.admin.base import ModelAdmin, TabularInline
 from notifications.admin.display import moment
@@ -70,8 +70,9 @@ PURGE_SHOWN = 100  # rows the purge confirmation lists; the rest are counted per
 # counted, and the highest pk among them.
 PURGE_COUNT, PURGE_UPTO = "purge_count", "purge_upto"
 
-# The columns the changelist (and its actions' confirmation pages) read: the payload and
-# the body, which can be large, are never loaded for a list, nor is a secret.
+# The columns the changelist (and its actions' confirmation pages) read: the body, which
+# can be large, is never loaded for a list, nor is a secret; the payload only for a row
+# whose subject is a template (`subjects.payload_of_templates`).
 LIST_COLUMNS = (
     "id",
     "priority",
@@ -79,6 +80,8 @@ LIST_COLUMNS = (
     "channels",
     "email_to",
     "subject",
+    "template",
+    "language",
     "key",
     "webhook_url",
     "recurrence_rule",
@@ -94,7 +97,9 @@ LIST_COLUMNS = (
     "paused_at",
     "expired_at",
     "held_for",
+    "digest_key",
     "digest_id",
+    "attachments",  # whether the row is held for the attachments' storage (`held`): a small list, no content
 )
 
 
@@ -151,6 +156,14 @@ class NotificationChangeList(ChangeList):
             return rows
         own_secret = Case(When(webhook_secret="", then=Value(False)), default=Value(True))
         return cast(QuerySet[Any], rows.annotate(signs_itself=own_secret))
+
+    def get_results(self, request: HttpRequest) -> None:
+        """The page's rows, each templated subject rendered as it goes out (`subjects`): the
+        page's own query loads those rows' payloads; an action's rows load none."""
+        self.queryset = self.queryset.annotate(**{subjects.ANNOTATION: subjects.payload_of_templates()})
+        super().get_results(request)
+        subjects.render_page(self.result_list)
+        self.id_digits = max((len(str(row.pk)) for row in self.result_list), default=1)  # the id column's width
 
 
 @admin.register(Notification)
@@ -312,7 +325,8 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
     def schedule(self, obj: Notification) -> SafeString | str:
         """The rule (or one-shot), and below it the priority when it is not `normal`."""
         rule = f"{obj.recurrence_rule} ({obj.timezone})" if obj.recurrence_rule else gettext("one-shot")
-        when = format_html('<span class="nq-clip nq-quiet" title="{}">{}</span>', rule, rule)
+        kind = "nq-recurring" if obj.recurrence_rule else "nq-one-shot"  # a phone shows only the rules
+        when = format_html('<span class="nq-clip nq-quiet {}" title="{}">{}</span>', kind, rule, rule)
         if obj.priority == "normal":
             return when
         label = gettext("priority: %(priority)s") % {"priority": obj.get_priority_display().lower()}

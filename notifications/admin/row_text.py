@@ -11,7 +11,7 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext
 
 from notifications import registry
-from notifications.admin import display
+from notifications.admin import display, subjects
 from notifications.content.queued import restore
 from notifications.models import Notification
 
@@ -25,8 +25,9 @@ PREVIEW_POLICY = (
 
 def subject_or_event(row: Notification) -> SafeString | None:
     """What the row is, in a line cut to the column (the whole on hover): its channels'
-    own headline (an email's subject), else the host's key for it, else a channel's generic
-    one (the event a webhook sends). The list never reads payloads (they can be large)."""
+    own headline (an email's subject, rendered as it goes out: `subjects`), else the site's
+    template files it names, else the host's key for it, else a channel's generic one (the
+    event a webhook sends). The list reads a payload only to render a subject."""
     specific, generic = "", ""
     for name in row.channel_list:
         channel = registry.channel(name)
@@ -35,6 +36,10 @@ def subject_or_event(row: Notification) -> SafeString | None:
             generic = generic or line
         elif line:
             specific = specific or line
+    if specific and specific == row.subject:
+        return subjects.line(row)
+    if not specific and row.template:
+        return display.clip(subjects.files_label(row))
     text = specific or row.key or generic
     return display.clip(" ".join(text.split())) if text else None
 

@@ -73,7 +73,7 @@ def target_line(row: Notification, channel: str) -> SafeString:
     head, where = found.destination_parts(row) if found is not None else ("", "?")
     if head:
         return display.target(channel, head, where)
-    return format_html('<span class="nq-clip" title="{}: {}">{}</span>', channel, where, where)
+    return format_html('<span class="nq-clip" title="{}: {}">{}</span>', channel, where, display.breakable(where))
 
 
 def destination(row: Notification, channel: str) -> str:
@@ -158,11 +158,11 @@ def _healthy_status(row: Notification, state: State, error: SafeString | str, no
 
 
 def _held_or_previous(row: Notification) -> SafeString | str:
-    """A live row's note: held for the site's signing secret, or the error a requeue cleared."""
+    """A live row's note: held for a setting of the site, or the error a requeue cleared."""
     problem = held(row)
     if problem:
         return format_html(
-            " " + gettext("Held: {}. Nothing is sent and no retry is spent until the site has a key to sign with."),
+            " " + gettext("Held: {}. Nothing is sent and no retry is spent until the setting is fixed."),
             problem,
         )
     if row.previous_error and not row.last_error:

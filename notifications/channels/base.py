@@ -229,16 +229,3 @@ class Channel(ChannelRules, abc.ABC):
 
     def close(self) -> None:
         """Release what the channel opened during the tick (connections, sessions)."""
-
-
-class BrokenChannel(Channel):
-    """Stands in for a site channel whose class cannot be loaded or constructed: every send
-    fails transiently (fixing the setting lets the rows through); `manage.py check` says why."""
-
-    def deliver(self, firing: Firing) -> ChannelResult:
-        problem = self.options.get("problem", "misconfigured")
-        return ChannelResult(
-            self.name,
-            error=f"{self.name}: internal: cannot be configured ({problem})",
-            error_class=ErrorClass.TRANSIENT,
-        )

@@ -1,8 +1,9 @@
 """Each registered channel's own system checks (`ChannelRules.check`), as a `ModelAdmin`
 brings its own through `checks_class`: a channel says what is wrong with its OPTIONS or
-its settings; `notifications.checks` keeps what concerns the registry itself (E030-E033).
+its settings; `notifications.checks` keeps what concerns the registry itself (W030, W031,
+E032, E033).
 
-A class that cannot be loaded is E030/E031's to report: its checks are not run.
+A class that cannot be loaded is W030/W031's to report: its checks are not run.
 """
 
 from __future__ import annotations
@@ -21,6 +22,6 @@ def check_each_channel(app_configs: Any = None, **kwargs: Any) -> list[checks.Ch
         try:
             cls = registry.channel_class(entry)
         except (ImportError, TypeError):
-            continue  # E030, E031
+            continue  # W030, W031
         messages += cls.check(name, dict(entry.options))
     return messages

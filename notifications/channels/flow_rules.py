@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class SettingHold:
     """A setting of the site that keeps a channel from sending some of its rows, as the
-    queue's health reports it (`FlowRules.setting_hold`; `FlowRules.held` says it of one row)."""
+    queue's health reports it (`FlowRules.setting_holds`; `FlowRules.held` says it of one row)."""
 
     problem: str  # why, starting with the channel's name: `webhook: NOTIFICATIONS_WEBHOOK_SECRET is empty`
     rows: Q  # the rows it holds, a filter of `Notification`
@@ -51,8 +51,8 @@ class FlowRules:
         admin says why), or None. `settings` is the tick's snapshot (None: read them now)."""
         return None
 
-    def setting_hold(self) -> SettingHold | None:
-        """While a setting of the site (read now) keeps this channel from sending rows: why,
-        which rows, and what to do, for the queue's health and `notifications_status`;
-        None while none does. The whole picture of what `held` says row by row."""
-        return None
+    def setting_holds(self) -> list[SettingHold]:
+        """While settings of the site (read now) keep this channel from sending rows: for each,
+        why, which rows, and what to do, for the queue's health and `notifications_status`;
+        empty while none does. The whole picture of what `held` says row by row."""
+        return []

@@ -3,7 +3,7 @@
 Two queries whatever the size of the queue: one aggregate over the notifications
 (rows per state, the oldest due row, rows in flight and, while a setting of the site
 holds a channel's rows, such as a webhook secret it cannot sign with, the rows that
-wait for it: `Channel.setting_hold`) and one for the latest tick records (the last
+wait for it: `Channel.setting_holds`) and one for the latest tick records (the last
 tick, and each recent host's clock offset as its last tick measured it).
 """
 
@@ -51,10 +51,10 @@ class QueueHealth:
     # measured by its latest recent tick; hosts whose tick could not measure are left out
     clock_offsets: dict[str, float] = field(default_factory=dict)
     max_clock_offset: float = Defaults.MAX_CLOCK_OFFSET
-    # A setting that keeps a channel from sending (NOTIFICATIONS_WEBHOOK_SECRET empty or
-    # malformed: the webhook's), and how many rows the tick holds for it meanwhile.
-    setting_hold: SettingHold | None = None
-    held_for_setting: int = 0
+    # Each setting that keeps a channel from sending some rows (NOTIFICATIONS_WEBHOOK_SECRET
+    # empty: the webhook's; a relative MEDIA_ROOT: email with attachments), with how many
+    # rows the tick holds for it meanwhile.
+    setting_holds: tuple[tuple[SettingHold, int], ...] = ()
     open_digests: int = 0  # digests collecting rows, or due and not yet sent
 
     @property
@@ -94,19 +94,18 @@ class QueueHealth:
 
     @property
     def configuration_warning(self) -> str | None:
-        """What an operator must hear while a setting holds rows back; None while none does."""
-        if self.setting_hold is None or not self.held_for_setting:
-            return None
-        return self.setting_hold.warning(self.held_for_setting)
+        """What an operator must hear while settings hold rows back; None while none does."""
+        said = [hold.warning(waiting) for hold, waiting in self.setting_holds if waiting]
+        return " ".join(said) or None
 
-    # The JSON's names for the setting hold, kept from when the webhook's secret was the only one.
+    # The JSON's names for the first setting hold, kept from when the webhook's secret was the only one.
     @property
     def signing_problem(self) -> str | None:
-        return None if self.setting_hold is None else self.setting_hold.problem
+        return self.setting_holds[0][0].problem if self.setting_holds else None
 
     @property
     def unsigned(self) -> int:
-        return self.held_for_setting
+        return self.setting_holds[0][1] if self.setting_holds else 0
 
     @property
     def last_tick_held(self) -> str | None:
@@ -178,6 +177,7 @@ class QueueHealth:
             "clock_warning": self.clock_warning,
             "signing_problem": self.signing_problem,
             "unsigned": self.unsigned,
+            "setting_holds": [{"problem": hold.problem, "rows": waiting} for hold, waiting in self.setting_holds],
             # configuration_warning is this process's settings' view; last_tick.held the tick's own
             "configuration_warning": self.configuration_warning,
             "last_tick_held": self.last_tick_held,
@@ -193,8 +193,8 @@ def queue_health(
     `max_clock_offset` (seconds) defaults to `NOTIFICATIONS_MAX_CLOCK_OFFSET`.
     """
     now = now or timezone.now()
-    hold = setting_hold()
-    extra = {} if hold is None else {"held_for_setting": Count("pk", filter=hold.rows)}
+    holds = setting_holds()
+    extra = {f"held_for_setting_{i}": Count("pk", filter=hold.rows) for i, hold in enumerate(holds)}
     counts, facts = count_states(
         Notification.objects.all(),
         now,
@@ -216,8 +216,7 @@ def queue_health(
         stale_after=stale_after,
         clock_offsets=latest_clock_offsets(ticks),
         max_clock_offset=clock_threshold() if max_clock_offset is None else max_clock_offset,
-        setting_hold=hold,
-        held_for_setting=facts.get("held_for_setting", 0),
+        setting_holds=tuple((hold, facts[f"held_for_setting_{i}"]) for i, hold in enumerate(holds)),
         open_digests=facts["open_digests"],
     )
 
@@ -234,14 +233,14 @@ def count_states(
     return {state.value: facts.pop(f"state_{state.value}") for state in states.STATES}, facts
 
 
-def setting_hold() -> SettingHold | None:
-    """The first registered channel a setting of the site keeps from sending (`Channel.setting_hold`)."""
+def setting_holds() -> list[SettingHold]:
+    """What a setting of the site keeps each registered channel from sending (`Channel.setting_holds`)."""
+    holds = []
     for name in registry.names():
         channel = registry.channel(name)
-        hold = channel.setting_hold() if channel is not None else None
-        if hold is not None:
-            return hold
-    return None
+        if channel is not None:
+            holds.extend(channel.setting_holds())
+    return holds
 
 
 def latest_clock_offsets(ticks: Iterable[TickRun]) -> dict[str, float]:

@@ -60,6 +60,13 @@ def run_command_checks(
             warn(stamp(f"{command}: {one_line(message)}{hint}"))
 
 
+def tick_refusals() -> list[str]:
+    """The errors that stop `runtick` under this process's settings, one line each (its
+    static checks, as it runs them): empty while a tick would start."""
+    found = checks.run_checks(databases=[])
+    return [one_line(m) for m in found if m.is_serious() and not m.is_silenced()]
+
+
 class LogOutput(OutputWrapper):
     """A command's stdout or stderr that a full disk or a closed pipe cannot stop.
 

@@ -12,7 +12,8 @@ channel share it.
 from __future__ import annotations
 
 import contextlib
-from email.utils import parseaddr
+import re
+from email.utils import getaddresses, parseaddr
 from typing import Any
 
 from django import forms
@@ -135,6 +136,56 @@ def bare(address: str) -> str:
     """The mailbox of `address` without its display name, normalised (`normalise`):
     `Ada <Ada@Example.com>` is `ada@example.com`."""
     return normalise(mailbox(address))
+
+
+def spellings(key: str) -> list[str]:
+    """The ways text may write the normalised address `key`: as it is (an internationalised
+    domain in punycode, as `normalise` spells it) and with its domain as typed (Unicode)."""
+    local, at, domain = key.rpartition("@")
+    found = [key]
+    if at:
+        with contextlib.suppress(UnicodeError):  # not punycode: the one spelling
+            found.append(f"{local}@{domain.encode('ascii').decode('idna')}")
+    return list(dict.fromkeys(found))
+
+
+def names(value: Any, key: str) -> bool:
+    """Whether the stored address field `value` holds the normalised address `key`, however
+    spelt (case, display name, an internationalised domain as typed or as punycode)."""
+    return any(bare(address) == key for address in as_list(value))
+
+
+def without(value: Any, key: str) -> Any:
+    """The stored address field `value` without the normalised address `key` (every spelling):
+    a list stays a list, a single address that was `key` becomes blank."""
+    if isinstance(value, str):
+        return "" if names(value, key) else value
+    if isinstance(value, list):
+        return [item for item in value if not (isinstance(item, str) and bare(item) == key)]
+    return value
+
+
+def mentions(text: Any, key: str) -> bool:
+    """Whether free text (a header's value, an error) names the normalised address `key`:
+    as an address of its own (`Ada <ADA@Example.com>`) or written inside it, either spelling."""
+    if not isinstance(text, str) or not text:
+        return False
+    if any(bare(address) == key for _, address in getaddresses([text]) if address):
+        return True
+    return _writing(key).search(text) is not None
+
+
+def redact(text: str, key: str, mark: str = "<erased>") -> str:
+    """`text` with every writing of the normalised address `key` (either spelling, any case)
+    replaced by `mark`."""
+    return _writing(key).sub(mark, text)
+
+
+def _writing(key: str) -> re.Pattern[str]:
+    """`key` written in text, either spelling, any case; not a part of a longer address
+    (`ada@example.com` is not in `mada@example.com` or `ada@example.com.au`)."""
+    either = "|".join(re.escape(spelling) for spelling in spellings(key))
+    return re.compile(rf"(?<![\w.+-])(?:{either})(?![\w-]|\.\w)", re.IGNORECASE)
 
 
 def split(text: str) -> list[str]:

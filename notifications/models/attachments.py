@@ -17,7 +17,8 @@ A file's storage name is generated (a random prefix and an ASCII form of its nam
 a `..`); the name the recipient sees is the one given (`"Q1..Q2 report.pdf"`, `".."`,
 `"📎"`), kept in `name`. A file storage must keep its files at an absolute path: under a
 relative one (an unset MEDIA_ROOT is the working directory) a tick started by cron from
-another directory looks elsewhere (`notifications.E028`; `relative_location()`).
+another directory looks elsewhere (`notifications.W028`; `relative_location()`): the tick
+holds email with attachments until it is absolute (`storage_problem()`).
 
 At most `NOTIFICATIONS_MAX_ATTACHMENT_BYTES` (10 MiB by default) of content per row,
 checked before anything is written. Files are deleted with their row, however it goes:
@@ -98,6 +99,25 @@ def relative_location(target: Storage | None = None) -> str | None:
         return None
     location = os.fspath(target.base_location or "")
     return None if os.path.isabs(location) else location
+
+
+def storage_problem() -> str | None:
+    """Why attachments cannot be read reliably where this process would read them, or None:
+    `NOTIFICATIONS_ATTACHMENT_STORAGE` names no usable storage (notifications.W024), or a
+    file storage whose location is relative or unset (W028), which each process resolves
+    against its own working directory. The reason names the absolute folder this process
+    would read (never a file's content). The tick holds email with attachments meanwhile."""
+    alias = attachment_storage()
+    try:
+        target = storages[alias]
+    except Exception as exc:  # noqa: BLE001 - an unknown alias, or a storage that cannot be built
+        return f"NOTIFICATIONS_ATTACHMENT_STORAGE names {alias!r}, which is not a usable storage ({type(exc).__name__})"
+    relative = relative_location(target)
+    if relative is None:
+        return None
+    where = os.path.join(os.path.abspath(relative), DIRECTORY)
+    state = f"is {relative!r}, a relative path" if relative else "is unset"
+    return f"{location_setting(alias)} {state}, so attachments would be read from {where} (this process's directory)"
 
 
 def location_setting(alias: str | None = None) -> str:

@@ -176,6 +176,12 @@ def claim_live(now: datetime | None = None, lease_clock: Any = None) -> Q:
     return Q(claimed_until__gt=now if lease_clock is None else lease_clock)
 
 
+# A firing in flight that an erasure took back (`services.erasure`): the claim's token is
+# gone while its lease runs, so the firing's write-back lands nowhere and leaves no delivery
+# record, and no tick claims the row again before that lease ends.
+TAKEN_BACK = Q(claim_token__isnull=True, claimed_until__isnull=False)
+
+
 def claimable(now: datetime, max_retries: int, lease_clock: Any = None) -> Q:
     """Rows a tick may claim at `now`: ready, and no live claim. Served by the due index.
 

@@ -32,9 +32,9 @@ class Hold:
     new_due_time: bool = False  # quiet hours: `until` is the firing's due time from now on
 
 
-# A row whose webhook needs the site's signing secret while the site has no usable one is
-# held this long at a time: no retry spent, no attempt logged. Every tick reads the
-# settings afresh, so the first tick after the fix sends it.
+# A row that needs a setting of the site while it is unusable (the webhook's signing
+# secret, the attachments' storage, ...) is held this long at a time: no retry spent, no
+# attempt logged. Every tick reads the settings afresh, so the first tick after the fix sends it.
 CONFIGURATION_HOLD = timedelta(seconds=60)  # one cron interval
 
 
@@ -44,10 +44,11 @@ def held_back(row: Notification, now: datetime, settings: TickSettings) -> Hold 
     Too late (past `expires_at`, or more than `max_delay` after the firing was due, however
     long it waited since: retries, an open circuit, a rate limit) expires the firing;
     inside quiet hours defers it to the window's end, unless that end is past `expires_at`
-    too. A webhook the site cannot sign (NOTIFICATIONS_WEBHOOK_SECRET empty, the warning
-    notifications.W010, or malformed, E010), and email that would go through the queue
-    itself or an alias that names no mailer (E022), are held for CONFIGURATION_HOLD instead
-    of spending the row's retries (each channel says what holds it: `Channel.held`).
+    too. A row that needs a setting only some rows need, while it is unusable (a webhook
+    the site cannot sign, W010/E010; email through the queue itself or a mailer that is
+    none, W022/W027; attachments in an unknown or relative storage, W024/W028; a site
+    channel whose class cannot be loaded, W030/W031), is held for CONFIGURATION_HOLD
+    instead of spending the row's retries (each channel says what holds it: `Channel.held`).
     `settings` is the tick's.
     """
     late = row.too_late(now)

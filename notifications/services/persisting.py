@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from notifications import compat
 from notifications.conf import Policy
-from notifications.models import DeliveryAttempt, Notification, Suppression
+from notifications.models import DeliveryAttempt, Notification, Suppression, states
 from notifications.models.addresses import is_address, storable
 from notifications.outcomes import Kind, Outcome
 from notifications.services import digests, reconnecting, tallies
@@ -161,9 +161,11 @@ def _write(
     if released:
         matched += claimed.filter(pk__in=released).update(claim_token=None, claimed_until=None)
     if log and matched < len(doomed) + len(kept) + len(deferred) + len(released):
-        # Some row went while it was in flight (erased, cancelled): its firing's records go
-        # with it, as its row did (SPEC: rows in flight write nothing back afterwards).
-        attempts = _of_rows_left(attempts, outcomes, present or set())
+        # Some row went while it was in flight (erased, cancelled), or an erasure took its
+        # firing back: its firing's records go with it, as its row did (SPEC: rows in flight
+        # write nothing back afterwards).
+        taken_back = Notification.objects.filter(states.TAKEN_BACK, pk__in=pks).values_list("pk", flat=True)
+        attempts = _of_rows_left(attempts, outcomes, (present or set()) - set(taken_back))
         log = insert_statements(DeliveryAttempt, attempts)
     if log:
         with connection.cursor() as cursor:
@@ -182,8 +184,8 @@ def _of_rows_left(
     attempts: Sequence[DeliveryAttempt], outcomes: list[Outcome], present: set[Any]
 ) -> list[DeliveryAttempt]:
     """The records of firings a row of which existed when the write-back began (`present`,
-    read under its locks). A row whose claim passed to another tick still exists: the
-    record of what this tick sent stays."""
+    read under its locks; a row whose firing an erasure took back counts as gone). A row
+    whose claim passed to another tick still exists: the record of what this tick sent stays."""
     rows_of_firing = {o.row.pk: [r.pk for r in o.row.digest_rows] or [o.row.pk] for o in outcomes}
     return [
         a for a in attempts if any(pk in present for pk in rows_of_firing.get(a.notification_id, [a.notification_id]))

@@ -31,7 +31,7 @@ from notifications.content.templating import TemplateRenderError, template_error
 
 try:
     import apprise
-except ImportError as exc:  # the extra is not installed: the checks report it (E028)
+except ImportError as exc:  # the extra is not installed: the checks report it (W030) and its rows are held
     raise ImportError(
         'notifications.channels.apprise needs Apprise: pip install "django-notification-queue[apprise]"'
     ) from exc

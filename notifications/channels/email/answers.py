@@ -11,10 +11,10 @@ from django.utils.translation import gettext_lazy as _
 
 from notifications import mailers
 from notifications.channels.base import ChannelRules, SettingHold
-from notifications.channels.email import rules
+from notifications.channels.email import holds, rules
 from notifications.conf import categories, public_url
 from notifications.content.links import unbuildable
-from notifications.models import addresses, states
+from notifications.models import addresses, attachments, states
 
 if TYPE_CHECKING:
     from notifications.conf import TickSettings
@@ -48,29 +48,52 @@ class EmailRules(ChannelRules):
         return addresses.compact(row.email_to) or "?"
 
     def held(self, row: Notification, settings: TickSettings | None = None) -> str | None:
-        """Email that would go through the queue itself, or an alias that names no mailer (E022);
+        """Email that would go through the queue itself, or an alias that names no mailer
+        (W022, W027); attachments the tick cannot read where the site keeps them (W024, W028);
         mail of a category that must carry an unsubscribe link while NOTIFICATIONS_PUBLIC_URL
         builds none (W041): sent without it, it would break RFC 8058's promise."""
-        trouble = mailers.problem(row.mailer or "")
+        trouble = mailers.problem(row.mailer or "") or holds.attachments_held(row)
         if trouble is not None:
             return trouble
         problem = unbuildable(row.category)
         return f"email: {problem} (notifications.W041)" if problem else None
 
-    def setting_hold(self) -> SettingHold | None:
-        """While NOTIFICATIONS_PUBLIC_URL builds no links: the mail of categories that are not
+    def setting_holds(self) -> list[SettingHold]:
+        """While the attachments' storage is unknown or relative, email with attachments waits;
+        while NOTIFICATIONS_PUBLIC_URL builds no links, the mail of categories that are not
         required waits (`held`)."""
+        found = []
+        problem = attachments.storage_problem()
+        if problem is not None:
+            found.append(
+                SettingHold(
+                    f"{self.name}: {problem}",
+                    holds.rows_with_attachments(),
+                    headline=f"Email with attachments is held: {problem}",
+                    remedy=(
+                        "for a storage every process reads alike (no retry is spent): fix the setting "
+                        "(manage.py check says how) and the next tick sends them."
+                    ),
+                )
+            )
         problem = public_url().problem
         waiting = [key for key, category in categories().items() if not category.required]
-        if not problem or not waiting:
-            return None
-        return SettingHold(
-            f"email: {problem} (notifications.W041)",
-            Q(states.sends_on(self.name), category__in=waiting, next_fire_at__isnull=False, paused_at__isnull=True),
-            headline=f"Email with unsubscribe links is held: {problem}",
-            remedy="for the links it must carry (no retry is spent): set NOTIFICATIONS_PUBLIC_URL to the site's "
-            "https origin (manage.py check says how) and the next tick sends them.",
-        )
+        if problem and waiting:
+            found.append(
+                SettingHold(
+                    f"email: {problem} (notifications.W041)",
+                    Q(
+                        states.sends_on(self.name),
+                        category__in=waiting,
+                        next_fire_at__isnull=False,
+                        paused_at__isnull=True,
+                    ),
+                    headline=f"Email with unsubscribe links is held: {problem}",
+                    remedy="for the links it must carry (no retry is spent): set NOTIFICATIONS_PUBLIC_URL to the "
+                    "site's https origin (manage.py check says how) and the next tick sends them.",
+                )
+            )
+        return found
 
     def recipient_keys(self, row: Notification) -> list[str]:
         """The row's `recipient`; without one, each address (as `addresses.bare` spells it)."""

@@ -151,11 +151,11 @@ def _attach(message: EmailMessage, item: dict[str, Any]) -> None:
         if relative is None:
             raise AttachmentMissing(f"the attachment {name[:60]!r} is gone from storage") from None
         # Under a relative location each working directory has its own files: not a loss
-        # until the operator says so (notifications.E028).
+        # until the operator says so (notifications.W028; the tick holds such rows first).
         where = os.path.join(os.path.abspath(relative), str(item["file"]))
         raise AttachmentMissing(
             f"the attachment {name[:60]!r} is not at {where} ({attachments.location_setting()} is relative "
-            "to the working directory; notifications.E028)",
+            "to the working directory; notifications.W028)",
             ErrorClass.TRANSIENT,
         ) from None
     except Exception as exc:  # noqa: BLE001 - whichever storage: an outage is retried

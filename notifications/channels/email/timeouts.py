@@ -41,7 +41,7 @@ def mail_timeout() -> MailTimeout | None:
     backend does not wait on the network (console, locmem, file) or is one the app does not know."""
     choice = choose()
     if choice.problem is not None:
-        return None  # E022 says what is wrong
+        return None  # W022 says what is wrong
     if choice.alias and site_mailers() is not None:
         options = choice.options
         where = f'MAILERS["{choice.alias}"]["OPTIONS"]["timeout"]'

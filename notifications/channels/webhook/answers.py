@@ -57,13 +57,13 @@ class WebhookRules(ChannelRules):
         own = getattr(row, "signs_itself", None)
         return problem if holds.unsigned_webhook(row, problem, own_secret=own) else None
 
-    def setting_hold(self) -> SettingHold | None:
+    def setting_holds(self) -> list[SettingHold]:
         """While NOTIFICATIONS_WEBHOOK_SECRET has no usable key: the rows that would be signed
         with it wait (`holds.unsigned_rows`)."""
         problem = holds.signing_problem()
         if problem is None:
-            return None
-        return SettingHold(
+            return []
+        hold = SettingHold(
             problem,
             holds.unsigned_rows(),
             headline=f"Webhooks are held: {problem.removeprefix(f'{holds.CHANNEL}: ')}",
@@ -72,3 +72,4 @@ class WebhookRules(ChannelRules):
                 "(manage.py check says how) and the next tick sends them."
             ),
         )
+        return [hold]

@@ -1,8 +1,10 @@
 """`manage.py notifications_erase --recipient user:42 [--address ada@example.com]`: erase a person.
 
-Deletes their rows (and attachments), delivery records, preferences and throttle windows
-(`notifications.api.erase`); the suppression list keeps the address unless
-`--drop-suppression`. `--dry-run` counts what would go.
+Deletes their rows (and attachments), takes their address out of rows others still receive,
+and deletes their delivery records, preferences and throttle windows (`notifications.api.erase`);
+the suppression list keeps the address unless `--drop-suppression`. `--dry-run` prints the
+counts the run would print, by the same names: `notifications`, `notifications_changed`,
+`delivery_attempts`, `preferences`, `throttles`, `suppressions`.
 """
 
 from __future__ import annotations
@@ -32,9 +34,10 @@ class Command(BaseCommand):
             who = erasure.person(options["recipient"], options["address"])
         except ValidationError as exc:
             raise CommandError(" ".join(m for ms in exc.message_dict.values() for m in ms)) from None
-        if options["dry_run"]:
-            counts = erasure.describe(who)
+        keep = not options["drop_suppression"]
+        if options["dry_run"]:  # the same counts, by the same names, as the run
+            counts = erasure.describe(who, keep_suppression=keep)
             self.stdout.write("would erase: " + " ".join(f"{k}={v}" for k, v in counts.items()))
             return
-        counts = erasure.erase(who.recipient, who.address, keep_suppression=not options["drop_suppression"])
+        counts = erasure.erase(who.recipient, who.address, keep_suppression=keep)
         self.stdout.write("erased: " + " ".join(f"{k}={v}" for k, v in counts.items()))

@@ -2,9 +2,10 @@
 
 `--prometheus` prints the metrics of `notifications.metrics` instead (always exit 0).
 
-Exits 1 when ticks stopped, when a ticking host's clock is further from the
+Exits 1 when ticks stopped, when `runtick` would refuse to start with this process's
+settings (a system check error), when a ticking host's clock is further from the
 database's than the threshold, or while a setting holds rows back (webhooks the site
-cannot sign).
+cannot sign, email with attachments in a relative storage, ...).
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ from django.core.management.base import BaseCommand, CommandError
 
 from notifications.health.queue import STALE_AFTER, QueueHealth, describe_offset, humanize, queue_health
 from notifications.management.arguments import age
+from notifications.management.output import tick_refusals
 
 
 class Command(BaseCommand):
     help = (
         "Print rows per state, the oldest due row and the last tick. Exits with status 1 "
-        "when no tick has finished recently (the cron line is not running), when a ticking host's "
+        "when no tick has finished recently (the cron line is not running), when runtick would refuse to start "
+        "(a system check error), when a ticking host's "
         "clock is too far from the database's, or while rows are held for a setting (no webhook signing key)."
     )
     # Monitoring reads this output: keep it to the facts (`manage.py check` reports settings).
@@ -59,12 +62,14 @@ class Command(BaseCommand):
             self.stdout.write(prometheus_text(), ending="")
             return
         health = queue_health(stale_after=options["stale_after"], max_clock_offset=options["max_clock_offset"])
+        refusals = tick_refusals()  # what would stop `runtick` here: cron's log may be read by nobody
         if options["json"]:
-            self.stdout.write(json.dumps(health.as_dict(), sort_keys=True))
+            self.stdout.write(json.dumps({**health.as_dict(), "tick_refused": refusals}, sort_keys=True))
         else:
-            for line in describe(health):
+            for line in describe(health, refusals):
                 self.stdout.write(line)
-        warnings = (health.warning, health.clock_warning, health.configuration_warning, health.last_tick_held)
+        refused = f"runtick refuses to run with this process's settings: {'; '.join(refusals)}." if refusals else ""
+        warnings = (health.warning, refused, health.clock_warning, health.configuration_warning, health.last_tick_held)
         problems = [warning for warning in warnings if warning]
         if problems:
             # Non-zero exit status so cron wrappers and monitoring notice.
@@ -93,8 +98,8 @@ def seconds(value: str) -> float:
     return number
 
 
-def describe(health: QueueHealth) -> list[str]:
-    """The facts as short lines of text."""
+def describe(health: QueueHealth, refusals: list[str] | None = None) -> list[str]:
+    """The facts as short lines of text; `refusals`: the errors that stop `runtick` here."""
     counts = " ".join(f"{state}={count}" for state, count in health.counts.items())
     lines = [f"rows: {counts} in_flight={health.in_flight}"]
     if health.open_digests:
@@ -125,8 +130,10 @@ def describe(health: QueueHealth) -> list[str]:
     if tick is not None and (tick.held or health.configuration_warning):
         lines.append(f"held by the last tick (pid {tick.pid} on {tick.host}): {tick.held or 'nothing'}")
     lines.extend(health.flow.lines())  # open circuits, targets at their limit
+    lines.extend(f"runtick refuses to run: {refusal} (manage.py check gives the hint)" for refusal in refusals or [])
     flags = (
         ("STALE", health.stale),
+        ("TICK REFUSED (this process's settings)", bool(refusals)),
         ("CLOCK SKEW", bool(health.skewed_hosts)),
         ("HELD (this process's settings)", bool(health.configuration_warning)),
         ("HELD (the last tick)", bool(tick and tick.held)),
