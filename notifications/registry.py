@@ -9,10 +9,12 @@ constructed with, and optionally the `LABEL` a person reads for it (`label`). `e
 `webhook` are registered here like any other channel, so the rest of the app asks the
 registry rather than naming them.
 
-Two kinds of instances: `channel(name)` is one long-lived instance per name for what a
+Two kinds of objects: `channel(name)` is one long-lived `ChannelRules` per name for what a
 channel says about a row outside a tick (its validation, its target, its admin display),
-rebuilt whenever the setting changes (`override_settings` works); `open_for_tick()` makes a
-fresh instance per name for each tick, which prepares, sends and closes.
+holding no connection and starting no thread (`Channel.stateless`), rebuilt whenever the
+setting changes (`override_settings` works; what it drops is closed); `open_for_tick()`
+makes a fresh sender per name for each tick, which prepares, sends and closes: only the
+tick opens senders.
 
 Classes are imported by their dotted path, never at this module's import: the registry
 sits below the channels in the app's layers. A malformed entry (its name or shape, E032,
@@ -27,9 +29,9 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
@@ -37,10 +39,11 @@ from django.utils.module_loading import import_string
 from notifications.conf import app_settings
 
 if TYPE_CHECKING:
-    from notifications.channels.base import Channel
+    from notifications.channels.base import Channel, ChannelRules
     from notifications.conf import TickSettings
 
 logger = logging.getLogger("notifications")
+T = TypeVar("T")
 
 SETTING = "NOTIFICATIONS_CHANNELS"
 # The built-in channels, by name: always registered, and names no site channel may take.
@@ -137,15 +140,26 @@ def label(entry: Entry) -> str:
 
 
 def construct(entry: Entry, settings: TickSettings | None = None) -> Channel:
-    """A new instance of `entry`'s channel, named, with its OPTIONS. A site channel whose
-    class cannot be loaded or constructed is a `BrokenChannel` that holds its rows (the
-    checks W030, W031 say why); never a crash of the caller."""
+    """A new sender of `entry`'s channel, named, with its OPTIONS (a tick's, `open_for_tick`).
+    A site channel whose class cannot be loaded or constructed is a `BrokenChannel` that
+    holds its rows (the checks W030, W031 say why); never a crash of the caller."""
+    return _built(entry, lambda cls: cls.open(entry.name, dict(entry.options), settings), settings)
+
+
+def rules_of(entry: Entry) -> ChannelRules:
+    """What `entry`'s channel says about a row outside a tick (`Channel.stateless`): no
+    connection, no thread. A class that cannot be loaded or constructed: as `construct`."""
+    return _built(entry, lambda cls: cls.stateless(entry.name, dict(entry.options)), None)
+
+
+def _built(entry: Entry, build: Callable[[type[Channel]], T], settings: TickSettings | None) -> T | Channel:
+    """`build(the class of entry)`, or a `BrokenChannel` saying why it could not be."""
     try:
         cls = channel_class(entry)
     except (ImportError, TypeError) as exc:  # what the class's path says is wrong: no OPTIONS in it
         return _broken(entry, str(exc)[:200] or type(exc).__name__, settings)
     try:
-        return cls.open(entry.name, dict(entry.options), settings)
+        return build(cls)
     except Exception as exc:
         logger.exception("%s[%r]: the channel cannot be constructed", SETTING, entry.name)
         # The type alone: a constructor's message may echo an OPTIONS value (a token).
@@ -160,7 +174,7 @@ def _broken(entry: Entry, problem: str, settings: TickSettings | None) -> Channe
 # --- what the app asks of the registry ----------------------------------------------------
 
 _lock = threading.Lock()
-_cache: dict[str, Channel] | None = None
+_cache: dict[str, ChannelRules] | None = None
 
 
 def names() -> tuple[str, ...]:
@@ -176,17 +190,17 @@ def is_built_in(name: str) -> bool:
     return name in BUILT_IN
 
 
-def channel(name: str) -> Channel | None:
-    """The long-lived instance of channel `name` (for validation, targets and display);
-    None for a name no usable channel has."""
+def channel(name: str) -> ChannelRules | None:
+    """The rules of channel `name` (for validation, targets and display), long-lived and
+    stateless; None for a name no usable channel has."""
     return _instances().get(name)
 
 
-def _instances() -> dict[str, Channel]:
-    """name -> instance, built on first use and again after NOTIFICATIONS_CHANNELS changes
+def _instances() -> dict[str, ChannelRules]:
+    """name -> its rules, built on first use and again after NOTIFICATIONS_CHANNELS changes
     (`setting_changed`: override_settings). A site class that cannot be imported or
-    constructed is left out (the checks say why). The tick asks several times per row, so
-    a hit is one global read."""
+    constructed is a `BrokenChannel` (the checks say why). The tick asks several times per
+    row, so a hit is one global read."""
     global _cache
     cached = _cache
     if cached is not None:
@@ -194,17 +208,27 @@ def _instances() -> dict[str, Channel]:
     with _lock:
         if _cache is not None:
             return _cache
-        built = {name: construct(entry) for name, entry in entries().items()}
+        built = {name: rules_of(entry) for name, entry in entries().items()}
         _cache = built
         return built
 
 
 def reset(**kwargs: Any) -> None:
-    """Forget the instances: the next use builds them from the settings as they are then."""
+    """Forget the rules objects, closing any that can close (a site channel's own instance
+    may hold a session): the next use builds them from the settings as they are then."""
     global _cache
-    if kwargs.get("setting") in (None, SETTING):
-        with _lock:
-            _cache = None
+    if kwargs.get("setting") not in (None, SETTING):
+        return
+    with _lock:
+        dropped, _cache = _cache or {}, None
+    for name, rules in dropped.items():
+        close = getattr(rules, "close", None)
+        if close is None:
+            continue
+        try:
+            close()
+        except Exception:
+            logger.exception("%s[%r]: the channel cannot be closed", SETTING, name)
 
 
 setting_changed.connect(reset, dispatch_uid="notifications.registry.reset")

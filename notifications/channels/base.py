@@ -16,9 +16,19 @@ A channel is a subclass of `Channel` registered under a name: the built-in `emai
             ...                                           # send, under self.timeout seconds
             return ChannelResult(self.name)               # or error="sms: ...", error_class=...
 
-A tick makes one instance per name (`open`), calls `prepare` with each claimed batch in its
-own thread, `send` from worker threads (so `deliver` must be thread-safe and touch no
-database), and `close` at its end.
+That is all a site channel writes. What the rest of the app asks of a channel is grouped by
+who asks, each group a small class with defaults that need no thought, combined in
+`ChannelRules`: `RowRules` (saving a row: `validate` and the errors it yields),
+`FlowRules` (flow control and holds: `target`, `held`), `Audience` (recipients'
+preferences) and `AdminView` (the admin's lines). A channel overrides what it must.
+
+Two kinds of objects. `ChannelRules` answer questions about a row and hold no connection
+and start no thread: `notifications.registry.channel(name)` keeps one per name for
+validation, the admin and flow control (`Channel.stateless` makes it). A `Channel` is a
+sender of one tick: the tick makes one per name (`open`), calls `prepare` with each claimed
+batch in its own thread, `send` from worker threads (so `deliver` must be thread-safe and
+touch no database), and `close` at its end. A site channel is both (its instance answers
+the rules too), so its `__init__` should open nothing: connect in `deliver` or `prepare`.
 """
 
 from __future__ import annotations
@@ -31,15 +41,20 @@ from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from django.core.exceptions import ValidationError
-
 from notifications import otel
+from notifications.channels.admin_view import AdminView
+from notifications.channels.audience import Audience
+from notifications.channels.flow_rules import FlowRules, SettingHold
+from notifications.channels.row_rules import RowRules
 
 if TYPE_CHECKING:
-    from django.db.models import Q
+    from django.core.checks import CheckMessage
 
     from notifications.conf import TickSettings
     from notifications.models import Notification
+
+__all__ = ["DEFAULT_TIMEOUT", "Channel", "ChannelResult", "ChannelRules", "ErrorClass", "Firing", "SettingHold"]
+
 
 # Seconds a channel's send may take when no tick says otherwise (NOTIFICATIONS_CHANNEL_TIMEOUT's default).
 DEFAULT_TIMEOUT = 10.0
@@ -113,22 +128,24 @@ class ChannelResult:
         return self.error is None
 
 
-@dataclass(frozen=True)
-class SettingHold:
-    """A setting of the site that keeps a channel from sending some of its rows, as the
-    queue's health reports it (`Channel.setting_holds`; `Channel.held` says it of one row)."""
+class ChannelRules(RowRules, FlowRules, Audience, AdminView):
+    """What a channel says about a row outside a send, grouped by who asks (see the module's
+    docstring). Holds no connection and starts no thread: one lives as long as the settings."""
 
-    problem: str  # why, starting with the channel's name: `webhook: NOTIFICATIONS_WEBHOOK_SECRET is empty`
-    rows: Q  # the rows it holds, a filter of `Notification`
-    headline: str  # what an operator reads first: `Webhooks are held: ...`
-    remedy: str  # what to do, after how many rows wait: `for a key to sign with (...): set ...`
+    name: str = ""
 
-    def warning(self, waiting: int) -> str:
-        rows = "1 row waits" if waiting == 1 else f"{waiting} rows wait"
-        return f"{self.headline}. {rows} {self.remedy}"
+    def __init__(self, **options: Any) -> None:
+        self.options = options
+
+    @classmethod
+    def check(cls, name: str, options: dict[str, Any]) -> list[CheckMessage]:
+        """The system checks of the channel registered as `name` with `options` (as a
+        `ModelAdmin`'s `checks_class` brings its own): run by `manage.py check` for every
+        registered channel whose class loads. None by default."""
+        return []
 
 
-class Channel(abc.ABC):
+class Channel(ChannelRules, abc.ABC):
     """A way out for a firing. One instance per name and tick; `send` runs in worker threads.
 
     Constructed with the `OPTIONS` of its `NOTIFICATIONS_CHANNELS` entry as keyword
@@ -138,34 +155,7 @@ class Channel(abc.ABC):
     behind, so a channel that can honour it itself (a socket timeout) reports better errors.
     """
 
-    name: str = ""
-    # What a person reads for the channel (the preference centre), translated: `_("Email")`.
-    # A site's channel takes it from its NOTIFICATIONS_CHANNELS entry's "LABEL"; without
-    # either, the name, capitalised (`notifications.registry.label`).
-    label: Any = None
     timeout: float = DEFAULT_TIMEOUT
-    # Rows owing several channels queue in the tick under the target of the channel with the
-    # highest rank (first listed among equals): a channel whose targets are many independent
-    # receivers, one of which may hang (webhook hosts), ranks above one with a single target.
-    dispatch_rank: int = 0
-    # Its results name recipients the receiver deferred while it took the message for
-    # others (`ChannelResult.deferred`): the firing then owes this channel those alone
-    # (`Notification.pending_recipients`). Email's SMTP greylisting.
-    tracks_recipients: bool = False
-    # A row naming this channel may carry attachments (`schedule(attachments=...)`).
-    takes_attachments: bool = False
-    # Its `row_errors` bounds the row's `body` itself (a queued email's may be longer than
-    # the core's limit of a template body); otherwise the core's limit applies.
-    bounds_body: bool = False
-    # The heading of the admin's fieldset of this channel's own row fields (`_("Email")`),
-    # folded on the change page of a row that does not use the channel; None: no fieldset.
-    admin_fieldset: Any = None
-    # `headline` says what kind of message it sends, not what this one is (a webhook's
-    # event type): the admin's list prefers the row's key to it.
-    headline_is_generic: bool = False
-
-    def __init__(self, **options: Any) -> None:
-        self.options = options
 
     @classmethod
     def open(cls, name: str, options: dict[str, Any], settings: TickSettings | None = None) -> Channel:
@@ -178,6 +168,13 @@ class Channel(abc.ABC):
         if settings is not None:
             channel.timeout = settings.channel_timeout
         return channel
+
+    @classmethod
+    def stateless(cls, name: str, options: dict[str, Any]) -> ChannelRules:
+        """The object that answers this channel's rules outside a tick (`ChannelRules`). A
+        site channel's own instance (its rules may read its OPTIONS, and `validate` is its
+        method); a built-in channel returns one that holds nothing of a sender's."""
+        return cls.open(name, options)
 
     def send(self, firing: Firing) -> ChannelResult:
         """Deliver `firing`; any exception becomes an `internal:` error, never a raise."""
@@ -218,85 +215,12 @@ class Channel(abc.ABC):
     def deliver(self, firing: Firing) -> ChannelResult:
         """Send `firing` and describe the outcome. May raise; `send` catches."""
 
-    def validate(self, data: Any) -> None:
-        """Refuse (raise ValidationError) this channel's entry of a row's `channel_data`.
-
-        Called whenever a row naming this channel is saved, and by the tick on rows that
-        reached the table without validation (those are dead-lettered, saying why).
-        """
-
-    def row_errors(self, row: Notification) -> dict[str, list[str]]:
-        """What is wrong with `row` for this channel, by field: here, its `channel_data`
-        entry (missing, or refused by `validate`; `{}` is an entry). The built-in channels keep
-        what they need in fields of their own."""
-        data = row.channel_data if isinstance(row.channel_data, dict) else {}
-        if self.name not in data:
-            return {"channel_data": [f"The {self.name} channel needs its entry: {{{self.name!r}: {{...}}}}."]}
-        try:
-            self.validate(data[self.name])
-        except ValidationError as exc:
-            return {"channel_data": [f"{self.name}: {message}" for message in exc.messages]}
-        return {}
-
-    def unnamed_errors(self, row: Notification) -> dict[str, list[str]]:
-        """What is wrong with this channel's own fields on a row that does not name it (a
-        value given anyway must still be one the channel could send to), by field."""
-        return {}
-
-    def policy_errors(self, row: Notification) -> dict[str, list[str]]:
-        """What the site's settings refuse in `row`'s fields of this channel, named or not:
-        checked on every save, not again by the tick (a setting changed since is the send's
-        outcome)."""
-        return {}
-
-    def target(self, row: Notification) -> str:
-        """Where this channel delivers `row`, the unit of flow control (circuit breaker, rate
-        limits, the tick's per-target queues): its name unless the class says otherwise."""
-        return self.name
-
-    def headline(self, row: Notification) -> str:
-        """What the row's message is, in a line, for the admin's list: its subject (the title
-        a message of this channel carries); blank when it has none."""
-        return str(row.subject or "")
-
-    def destination(self, row: Notification) -> str:
-        """One short line for the admin: where this channel sends `row` (never a secret)."""
-        data = row.channel_data if isinstance(row.channel_data, dict) else {}
-        entry = data.get(self.name)
-        to = entry.get("to") if isinstance(entry, dict) else None
-        if isinstance(to, str):
-            return to
-        return self.name
-
-    def destination_parts(self, row: Notification) -> tuple[str, str]:
-        """`destination` in two for a narrow column: what names it and is shown whole (a
-        host), and what follows it, cut first (a path); ("", destination) when the line is
-        not split."""
-        return "", self.destination(row)
-
-    def held(self, row: Notification, settings: TickSettings | None = None) -> str | None:
-        """Why the site's configuration keeps this channel from sending `row` now (a setting
-        to fix, not a failure of the row: the tick holds it, spending no retry, and the
-        admin says why), or None. `settings` is the tick's snapshot (None: read them now)."""
-        return None
-
-    def setting_holds(self) -> list[SettingHold]:
-        """While settings of the site (read now) keep this channel from sending rows: for each,
-        why, which rows, and what to do, for the queue's health and `notifications_status`;
-        empty while none does. The whole picture of what `held` says row by row."""
-        return []
-
     def prepare(self, rows: Sequence[Notification]) -> None:
         """Read what sending `rows` needs from the database, before any of them is sent.
 
         Called in the tick's own thread with each claimed batch: worker threads touch no
         database.
         """
-
-    def recipient_keys(self, row: Notification) -> list[str]:
-        """Whose preferences decide whether this channel sends `row`
-        (`notifications.flow.recipients`): the row's `recipient`, or nobody's."""
-        return [row.recipient] if row.recipient else []
 
     def leave_out(self, row: Notification, keys: Collection[str]) -> None:
         """Some of `recipient_keys(row)`, not all, turned the row's category off on this

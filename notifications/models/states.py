@@ -8,7 +8,7 @@ checks that they agree on every combination of the columns, on each database.
 
 The states partition the table: every row is in exactly one.
 
-A leaf module: Django and the standard library only.
+A leaf module: Django, the standard library and the models' channel hook only.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from django.db import models
 from django.db.models import F, Q
 from django.utils.translation import gettext_lazy as _
 
-from notifications import registry
+from notifications.models import channel_hook
 
 
 class State(models.TextChoices):
@@ -150,8 +150,9 @@ def sends_on(channel: str) -> Q:
 
 
 def max_channels() -> int:
-    """The most channels a row can list: each registered channel (`notifications.registry`) once."""
-    return len(registry.names())
+    """The most channels a row can list: each registered channel once (asked through
+    `channel_hook`: the models name no registry)."""
+    return len(channel_hook.channels().names())
 
 
 # --- what a tick may take ----------------------------------------------------------------

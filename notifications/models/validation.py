@@ -1,8 +1,9 @@
 """Field rules of a Notification: the core's here, each channel's in its own package.
 
-The fields a channel owns (recipients, a URL) are its to judge:
-`field_errors` asks every registered channel (`Channel.row_errors`, `unnamed_errors`,
-`policy_errors`, through `notifications.registry`), and names none itself.
+The fields a channel owns (recipients, a URL) are its to judge: `field_errors` asks the
+channels' validation the app installed (`channel_hook.channels()`, filled by
+`NotificationsConfig.ready()` with `notifications.channels.validation`, which asks every
+registered channel), and names neither a channel nor the registry itself.
 
 `Notification.clean()` raises them as a ValidationError for every path the app owns
 (API, admin, forms); the tick runs the same rules on claimed rows, so a row that
@@ -24,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from notifications import registry
 from notifications.conf import (
     MAX_DELAY_SECONDS,
     Defaults,
@@ -34,7 +34,7 @@ from notifications.conf import (
     is_positive,
 )
 from notifications.databases import MARIADB_JSON_DEPTH
-from notifications.models import attachments
+from notifications.models import attachments, channel_hook
 from notifications.rules import quiet, schedule
 
 if TYPE_CHECKING:
@@ -119,24 +119,6 @@ def remembered(kind: str, value: Any, compute: Callable[[Any], list[str]]) -> li
     return list(found)
 
 
-def _choices(names: tuple[str, ...]) -> str:
-    quoted = [repr(n) for n in names]
-    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
-
-
-def channel_errors(channels: Any) -> list[str]:
-    """A non-empty list of registered channels (`notifications.registry`), each once."""
-    names = registry.names()
-    if not isinstance(channels, list) or not channels:
-        return [f"Give a non-empty list of channels: {', '.join(map(repr, names))}."]
-    unknown = [c for c in channels if not registry.known(c)]
-    if unknown:
-        return [f"Unknown channel(s): {', '.join(map(repr, unknown))}. Use {_choices(names)}."]
-    if len(set(channels)) != len(channels):
-        return ["Each channel may appear only once."]
-    return []
-
-
 def channel_data_errors(row: Notification) -> Errors:
     """`channel_data` is an object (each channel says what its entry must be: `Channel.row_errors`)."""
     if not isinstance(row.channel_data, dict):
@@ -144,31 +126,9 @@ def channel_data_errors(row: Notification) -> Errors:
     return {}
 
 
-def channels_errors(row: Notification, channels: list[str]) -> Errors:
-    """What each registered channel finds wrong with `row`: a channel the row names its
-    `row_errors`, any other its `unnamed_errors` (its own fields, given anyway)."""
-    errors: Errors = {}
-    for name in registry.names():
-        found = registry.channel(name)
-        if found is None:
-            continue
-        part = found.row_errors(row) if name in channels else found.unnamed_errors(row)
-        for field, messages in part.items():
-            if messages:
-                errors.setdefault(field, []).extend(messages)
-    if not isinstance(row.channel_data, dict):
-        errors.pop("channel_data", None)  # `channel_data_errors` says what it must be first
-    return errors
-
-
-def named_channels(channels: list[str]) -> list[Any]:
-    """The registered channel instances of the names in `channels`, in order."""
-    return [found for found in map(registry.channel, channels) if found is not None] if channels else []
-
-
 def routing_errors(routing: Any) -> list[str]:
     if routing not in ROUTINGS:
-        return [f"Give {_choices(ROUTINGS)}."]
+        return [f"Give {' or '.join(map(repr, ROUTINGS))}."]
     return []
 
 
@@ -353,15 +313,16 @@ def field_errors(row: Notification, storable: Errors | None = None) -> Errors:
     """Every problem of `row`, by field name; empty when the row can be delivered.
 
     `storable`: `storable_errors(row)` when the caller has just computed it."""
-    channels = row.channels if isinstance(row.channels, list) else []
-    named = named_channels([c for c in channels if isinstance(c, str)])
+    channels = channel_hook.channels()
+    listed = row.channels if isinstance(row.channels, list) else []
+    named = [c for c in listed if isinstance(c, str)]
     known = storable if storable is not None else storable_errors(row)
     errors: Errors = {field: list(messages) for field, messages in known.items()}
     unstorable = set(errors)
     for part in (
-        {"channels": channel_errors(row.channels), "routing": routing_errors(row.routing)},
+        {"channels": channels.list_errors(row.channels), "routing": routing_errors(row.routing)},
         channel_data_errors(row),
-        channels_errors(row, [c for c in channels if isinstance(c, str)]),
+        channels.row_errors(row, named),
         {"payload": payload_errors(row.payload)},
         _schedule_errors(row),
         _limit_errors(row),
@@ -371,25 +332,22 @@ def field_errors(row: Notification, storable: Errors | None = None) -> Errors:
         for field, messages in part.items():
             if messages and field not in unstorable:
                 errors.setdefault(field, []).extend(messages)
-    if not any(c.bounds_body for c in named):  # the body is bounded whatever the channels
+    if not channels.bound_body(named):  # the body is bounded whatever the channels
         body = body_errors(row.body or "")
         if body:
             errors["body"] = body
     return errors
 
 
-def attachments_refused() -> str:
-    """Why a row none of whose channels takes attachments may not carry any."""
-    takers = [name for name in registry.names() if getattr(registry.channel(name), "takes_attachments", False)]
-    return f"Attachments go with the {' or '.join(takers) or 'no'} channel."
-
-
-def _delivery_errors(row: Notification, named: list[Any]) -> Errors:
+def _delivery_errors(row: Notification, named: list[str]) -> Errors:
     """Attachments (only with a channel that takes them, within the size limit) and the priority."""
     errors: Errors = {}
     if row.attachments:
-        takes = any(c.takes_attachments for c in named)
-        errors["attachments"] = attachments.describe_errors(row.attachments) if takes else [attachments_refused()]
+        channels = channel_hook.channels()
+        takes = channels.take_attachments(named)
+        errors["attachments"] = (
+            attachments.describe_errors(row.attachments) if takes else [channels.attachments_refused()]
+        )
     elif row.attachments is None or not isinstance(row.attachments, list):
         errors["attachments"] = ["Give a list of attachments."]
     if row.priority not in PRIORITIES:
@@ -468,12 +426,7 @@ def policy_errors(row: Notification) -> dict[str, list[str]]:
     row saved while a setting allowed it and sent after it changed fails as a delivery
     outcome of that channel, so its other channels still go out.
     """
-    errors: dict[str, list[str]] = {}
-    for name in registry.names():
-        found = registry.channel(name)
-        for field, messages in (found.policy_errors(row) if found is not None else {}).items():
-            if messages:
-                errors.setdefault(field, []).extend(messages)
+    errors = channel_hook.channels().policy_errors(row)
     if row.category:
         errors.update(category_errors(row.category))
     return errors

@@ -12,7 +12,7 @@ from django.db import IntegrityError, OperationalError, connection, connections,
 from django.db.models import BooleanField, ExpressionWrapper
 from django.utils import timezone
 
-from notifications import registry
+from notifications.channels import validation as channel_validation
 from notifications.databases import DatabaseNow
 from notifications.models import USER_FIELDS, Notification, attachment_files, attachments, fresh, states, validation
 from notifications.rules import schedule
@@ -113,8 +113,8 @@ def prepare(
     # No unique field either (the pk is new): Django's validate_unique would find nothing to ask.
     with validation.batch():  # its rules share what they read (the payload's JSON is encoded once)
         row.full_clean(exclude=["next_fire_at"], validate_unique=False, validate_constraints=False)
-    if given and not any(getattr(registry.channel(c), "takes_attachments", False) for c in row.channel_list):
-        raise ValidationError({"attachments": [validation.attachments_refused()]})
+    if given and not channel_validation.take_attachments(row.channel_list):
+        raise ValidationError({"attachments": [channel_validation.attachments_refused()]})
     now = now or timezone.now()
     start(row, fire_at or now, fire_at=fire_at, now=now)
     return row, list(given)

@@ -35,25 +35,24 @@ from django.conf import settings
 from django.core.mail import EmailMessage, EmailMultiAlternatives
 from django.core.mail.backends.base import BaseEmailBackend
 from django.core.mail.utils import DNS_NAME
-from django.db.models import Q
-from django.utils.translation import gettext_lazy as _
 
-from notifications import compat, mailers
-from notifications.channels.base import Channel, ChannelResult, ErrorClass, Firing, SettingHold
-from notifications.channels.email import holds, inflight, providers, rules
-from notifications.conf import categories, positive_number, public_url
+from notifications import compat
+from notifications.channels.base import Channel, ChannelResult, ErrorClass, Firing
+from notifications.channels.email import inflight, providers
+from notifications.channels.email.answers import EmailRules
+from notifications.channels.email.answers import all_addresses as all_addresses
+from notifications.conf import positive_number
 from notifications.content.email import Content, render_content
-from notifications.content.links import Links, links_for, unbuildable
+from notifications.content.links import Links, links_for
 from notifications.content.queued import ANYMAIL_ATTRIBUTES, SHAPE_ATTRIBUTES, restore
 from notifications.content.templating import TemplateRenderError
 from notifications.exceptions import NotificationsError
 from notifications.mailers import open_connection
 from notifications.mailers import site_mailers as site_mailers  # the checks' and the test double's answer too
-from notifications.models import Suppression, addresses, attachments, states
+from notifications.models import Suppression, addresses, attachments
 from notifications.rules import headers as header_rules
 
 if TYPE_CHECKING:
-    from notifications.conf import TickSettings
     from notifications.models import Notification
 
 ALL_SUPPRESSED = "email: all recipients suppressed"
@@ -169,20 +168,10 @@ def _attach(message: EmailMessage, item: dict[str, Any]) -> None:
         message.attach(name or None, data, str(item.get("mimetype") or attachments.DEFAULT_MIMETYPE))
 
 
-def all_addresses(row: Notification) -> list[str]:
-    """To, Cc and Bcc of `row`, as stored."""
-    return [a for value in (row.email_to, row.email_cc, row.email_bcc) for a in addresses.as_list(value)]
-
-
-class EmailChannel(Channel):
-    """Sends with one backend connection per worker thread, opened once per tick."""
-
-    name = "email"
-    label = _("Email")
-    tracks_recipients = True
-    takes_attachments = True
-    bounds_body = True
-    admin_fieldset = _("Email")
+class EmailChannel(EmailRules, Channel):
+    """Sends with one backend connection per worker thread, opened once per tick by its
+    first send: an instance that never sends (the registry's, answering `EmailRules`)
+    opens nothing."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -196,67 +185,6 @@ class EmailChannel(Channel):
         # Addresses that turned a row's category off, by row (`leave_out`).
         self._opted_out: dict[Any, set[str]] = {}
 
-    def row_errors(self, row: Notification) -> dict[str, list[str]]:
-        return rules.row_errors(row)
-
-    def policy_errors(self, row: Notification) -> dict[str, list[str]]:
-        """A `mailer` that names no mailer of the site (checked whatever the row's channels:
-        the field is there to be used)."""
-        trouble = mailers.problem(row.mailer) if row.mailer else None
-        return {"mailer": [f"{trouble[:1].upper()}{trouble[1:]}."]} if trouble else {}
-
-    def destination(self, row: Notification) -> str:
-        """The first recipient (`ada@example.com +2`); `?` when the row has none."""
-        return addresses.compact(row.email_to) or "?"
-
-    def held(self, row: Notification, settings: TickSettings | None = None) -> str | None:
-        """Email that would go through the queue itself, or an alias that names no mailer
-        (W022, W027); attachments the tick cannot read where the site keeps them (W024, W028);
-        mail of a category that must carry an unsubscribe link while NOTIFICATIONS_PUBLIC_URL
-        builds none (W041): sent without it, it would break RFC 8058's promise."""
-        trouble = mailers.problem(row.mailer or "") or holds.attachments_held(row)
-        if trouble is not None:
-            return trouble
-        problem = unbuildable(row.category)
-        return f"email: {problem} (notifications.W041)" if problem else None
-
-    def setting_holds(self) -> list[SettingHold]:
-        """While the attachments' storage is unknown or relative, email with attachments waits;
-        while NOTIFICATIONS_PUBLIC_URL builds no links, the mail of categories that are not
-        required waits (`held`)."""
-        found = []
-        problem = attachments.storage_problem()
-        if problem is not None:
-            found.append(
-                SettingHold(
-                    f"{self.name}: {problem}",
-                    holds.rows_with_attachments(),
-                    headline=f"Email with attachments is held: {problem}",
-                    remedy=(
-                        "for a storage every process reads alike (no retry is spent): fix the setting "
-                        "(manage.py check says how) and the next tick sends them."
-                    ),
-                )
-            )
-        problem = public_url().problem
-        waiting = [key for key, category in categories().items() if not category.required]
-        if problem and waiting:
-            found.append(
-                SettingHold(
-                    f"email: {problem} (notifications.W041)",
-                    Q(
-                        states.sends_on(self.name),
-                        category__in=waiting,
-                        next_fire_at__isnull=False,
-                        paused_at__isnull=True,
-                    ),
-                    headline=f"Email with unsubscribe links is held: {problem}",
-                    remedy="for the links it must carry (no retry is spent): set NOTIFICATIONS_PUBLIC_URL to the "
-                    "site's https origin (manage.py check says how) and the next tick sends them.",
-                )
-            )
-        return found
-
     def prepare(self, rows: Sequence[Notification]) -> None:
         wanted = {
             addresses.bare(address)
@@ -268,12 +196,6 @@ class EmailChannel(Channel):
         found = Suppression.objects.among(wanted)
         with self._lock:
             self._suppressed |= found
-
-    def recipient_keys(self, row: Notification) -> list[str]:
-        """The row's `recipient`; without one, each address (as `addresses.bare` spells it)."""
-        if row.recipient:
-            return [row.recipient]
-        return list(dict.fromkeys(addresses.bare(a) for a in all_addresses(row)))
 
     def leave_out(self, row: Notification, keys: Collection[str]) -> None:
         """Addresses that opted out of the row's category are left out, as suppressed ones are."""

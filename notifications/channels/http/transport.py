@@ -64,18 +64,22 @@ CONNECTIONS_PER_HOST = 4
 
 
 class Watchdog:
-    """One thread that shuts down sockets whose deadline has passed."""
+    """One thread that shuts down sockets whose deadline has passed, started by the first
+    socket it watches: a channel built but never sending (a tick with nothing for it)
+    starts no thread."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._heap: list[tuple[float, int, Deadline, socket.socket]] = []
         self._order = itertools.count()
         self._closed = False
-        self._thread = threading.Thread(target=self._run, name="notifications-watchdog", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None
 
     def watch(self, deadline: Deadline, sock: socket.socket) -> None:
         with self._cond:
+            if self._thread is None and not self._closed:
+                self._thread = threading.Thread(target=self._run, name="notifications-watchdog", daemon=True)
+                self._thread.start()
             heapq.heappush(self._heap, (deadline.expires, next(self._order), deadline, sock))
             if self._heap[0][2] is deadline:  # only an earlier wake-up needs the thread (saves a switch per request)
                 self._cond.notify()
@@ -85,7 +89,9 @@ class Watchdog:
             self._closed = True
             self._heap.clear()
             self._cond.notify()
-        self._thread.join(timeout=WATCHDOG_JOIN_TIMEOUT)
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout=WATCHDOG_JOIN_TIMEOUT)
 
     def _run(self) -> None:
         with self._cond:

@@ -9,28 +9,25 @@ import logging
 import socket
 import ssl
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import requests
 import urllib3.exceptions
 from django.core.serializers.json import DjangoJSONEncoder
-from django.utils.translation import gettext_lazy as _
 from requests.structures import CaseInsensitiveDict
 
 from notifications import compat
-from notifications.channels.base import Channel, ChannelResult, ErrorClass, Firing, SettingHold
+from notifications.channels.base import Channel, ChannelResult, ChannelRules, ErrorClass, Firing
 from notifications.channels.http import guard, transport
 from notifications.channels.http.statuses import RETRY_LATER_STATUSES as RETRY_LATER_STATUSES
 from notifications.channels.http.statuses import classify_status, parse_retry_after
-from notifications.channels.webhook import display, holds, rules
+from notifications.channels.webhook import rules
+from notifications.channels.webhook.answers import EVENT_TYPE as EVENT_TYPE
+from notifications.channels.webhook.answers import WebhookRules
 from notifications.conf import TickSettings
-from notifications.rules import hosts, signing
+from notifications.rules import signing
 from notifications.rules.secrets import secret_errors
 
-if TYPE_CHECKING:
-    from notifications.models import Notification
-
-EVENT_TYPE = "notification.fired"
 DIGEST_EVENT_TYPE = "notification.digest"  # one firing for the rows of a digest
 BLOCKED = "webhook: blocked address"
 MALFORMED_URL = "webhook: malformed URL"
@@ -117,24 +114,13 @@ def prepared_request(url: str, data: bytes, headers: dict[str, str]) -> requests
     return request
 
 
-class WebhookChannel(Channel):
+class WebhookChannel(WebhookRules, Channel):
     """POSTs prepared requests through one adapter shared by the tick's worker threads.
 
     `settings` is the tick's snapshot (default: the settings as they are now): the
     deadline, the body cap, the site's secrets, the allowed networks and the pool sizes
     (connections per host as the per-target cap) come from it.
     """
-
-    name = "webhook"
-    label = _("Webhook")
-    # Its targets are many independent receivers, one of which may hang: a row owing a
-    # webhook queues under the webhook's host (`notifications.flow.targets.dispatch_target`).
-    dispatch_rank = 1
-    admin_fieldset = _("Webhook")
-    headline_is_generic = True  # every webhook is a notification.fired
-
-    def headline(self, row: Notification) -> str:
-        return EVENT_TYPE
 
     def __init__(self, settings: TickSettings | None = None) -> None:
         settings = settings or TickSettings.read()
@@ -153,48 +139,12 @@ class WebhookChannel(Channel):
         channel.name = name
         return channel
 
-    def target(self, row: Notification) -> str:
-        """The URL's host, lowercased, with `:port` when not the scheme's default."""
-        return hosts.host_target(row.webhook_url) if row.webhook_url else ""
-
-    def row_errors(self, row: Notification) -> dict[str, list[str]]:
-        return rules.row_errors(row, needed=True)
-
-    def unnamed_errors(self, row: Notification) -> dict[str, list[str]]:
-        return rules.row_errors(row, needed=False)
-
-    def policy_errors(self, row: Notification) -> dict[str, list[str]]:
-        return rules.policy_errors(row)
-
-    def destination(self, row: Notification) -> str:
-        return display.webhook_target(row.webhook_url) if row.webhook_url else "?"
-
-    def destination_parts(self, row: Notification) -> tuple[str, str]:
-        return display.webhook_parts(row.webhook_url) if row.webhook_url else ("", "?")
-
-    def held(self, row: Notification, settings: TickSettings | None = None) -> str | None:
-        """A row signed with the site's secret while NOTIFICATIONS_WEBHOOK_SECRET has no
-        usable key (E010, W010). A list's rows carry `signs_itself` instead of the secret."""
-        problem = holds.signing_problem(settings.webhook_secrets if settings else None, read=settings is None)
-        own = getattr(row, "signs_itself", None)
-        return problem if holds.unsigned_webhook(row, problem, own_secret=own) else None
-
-    def setting_holds(self) -> list[SettingHold]:
-        """While NOTIFICATIONS_WEBHOOK_SECRET has no usable key: the rows that would be signed
-        with it wait (`holds.unsigned_rows`)."""
-        problem = holds.signing_problem()
-        if problem is None:
-            return []
-        hold = SettingHold(
-            problem,
-            holds.unsigned_rows(),
-            headline=f"Webhooks are held: {problem.removeprefix(f'{holds.CHANNEL}: ')}",
-            remedy=(
-                "for a key to sign with (no retry is spent): set NOTIFICATIONS_WEBHOOK_SECRET to a key "
-                "(manage.py check says how) and the next tick sends them."
-            ),
-        )
-        return [hold]
+    @classmethod
+    def stateless(cls, name: str, options: dict[str, Any]) -> ChannelRules:
+        """Its rules alone: no adapter, no watchdog, no settings read."""
+        answers = WebhookRules()
+        answers.name = name
+        return answers
 
     def keys(self, firing: Firing) -> list[bytes]:
         """The row's own key, else every site key (all of them sign during a rotation)."""
