@@ -100,6 +100,7 @@ LIST_COLUMNS = (
     "digest_key",
     "digest_id",
     "attachments",  # whether the row is held for the attachments' storage (`held`): a small list, no content
+    "category",  # whether the row is held for the unsubscribe links' public URL (`held`)
 )
 
 
