@@ -27,7 +27,7 @@ from notifications.models import Notification
 from notifications.outcomes import Outcome
 
 # Seconds a limit-deferred row's slot is still waited for after it came due: more than the
-# write-back's WRITE_INTERVAL (`notifications.tick.writing`), the longest a deferred row waits for its write-back.
+# write-back's WRITE_INTERVAL (`notifications.store.writeback`), the longest a deferred row waits for its write-back.
 SLOT_GRACE = 1.0
 RECHECK = 0.05  # seconds between claims while a slot that came due has not been claimed
 
@@ -132,5 +132,6 @@ class FlowControl:
         recipients.give_back([row], now)
         return outcomes.defer(row, tripped[key], now, f"circuit open for {key}", held_for=key)
 
-    def observe(self, outcomes: Iterable[Outcome], now: datetime) -> None:
-        self.breaker.observe(outcomes, now)
+    def observe(self, outcomes: Iterable[Outcome], now: datetime) -> set[str]:
+        """The breakers' view of a write-back; the targets whose held rows are due again."""
+        return self.breaker.observe(outcomes, now)

@@ -35,7 +35,7 @@ from notifications.flow.targets import channel_target
 from notifications.models import DeliveryAttempt, Notification, Preference
 from notifications.outcomes import Outcome
 from notifications.rules import categories as rules
-from notifications.services import tallies
+from notifications.store import tallies
 
 logger = logging.getLogger("notifications.tick")
 

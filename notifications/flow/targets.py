@@ -10,6 +10,8 @@ capped, held and limited under the same names.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from notifications import registry
 from notifications.models import Notification
 from notifications.rules.hosts import DEFAULT_PORTS, ascii_host, host_target
@@ -42,13 +44,14 @@ def targets_by_channel(row: Notification) -> dict[str, str]:
     return {channel: channel_target(row, channel) for channel in row.owed_channels}
 
 
-def dispatch_target(row: Notification) -> str:
+def dispatch_target(row: Notification, targets: Mapping[str, str] | None = None) -> str:
     """The one target a row waits on in the tick's dispatcher: that of the owed channel of
     the highest `dispatch_rank` (a webhook's host: one slow host must not hold every
-    worker), the first listed among equals; "" when it owes none."""
+    worker), the first listed among equals; "" when it owes none. `targets`: the row's
+    `targets_by_channel`, when worked out already."""
     best, rank = "", -1
     for name in row.owed_channels:
         found = registry.channel(name)
         if found is not None and found.dispatch_rank > rank:
-            best, rank = found.target(row), found.dispatch_rank
+            best, rank = targets[name] if targets is not None else found.target(row), found.dispatch_rank
     return best

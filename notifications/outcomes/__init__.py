@@ -10,7 +10,7 @@
   validation (`record_invalid`).
 
 Each function changes the row in memory and says what should become of it; the tick's
-write-back (`notifications.services.persisting.save_outcomes`) stores a batch of them at
+write-back (`notifications.store.writeback.save_outcomes`) stores a batch of them at
 once. An import-linter contract of `make check` keeps this package free of the layers
 that query (services, flow, health, the tick, the admin) and of Django itself.
 """

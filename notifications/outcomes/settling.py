@@ -1,7 +1,7 @@
 """Settling one firing, in memory: what a claimed row's channel results (or a reason not
 to send it) come to, applied to the row (`record_firing` & co., `defer`, `release`,
 `expire`, `dead_letter`), as an `Outcome` that the write-back
-(`notifications.services.persisting.save_outcomes`) stores. No query: the worker threads
+(`notifications.store.writeback.save_outcomes`) stores. No query: the worker threads
 call it (`notifications.tick.workers`).
 """
 

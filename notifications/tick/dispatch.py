@@ -37,6 +37,8 @@ class Batch:
     outcomes: list[Outcome] = field(default_factory=list)
     attempts: list[DeliveryAttempt] = field(default_factory=list)
     unloadable: dict[Any, str] = field(default_factory=dict)
+    # row pk -> channel -> target (`notifications.flow.targets`), worked out once at the claim
+    targets: dict[Any, dict[str, str]] = field(default_factory=dict)
 
     def add(self, outcome: Outcome, attempts: list[DeliveryAttempt]) -> bool:
         """File one row's outcome; True once the batch is complete."""

@@ -3,7 +3,8 @@
 Database work happens only in the calling thread and never inside a transaction that
 waits on the network: a claim is one short transaction, delivery runs in worker threads
 that touch no database (`workers`), and each batch is written back in one short
-transaction fenced by the batch's claim token (`writing`).
+transaction fenced by the batch's claim token. Every statement the tick runs is asked of
+one package, `notifications.store`.
 
 Workers take claimed rows from a `Dispatcher` and hand back outcomes; meanwhile the
 calling thread claims the next batch before the workers run dry and writes back each
@@ -11,10 +12,11 @@ batch as soon as its last row is done. The dispatcher keeps one queue per target
 (webhook host, or email) and gives a free worker to the target with the fewest rows in
 flight, so a stuck endpoint cannot hold every worker while rows to healthy ones wait.
 
-A claimed row's way, in order: `claims.claim` -> `hold_back` (validation, the holds of
-`notifications.outcomes`) -> digests -> `flow.recipients.screen` -> `FlowControl.admit`
--> the dispatcher -> a worker (send, settle, the breaker's `watch`) -> `collect_finished`
--> `Writer.write_back`.
+A claimed row's way, in order: `store.claim` -> `take` (its targets, worked out once)
+-> `hold_back` (validation, the holds of `notifications.outcomes`) -> `store.file_due`
+(digests) -> `flow.recipients.screen` -> `FlowControl.admit` -> the dispatcher -> a
+worker (send, settle, the breaker's `watch`) -> `collect_finished` -> `write_back`
+(`store.WriteBack`, then the breakers, the signals and the report).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from notifications import outcomes, registry
+from notifications import outcomes, registry, store
 from notifications.channels import Channel
 from notifications.conf import TickSettings
 from notifications.flow.control import FlowControl
@@ -38,12 +40,11 @@ from notifications.flow.recipients import give_back, screen
 from notifications.flow.targets import dispatch_target, targets_by_channel
 from notifications.models import Notification, validation
 from notifications.outcomes import Outcome
-from notifications.services import digests, reconnecting
-from notifications.services.claims import Claim, claim, release_tokens
+from notifications.store import Claim
+from notifications.tick.announce import announce
 from notifications.tick.dispatch import Batch, Dispatcher, Job
-from notifications.tick.report import TickReport
+from notifications.tick.report import HELD, TickReport
 from notifications.tick.workers import Reported, Workers
-from notifications.tick.writing import Writer, attempt_records
 
 logger = logging.getLogger("notifications.tick")
 
@@ -109,7 +110,8 @@ class Pipeline:
             policy=settings.policy,
             watch=self.flow.watch,
         )
-        self.writer = Writer(self.flow, report, settings.policy, fixed_now=fixed_now, on_outcome=on_outcome)
+        self.writes = store.WriteBack(settings.policy)
+        self.on_outcome = on_outcome
         # Claim the next batch while this many rows still wait, so workers never run dry;
         # claim up to `high_water` waiting rows when a capped target leaves workers idle.
         self.low_water = LOW_WATER_ROWS_PER_WORKER * settings.concurrency
@@ -140,8 +142,8 @@ class Pipeline:
                 # After a claim too: workers that take rows as fast as they are claimed must
                 # not keep the finished ones from being written back until claiming ends.
                 self.collect_finished()
-                self.failure = self.failure or self.writer.write_back(force=self.held == 0)
-            self.writer.write_back(force=True, last=True)
+                self.failure = self.failure or self.write_back(force=self.held == 0)
+            self.write_back(force=True, last=True)
             if self.failure is not None:
                 raise self.failure
         finally:
@@ -174,8 +176,8 @@ class Pipeline:
             by_batch.setdefault(job.batch, []).append(job.row)
         try:  # in the window each batch counted them in
             for batch, rows in by_batch.items():
-                reconnecting.retry(lambda: give_back(rows, batch.now), "throttle")  # noqa: B023 - called at once
-        except reconnecting.DATABASE_ERRORS as exc:  # the rows go back whatever
+                store.retry(lambda: give_back(rows, batch.now), "throttle")  # noqa: B023 - called at once
+        except store.DATABASE_ERRORS as exc:  # the rows go back whatever
             logger.error("throttle counts not given back: %s", type(exc).__name__)
         for job in jobs:
             self.results.put((job, outcomes.release(job.row, job.batch.now), []))
@@ -199,15 +201,15 @@ class Pipeline:
             return False
         batch_now = self.fixed_now or timezone.now()
         try:
-            claimed = claim(batch_now, size, self.settings.lease)  # lost connections and deadlocks retried
-        except reconnecting.DATABASE_ERRORS as exc:
-            if not self.held and not self.writer.finished:
+            claimed = store.claim(batch_now, size, self.settings.lease)  # lost connections and deadlocks retried
+        except store.DATABASE_ERRORS as exc:
+            if not self.held and not self.writes.finished:
                 raise  # nothing to finish: the caller reports it
             self.give_up_claiming(exc)
             return False
         try:
             self.take(claimed, size, batch_now)
-        except reconnecting.DATABASE_ERRORS as exc:
+        except store.DATABASE_ERRORS as exc:
             # The batch never reached a worker: hand it back, due again at once.
             self.give_up_claiming(exc, release=claimed.token)
             return False
@@ -218,13 +220,13 @@ class Pipeline:
         and write back the rows held (a tick that died here would leave them claimed
         until the lease ends and send them again). `release`: a batch claimed but never
         handed to a worker, released if the database lets us."""
-        code = reconnecting.error_code(exc)
+        code = store.error_code(exc)
         logger.error("claim failed, no more claims this tick: %s (%s)", type(exc).__name__, code)
         self.failure = self.failure or exc
         if release is not None:
             try:
-                reconnecting.retry(lambda: release_tokens([release]), "release")
-            except reconnecting.DATABASE_ERRORS:
+                store.retry(lambda: store.release_tokens([release]), "release")
+            except store.DATABASE_ERRORS:
                 logger.error("could not release a claimed batch: its rows wait for the lease to end")
 
     def take(self, claimed: Claim, size: int, batch_now: datetime) -> None:
@@ -238,7 +240,7 @@ class Pipeline:
         if claimed.rows:
             self.hand_out(claimed, batch_now)
         elif claimed.unloadable:  # nothing to send: written back with the next write
-            self.writer.finished.append(Batch(claimed.token, batch_now, 0, unloadable=claimed.unloadable))
+            self.writes.finished.append(Batch(claimed.token, batch_now, 0, unloadable=claimed.unloadable))
         budget_left = self.settings.budget - (time.monotonic() - self.started)
         if self.exhausted and self.flow.pause_if_waiting(batch_now, budget_left):
             self.exhausted = False  # rows a rate limit deferred come due within the budget: wait for them
@@ -248,18 +250,21 @@ class Pipeline:
         control, then those still to send to the dispatcher."""
         for channel in self.channels.values():
             channel.prepare(claimed.rows)  # e.g. the suppressed addresses: workers touch no database
+        targets = {row.pk: targets_by_channel(row) for row in claimed.rows}  # once per firing, carried on
         ready, held = self.hold_back(claimed.rows, batch_now)
         ready = self.file_for_digests(ready, claimed.token, batch_now)
         self.held += len(ready) + len(held)
-        batch = Batch(claimed.token, batch_now, len(ready) + len(held), unloadable=claimed.unloadable)
+        batch = Batch(claimed.token, batch_now, len(ready) + len(held), unloadable=claimed.unloadable, targets=targets)
         if not batch.left and batch.unloadable:  # every loadable row joined a digest
-            self.writer.finished.append(batch)
+            self.writes.finished.append(batch)
         screened = screen(ready, self.channels, batch_now)  # recipients' choices, throttles
         batch.attempts += screened.attempts
         send, deferred = self.flow.admit(screened.send, batch_now)  # open circuits, rate limits
         for outcome in held + screened.settled + deferred:
             self.results.put((Job(batch, outcome.row, ""), outcome, []))
-        self.dispatcher.put([Job(batch, row, dispatch_target(row), targets=targets_by_channel(row)) for row in send])
+        self.dispatcher.put(
+            [Job(batch, row, dispatch_target(row, targets[row.pk]), targets=targets[row.pk]) for row in send]
+        )
         # Threads as the rows need them, up to CONCURRENCY: a tick of a few rows starts a few.
         for _ in range(self.dispatcher.useful_workers() - self.live_workers):
             self.start_worker()
@@ -293,14 +298,14 @@ class Pipeline:
         that filing has just closed). One statement when none is due."""
         if not self.digests_wanted:
             return
-        self.digests_wanted = digests.claim_into(claimed, now, size, self.settings.lease)
+        self.digests_wanted = store.claim_into(claimed, now, size, self.settings.lease)
         if self.digests_wanted:
             self.exhausted = False
 
     def file_for_digests(self, rows: list[Notification], token: uuid.UUID, now: datetime) -> list[Notification]:
         """Rows that wait for a digest join one (written at once, claim released, no outcome);
         the rest go on. A digest due now (its window over, or full) is claimed next."""
-        filing = digests.file_due(rows, now, token)
+        filing = store.file_due(rows, now, token)
         if filing.closed:
             self.digests_wanted = True
             self.exhausted = False
@@ -331,8 +336,8 @@ class Pipeline:
             except queue.Empty:
                 break
             self.held -= 1
-            if job.batch.add(outcome, attempt_records(job.firing, logged) if logged else []):
-                self.writer.finished.append(job.batch)
+            if job.batch.add(outcome, store.attempt_records(job.firing, logged, job.targets) if logged else []):
+                self.writes.finished.append(job.batch)
         self.hold_tripped()
 
     def hold_tripped(self) -> None:
@@ -344,3 +349,36 @@ class Pipeline:
             return
         for job in self.dispatcher.withdraw(lambda job: self.flow.tripped_target(job.row, tripped) is not None):
             self.results.put((job, self.flow.hold_tripped(job.row, tripped, job.batch.now), []))
+
+    def write_back(self, *, force: bool, last: bool = False) -> Exception | None:
+        """Ask the store to write the finished batches back (see `store.WriteBack.write`),
+        then tell the breakers, the signals' listeners and the report what was written.
+        Returns the database error that kept the batches for the next write."""
+        written = self.writes.write(force=force, last=last)
+        if not written.batches:
+            return written.error
+        if written.dead:  # rows the claims could not load
+            self.report.tally[outcomes.Kind.DEAD_LETTERED] += written.dead
+        self.observe(written.outcomes)
+        for batch in written.batches:
+            announce(batch.outcomes)
+            self.report.tally.update(o.kind for o in batch.outcomes)
+            self.report.holds.update(o.detail for o in batch.outcomes if o.detail and o.detail.startswith(HELD))
+            if self.on_outcome:
+                for each in batch.outcomes:
+                    self.on_outcome(each)
+        return None
+
+    def observe(self, written: list[Outcome]) -> None:
+        """The breakers' bookkeeping, and the rows held for a target that is open no more
+        made due: a missed observation must not fail a tick that wrote its rows."""
+        now = self.fixed_now or timezone.now()
+
+        def observe() -> None:
+            for key in self.flow.observe(written, now):
+                store.release_held(key, now)
+
+        try:
+            store.retry(observe, "breakers")
+        except store.DATABASE_ERRORS as exc:
+            logger.error("circuit breakers not updated: %s", type(exc).__name__)

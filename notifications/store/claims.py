@@ -36,7 +36,7 @@ from django.db.models.expressions import RawSQL
 from notifications.conf import low_priority_aging
 from notifications.databases import DatabaseNow
 from notifications.models import Notification, Priority
-from notifications.services import reconnecting
+from notifications.store import reconnecting
 
 logger = logging.getLogger("notifications.tick")
 
@@ -146,6 +146,13 @@ def release_tokens(tokens: list[uuid.UUID], only: list[Any] | None = None) -> in
     if only is not None:
         claimed = claimed.filter(pk__in=only)
     return claimed.update(claim_token=None, claimed_until=None)
+
+
+def release_held(key: str, now: datetime) -> int:
+    """Make the rows held for target `key` due now (its circuit closed; one UPDATE over the
+    held index). The tick asks for it when its write-back closed a circuit, or one did not open after all;
+    an operator's close too."""
+    return Notification.objects.filter(held_for=key).update(next_fire_at=now, held_for=None, updated_at=now)
 
 
 def mark(token: uuid.UUID, now: datetime, limit: int, lease: float) -> int:
