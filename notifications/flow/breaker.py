@@ -34,7 +34,7 @@ from django.utils import timezone
 from notifications import signals, store
 from notifications.channels import ChannelResult, ErrorClass
 from notifications.conf import MAX_DELAY_SECONDS, Defaults, app_settings
-from notifications.flow.targets import channel_target, targets_of
+from notifications.flow.targets import RowTargets, Targets, distinct
 from notifications.models import Notification, Target
 
 logger = logging.getLogger("notifications.tick")
@@ -127,7 +127,7 @@ class Breaker:
         self.new_trips: dict[str, datetime] = {}  # tripped since the tick last asked (`take_new_trips`)
         self.lock = threading.Lock()
 
-    def admit(self, rows: Sequence[Notification], now: datetime) -> Admission:
+    def admit(self, rows: Sequence[Notification], now: datetime, targets: RowTargets) -> Admission:
         """Split a claimed batch: rows to send, rows held by an open circuit, probes.
 
         One SELECT of the batch's targets that have a row; one UPDATE per probe claimed.
@@ -136,11 +136,11 @@ class Breaker:
         if not self.settings.enabled:
             admission.send = list(rows)
             return admission
-        wanted = {target for row in rows for target in targets_of(row)}
+        wanted = {target for row in rows for target in distinct(targets[row.pk])}
         for target in Target.objects.filter(key__in=wanted):
             self.known[target.key] = target
         for row in rows:
-            hold = self._hold(row, now, admission)
+            hold = self._hold(row, distinct(targets[row.pk]), now, admission)
             if hold is None:
                 admission.send.append(row)
             else:
@@ -148,10 +148,13 @@ class Breaker:
         self.probes.update(admission.probes)
         return admission
 
-    def _hold(self, row: Notification, now: datetime, admission: Admission) -> tuple[datetime, str] | None:
-        """Until when, and for which target, `row` is held; None to send it (maybe as a probe)."""
+    def _hold(
+        self, row: Notification, keys: list[str], now: datetime, admission: Admission
+    ) -> tuple[datetime, str] | None:
+        """Until when, and for which of its targets (`keys`), `row` is held; None to send it
+        (maybe as a probe)."""
         probe_for = None
-        for key in targets_of(row):
+        for key in keys:
             if key in self.tripped:
                 return self.tripped[key], key
             target = self.known.get(key)
@@ -198,7 +201,7 @@ class Breaker:
             logger.info("target %s: probe sent", key)
         return bool(won)
 
-    def watch(self, outcome: Any, now: datetime) -> None:
+    def watch(self, outcome: Any, now: datetime, targets: Targets) -> None:
         """One row's results as they arrive (from a worker's thread), before their batch is
         written back: a target that has just failed `failures` times in a row in this tick
         is tripped, held until the cooldown has passed.
@@ -212,7 +215,7 @@ class Breaker:
             return
         with self.lock:
             for result in outcome.results:
-                key = channel_target(outcome.row, result.channel)
+                key = targets.get(result.channel, "")
                 if not key:
                     continue
                 if not _counts_as_failure(result):
@@ -229,7 +232,7 @@ class Breaker:
             trips, self.new_trips = self.new_trips, {}
             return trips
 
-    def observe(self, outcomes: Iterable[Any], now: datetime) -> set[str]:
+    def observe(self, outcomes: Iterable[Any], now: datetime, targets: RowTargets) -> set[str]:
         """After a write-back: extend or end failure streaks, open circuits, settle probes.
         Returns the targets whose held rows are due again (a probe closed the circuit, or
         a trip did not open it): the tick asks the store to release them."""
@@ -243,7 +246,7 @@ class Breaker:
                 held.add(outcome.row.held_for)
             probe = self.probes.pop(outcome.row.pk, None)
             for result in outcome.results:
-                key = channel_target(outcome.row, result.channel)
+                key = targets.get(outcome.row.pk, {}).get(result.channel, "")
                 if not key:
                     continue
                 failed = _counts_as_failure(result)

@@ -5,22 +5,33 @@ URL's host (`notifications.rules.hosts`), every other channel's its own name (`e
 `sms`) unless its class says otherwise. A row with several channels has several targets:
 it is held while any is, and takes a slot of each rate limit. The dispatcher, the circuit
 breaker and the rate limits all read a row's targets from here, so a row is queued,
-capped, held and limited under the same names.
+capped, held and limited under the same names. The tick works them out once per firing
+(`targets_by_channel`) and carries them on: flow control, the dispatcher and the
+write-back take them as they are (`RowTargets`, `distinct`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from notifications import registry
 from notifications.models import Notification
 from notifications.rules.hosts import DEFAULT_PORTS, ascii_host, host_target
 
+# One row's targets: channel -> where it delivers, for the channels its firing owes.
+Targets = Mapping[str, str]
+# A batch's: row pk -> its targets.
+RowTargets = Mapping[Any, Targets]
+
 __all__ = [
     "DEFAULT_PORTS",
+    "RowTargets",
+    "Targets",
     "ascii_host",
     "channel_target",
     "dispatch_target",
+    "distinct",
     "host_target",
     "targets_by_channel",
     "targets_of",
@@ -35,8 +46,12 @@ def channel_target(row: Notification, channel: str) -> str:
 
 def targets_of(row: Notification) -> list[str]:
     """The targets of the channels the row's current firing still owes, in channel order."""
-    targets = [channel_target(row, channel) for channel in row.owed_channels]
-    return list(dict.fromkeys(t for t in targets if t))
+    return distinct(targets_by_channel(row))
+
+
+def distinct(targets: Targets) -> list[str]:
+    """A row's targets (`targets_by_channel`) each once, in channel order, "" left out."""
+    return list(dict.fromkeys(t for t in targets.values() if t))
 
 
 def targets_by_channel(row: Notification) -> dict[str, str]:

@@ -37,7 +37,7 @@ from notifications.channels import Channel
 from notifications.conf import TickSettings
 from notifications.flow.control import FlowControl
 from notifications.flow.recipients import give_back, screen
-from notifications.flow.targets import dispatch_target, targets_by_channel
+from notifications.flow.targets import RowTargets, dispatch_target, targets_by_channel
 from notifications.models import Notification, validation
 from notifications.outcomes import Outcome
 from notifications.store import Claim
@@ -257,9 +257,11 @@ class Pipeline:
         batch = Batch(claimed.token, batch_now, len(ready) + len(held), unloadable=claimed.unloadable, targets=targets)
         if not batch.left and batch.unloadable:  # every loadable row joined a digest
             self.writes.finished.append(batch)
-        screened = screen(ready, self.channels, batch_now)  # recipients' choices, throttles
+        screened = screen(ready, self.channels, batch_now, targets)  # recipients' choices, throttles
         batch.attempts += screened.attempts
-        send, deferred = self.flow.admit(screened.send, batch_now)  # open circuits, rate limits
+        for row in screened.send:  # a row some recipients' choices left owing fewer channels
+            targets[row.pk] = {name: targets[row.pk][name] for name in row.owed_channels}
+        send, deferred = self.flow.admit(screened.send, batch_now, targets)  # open circuits, rate limits
         for outcome in held + screened.settled + deferred:
             self.results.put((Job(batch, outcome.row, ""), outcome, []))
         self.dispatcher.put(
@@ -347,8 +349,8 @@ class Pipeline:
         tripped = self.flow.new_trips()
         if not tripped:
             return
-        for job in self.dispatcher.withdraw(lambda job: self.flow.tripped_target(job.row, tripped) is not None):
-            self.results.put((job, self.flow.hold_tripped(job.row, tripped, job.batch.now), []))
+        for job in self.dispatcher.withdraw(lambda job: self.flow.tripped_target(job.targets, tripped) is not None):
+            self.results.put((job, self.flow.hold_tripped(job.row, job.targets, tripped, job.batch.now), []))
 
     def write_back(self, *, force: bool, last: bool = False) -> Exception | None:
         """Ask the store to write the finished batches back (see `store.WriteBack.write`),
@@ -359,7 +361,7 @@ class Pipeline:
             return written.error
         if written.dead:  # rows the claims could not load
             self.report.tally[outcomes.Kind.DEAD_LETTERED] += written.dead
-        self.observe(written.outcomes)
+        self.observe(written.outcomes, {pk: t for b in written.batches for pk, t in b.targets.items()})
         for batch in written.batches:
             announce(batch.outcomes)
             self.report.tally.update(o.kind for o in batch.outcomes)
@@ -369,13 +371,13 @@ class Pipeline:
                     self.on_outcome(each)
         return None
 
-    def observe(self, written: list[Outcome]) -> None:
+    def observe(self, written: list[Outcome], targets: RowTargets) -> None:
         """The breakers' bookkeeping, and the rows held for a target that is open no more
         made due: a missed observation must not fail a tick that wrote its rows."""
         now = self.fixed_now or timezone.now()
 
         def observe() -> None:
-            for key in self.flow.observe(written, now):
+            for key in self.flow.observe(written, now, targets):
                 store.release_held(key, now)
 
         try:

@@ -57,7 +57,7 @@ class Workers:
         timeout: float,
         concurrency: int,
         policy: Policy,
-        watch: Callable[[Outcome, datetime], None],
+        watch: Callable[[Outcome, datetime, dict[str, str]], None],
     ) -> None:
         self.dispatcher = dispatcher
         self.results = results
@@ -98,7 +98,7 @@ class Workers:
         """Hand a delivered row's outcome to the tick, telling the breaker first, in this
         thread: no further send to a target failing again and again starts meanwhile."""
         try:
-            self.watch(outcome, job.batch.now)
+            self.watch(outcome, job.batch.now, job.targets)
         except Exception:  # the tick waits for every claimed row: its outcome goes back whatever
             logger.exception("notification %s: the circuit breaker could not take its outcome", job.row.pk)
         self.results.put((job, outcome, logged))
