@@ -27,14 +27,14 @@ The modules, each importing only those above it in this list:
   `pk_of`.
 
 This package re-exports the names the rest of the app uses (and, for the admin,
-`configuration_hold` and `TICK_COUNTS` of `notifications.outcomes`); a test that patches a value
+`TICK_COUNTS` of `notifications.outcomes`); a test that patches a value
 a function reads (`PURGE_BATCH`) patches it in the module that defines it.
 """
 
 from __future__ import annotations
 
 from notifications.conf import Policy
-from notifications.outcomes import TICK_COUNTS, configuration_hold
+from notifications.outcomes import TICK_COUNTS
 from notifications.services.actions import REQUEUE, ActionResult, RowAction, act, purge, requeue
 from notifications.services.creating import edit, prepare, schedule_notification, start
 from notifications.services.enqueueing import Prepared, save_batch, schedule_many
@@ -52,7 +52,6 @@ __all__ = [
     "RowAction",
     "act",
     "cancel",
-    "configuration_hold",
     "edit",
     "pause",
     "pk_of",

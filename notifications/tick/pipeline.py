@@ -34,6 +34,7 @@ from django.utils import timezone
 
 from notifications import outcomes, registry, store
 from notifications.channels import Channel
+from notifications.channels.holds import configuration_hold
 from notifications.conf import TickSettings
 from notifications.flow.control import FlowControl
 from notifications.flow.recipients import give_back, screen
@@ -281,9 +282,11 @@ class Pipeline:
             try:
                 errors = validation.field_errors(row)
                 if errors:
-                    held.append(outcomes.record_invalid(row, errors, now, policy))
+                    held.append(outcomes.record_invalid(row, validation.describe(errors), now, policy))
                     continue
                 hold = outcomes.held_back(row, now, self.settings)
+                if hold is None and (trouble := configuration_hold(row, self.channels.get, self.settings)):
+                    hold = outcomes.held_for_setting(trouble, now)
             except Exception as exc:  # a poison row costs only itself
                 logger.exception("notification %s: internal error", row.pk)
                 held.append(outcomes.record_internal_error(row, exc, now, policy))

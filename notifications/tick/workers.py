@@ -64,6 +64,7 @@ class Workers:
         self.channels = channels
         self.timeout = timeout
         self.policy = policy  # retries and backoff, for the outcome rules
+        self.tracking = {name for name, channel in channels.items() if channel.tracks_recipients}
         self.watch = watch  # the circuit breaker's: each outcome before the worker's next row
         per_worker = max(CHANNEL_THREADS_PER_WORKER, len(channels))
         self.pool = ThreadPoolExecutor(per_worker * concurrency, thread_name_prefix="notifications-send")
@@ -126,7 +127,8 @@ class Workers:
 
     def outcome_of(self, job: Job, channel_results: list[ChannelResult]) -> tuple[Outcome, list[ChannelResult]]:
         """What the channels' results come to, and the results the delivery log records."""
-        return settling.record_firing(job.row, channel_results, job.batch.now, self.policy), channel_results
+        outcome = settling.record_firing(job.row, channel_results, job.batch.now, self.policy, self.tracking)
+        return outcome, channel_results
 
     def internal_error(self, job: Job, exc: Exception) -> Outcome:
         """An unexpected exception is a full failure of the row, so poison walks to the dead letters."""
