@@ -15,7 +15,7 @@ flight, so a stuck endpoint cannot hold every worker while rows to healthy ones 
 A claimed row's way, in order: `store.claim` -> `take` (its targets, worked out once)
 -> `hold_back` (validation, the holds of `notifications.outcomes`) -> `store.file_due`
 (digests) -> `flow.recipients.screen` -> `FlowControl.admit` -> the dispatcher -> a
-worker (send, settle, the breaker's `watch`) -> `collect_finished` -> `write_back`
+worker (send, settle) -> the dispatcher (the breakers' `watch`) -> `collect_finished` -> `write_back`
 (`store.WriteBack`, then the breakers, the signals and the report).
 """
 
@@ -100,7 +100,7 @@ class Pipeline:
         # The parts, made once per run.
         self.channels: dict[str, Channel] = registry.open_for_tick(settings)  # one instance per name
         self.flow = FlowControl(settings.lease)  # circuit breakers and rate limits
-        self.dispatcher = Dispatcher(settings.concurrency, settings.target_concurrency, paused=self.flow.tripped)
+        self.dispatcher = Dispatcher(settings.concurrency, settings.target_concurrency, trips=self.flow)
         self.results: queue.SimpleQueue[Reported] = queue.SimpleQueue()
         self.workers = Workers(
             self.dispatcher,
@@ -109,7 +109,6 @@ class Pipeline:
             timeout=settings.channel_timeout,
             concurrency=settings.concurrency,
             policy=settings.policy,
-            watch=self.flow.watch,
         )
         self.writes = store.WriteBack(settings.policy)
         self.on_outcome = on_outcome
