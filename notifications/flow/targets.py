@@ -12,12 +12,15 @@ write-back take them as they are (`RowTargets`, `distinct`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from notifications import registry
 from notifications.models import Notification
 from notifications.rules.hosts import DEFAULT_PORTS, ascii_host, host_target
+
+if TYPE_CHECKING:
+    from notifications.channels import Channel
 
 # One row's targets: channel -> where it delivers, for the channels its firing owes.
 Targets = Mapping[str, str]
@@ -38,9 +41,14 @@ __all__ = [
 ]
 
 
-def channel_target(row: Notification, channel: str) -> str:
+# A channel by name, None for a name no channel has: the registry's (`registry.channel`),
+# or a tick's own instances (`dict.get` of `registry.open_for_tick`).
+Lookup = Callable[[str], "Channel | None"]
+
+
+def channel_target(row: Notification, channel: str, lookup: Lookup = registry.channel) -> str:
     """The target of one of `row`'s channels; "" for a name no registered channel has."""
-    found = registry.channel(channel)
+    found = lookup(channel)
     return found.target(row) if found is not None else ""
 
 
@@ -54,19 +62,19 @@ def distinct(targets: Targets) -> list[str]:
     return list(dict.fromkeys(t for t in targets.values() if t))
 
 
-def targets_by_channel(row: Notification) -> dict[str, str]:
+def targets_by_channel(row: Notification, lookup: Lookup = registry.channel) -> dict[str, str]:
     """channel -> its target, for the channels the row's current firing still owes."""
-    return {channel: channel_target(row, channel) for channel in row.owed_channels}
+    return {channel: channel_target(row, channel, lookup) for channel in row.owed_channels}
 
 
-def dispatch_target(row: Notification, targets: Mapping[str, str] | None = None) -> str:
+def dispatch_target(row: Notification, targets: Targets | None = None, lookup: Lookup = registry.channel) -> str:
     """The one target a row waits on in the tick's dispatcher: that of the owed channel of
     the highest `dispatch_rank` (a webhook's host: one slow host must not hold every
     worker), the first listed among equals; "" when it owes none. `targets`: the row's
     `targets_by_channel`, when worked out already."""
     best, rank = "", -1
     for name in row.owed_channels:
-        found = registry.channel(name)
+        found = lookup(name)
         if found is not None and found.dispatch_rank > rank:
             best, rank = targets[name] if targets is not None else found.target(row), found.dispatch_rank
     return best

@@ -250,7 +250,8 @@ class Pipeline:
         control, then those still to send to the dispatcher."""
         for channel in self.channels.values():
             channel.prepare(claimed.rows)  # e.g. the suppressed addresses: workers touch no database
-        targets = {row.pk: targets_by_channel(row) for row in claimed.rows}  # once per firing, carried on
+        # Once per firing, carried on; asked of the tick's own channels, as everything is.
+        targets = {row.pk: targets_by_channel(row, self.channels.get) for row in claimed.rows}
         ready, held = self.hold_back(claimed.rows, batch_now)
         ready = self.file_for_digests(ready, claimed.token, batch_now)
         self.held += len(ready) + len(held)
@@ -265,7 +266,10 @@ class Pipeline:
         for outcome in held + screened.settled + deferred:
             self.results.put((Job(batch, outcome.row, ""), outcome, []))
         self.dispatcher.put(
-            [Job(batch, row, dispatch_target(row, targets[row.pk]), targets=targets[row.pk]) for row in send]
+            [
+                Job(batch, row, dispatch_target(row, targets[row.pk], self.channels.get), targets=targets[row.pk])
+                for row in send
+            ]
         )
         # Threads as the rows need them, up to CONCURRENCY: a tick of a few rows starts a few.
         for _ in range(self.dispatcher.useful_workers() - self.live_workers):
