@@ -1,6 +1,7 @@
 """The tick's gateway to the database: every statement a tick runs, asked of this package.
 
-The tick claims due rows (`claim`, and whole digests with the same token: `claim_into`),
+The tick claims due rows, loaded and checked (`claim`, and whole digests with the same
+token: `claim_into`; a row written around validation comes apart: `Claim.refused`),
 files rows that wait for a digest (`file_due`), writes each finished batch back in one
 short transaction fenced by its claim token (`WriteBack`, `save_outcomes`), makes rows
 held behind a circuit that closed due again (`release_held`), hands back rows it did not
@@ -10,7 +11,7 @@ send (`release_tokens`), and ends with its housekeeping and record (`prune`,
 The modules, each importing only those above it in this list:
 
 - `reconnecting`: which database errors are retried, and the retry itself.
-- `claims`: `Claim`, `claim`, `release_tokens`, `release_held`, `load_defensively`.
+- `claims`: `Claim`, `claim`, `check`, `release_tokens`, `release_held`, `load_defensively`.
 - `statements`: rows locked in one order, multi-row INSERTs, per-row UPDATEs.
 - `tallies`: the monitoring totals (`Tally`) the write-back and the tick record add to.
 - `digests`: filing rows into digests, claiming whole digests, settling one as one.
@@ -25,7 +26,7 @@ operators' actions (`notifications.services`) use `claims.load_defensively`,
 
 from __future__ import annotations
 
-from notifications.store.claims import Claim, claim, release_held, release_tokens
+from notifications.store.claims import Claim, Refused, claim, release_held, release_tokens
 from notifications.store.digests import claim_into, file_due
 from notifications.store.housekeeping import prune, prune_history, record_tick
 from notifications.store.reconnecting import DATABASE_ERRORS, error_code, retry
@@ -34,6 +35,7 @@ from notifications.store.writeback import WriteBack, Written, attempt_records, s
 __all__ = [
     "DATABASE_ERRORS",
     "Claim",
+    "Refused",
     "WriteBack",
     "Written",
     "attempt_records",

@@ -17,7 +17,9 @@ class, never a sort of the whole backlog.
 The claim only marks rows, and they are loaded afterwards: a row written by raw SQL
 with a value the ORM cannot convert (a JSON integer of 5,000 digits, JSON nested 5,000
 deep, `-infinity`, a malformed UUID, an impossible date) must cost only itself, never
-the claim of the healthy rows beside it.
+the claim of the healthy rows beside it. Rows that load are checked as they enter the
+tick (`check`): one written around validation (raw SQL, `bulk_create`) is handed over
+apart, with what validation says of it, for the tick to dead-letter.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import logging
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Case, DateTimeField, ExpressionWrapper, IntegerField, Q, QuerySet, Value, When
@@ -35,7 +37,7 @@ from django.db.models.expressions import RawSQL
 
 from notifications.conf import low_priority_aging
 from notifications.databases import DatabaseNow
-from notifications.models import Notification, Priority
+from notifications.models import Notification, Priority, validation
 from notifications.store import reconnecting
 
 logger = logging.getLogger("notifications.tick")
@@ -46,17 +48,28 @@ INFRASTRUCTURE_ERRORS = (OperationalError, InterfaceError)
 LOAD_ERROR_SHOWN = 200  # characters of a conversion error kept in `last_error`
 
 
+class Refused(NamedTuple):
+    """A claimed row unfit to send: written around validation (`reason`, validation's own
+    words), or one whose check raised (`error`: a poison row, an internal error)."""
+
+    row: Notification
+    reason: str = ""
+    error: Exception | None = None
+
+
 @dataclass
 class Claim:
-    """One claim: its token fences the write-back; `unloadable` rows could not be read."""
+    """One claim: its token fences the write-back. `rows` loaded and valid; `refused` loaded
+    but unfit to send; `unloadable` could not be read."""
 
     token: uuid.UUID
     rows: list[Notification] = field(default_factory=list)
     unloadable: dict[Any, str] = field(default_factory=dict)  # pk -> why the ORM could not load it
+    refused: list[Refused] = field(default_factory=list)
 
     @property
     def size(self) -> int:
-        return len(self.rows) + len(self.unloadable)
+        return len(self.rows) + len(self.unloadable) + len(self.refused)
 
 
 def classes(now: datetime) -> list[Q]:
@@ -134,7 +147,27 @@ def claim(now: datetime, limit: int, lease: float) -> Claim:
         rows, unloadable = load_defensively(claimed)
         return Claim(token, rows, unloadable)
 
-    return reconnecting.retry(attempt, "claim", before_retry=lambda: release_tokens(tokens))
+    claimed = reconnecting.retry(attempt, "claim", before_retry=lambda: release_tokens(tokens))
+    claimed.rows, claimed.refused = check(claimed.rows)
+    return claimed
+
+
+def check(rows: list[Notification]) -> tuple[list[Notification], list[Refused]]:
+    """`rows` as validation finds them: those fit to send, and those refused, saying why.
+    Changes nothing; a row whose check raises costs only itself."""
+    fit, refused = [], []
+    for row in rows:
+        try:
+            errors = validation.field_errors(row)
+        except Exception as exc:  # a poison row costs only itself
+            logger.exception("notification %s: internal error", row.pk)
+            refused.append(Refused(row, error=exc))
+            continue
+        if errors:
+            refused.append(Refused(row, validation.describe(errors)))
+        else:
+            fit.append(row)
+    return fit, refused
 
 
 def release_tokens(tokens: list[uuid.UUID], only: list[Any] | None = None) -> int:

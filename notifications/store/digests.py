@@ -43,7 +43,7 @@ from notifications.conf import MAX_DELAY_SECONDS, digest_max_items, positive_int
 from notifications.databases import DatabaseNow
 from notifications.models import Notification, states
 from notifications.outcomes import Outcome
-from notifications.store.claims import Claim, lease_end, load_defensively
+from notifications.store.claims import Claim, check, lease_end, load_defensively
 
 logger = logging.getLogger("notifications.tick")
 
@@ -307,13 +307,18 @@ def claim_into(claimed: Claim, now: datetime, limit: int, lease: float) -> bool:
     # Rows of this claim that joined a digest as it was claimed go out with it.
     taken = {row.pk for row in rows} | set(unloadable)
     claimed.rows[:] = [row for row in claimed.rows if row.pk not in taken]
+    claimed.refused[:] = [refused for refused in claimed.refused if refused.row.pk not in taken]
     by_digest: dict[Any, list[Notification]] = defaultdict(list)
     for row in rows:
         by_digest[row.digest_id].append(row)
+    firsts = []
     for members in by_digest.values():
         first = members[0]
         first.digest_rows = tuple(members)
-        claimed.rows.append(first)
+        firsts.append(first)
+    fit, refused = check(firsts)
+    claimed.rows += fit
+    claimed.refused += refused
     return more
 
 

@@ -39,7 +39,7 @@ from notifications.conf import TickSettings
 from notifications.flow.control import FlowControl
 from notifications.flow.recipients import give_back, screen
 from notifications.flow.targets import RowTargets, dispatch_target, targets_by_channel
-from notifications.models import Notification, validation
+from notifications.models import Notification
 from notifications.outcomes import Outcome
 from notifications.store import Claim
 from notifications.tick.announce import announce
@@ -237,7 +237,7 @@ class Pipeline:
         self.claim_digests(claimed, batch_now, size)
         if claimed.size:
             self.report.batches += 1
-        if claimed.rows:
+        if claimed.rows or claimed.refused:
             self.hand_out(claimed, batch_now)
         elif claimed.unloadable:  # nothing to send: written back with the next write
             self.writes.finished.append(Batch(claimed.token, batch_now, 0, unloadable=claimed.unloadable))
@@ -251,8 +251,10 @@ class Pipeline:
         for channel in self.channels.values():
             channel.prepare(claimed.rows)  # e.g. the suppressed addresses: workers touch no database
         # Once per firing, carried on; asked of the tick's own channels, as everything is.
-        targets = {row.pk: targets_by_channel(row, self.channels.get) for row in claimed.rows}
+        rows = claimed.rows + [refused.row for refused in claimed.refused]
+        targets = {row.pk: targets_by_channel(row, self.channels.get) for row in rows}
         ready, held = self.hold_back(claimed.rows, batch_now)
+        held = [self.refuse(refused, batch_now) for refused in claimed.refused] + held
         ready = self.file_for_digests(ready, claimed.token, batch_now)
         self.held += len(ready) + len(held)
         batch = Batch(claimed.token, batch_now, len(ready) + len(held), unloadable=claimed.unloadable, targets=targets)
@@ -275,18 +277,21 @@ class Pipeline:
         for _ in range(self.dispatcher.useful_workers() - self.live_workers):
             self.start_worker()
 
+    def refuse(self, refused: store.Refused, now: datetime) -> Outcome:
+        """A claimed row unfit to send: dead-lettered saying why (written around validation),
+        or an internal error (its check raised). Settled before flow control, as held rows are."""
+        if refused.error is not None:
+            return outcomes.record_internal_error(refused.row, refused.error, now, self.settings.policy)
+        return outcomes.record_invalid(refused.row, refused.reason, now, self.settings.policy)
+
     def hold_back(self, rows: list[Notification], now: datetime) -> tuple[list[Notification], list[Outcome]]:
-        """Rows that may go now, and outcomes for those that must not: invalid (dead-lettered,
-        saying why), too late, inside quiet hours, held for a setting. Settled before flow
-        control, so they take no rate-limit slot and are never a circuit's probe."""
+        """Rows that may go now, and outcomes for those that must not: too late, inside quiet
+        hours, held for a setting. Settled before flow control, so they take no rate-limit
+        slot and are never a circuit's probe."""
         policy = self.settings.policy
         ready, held = [], []
         for row in rows:
             try:
-                errors = validation.field_errors(row)
-                if errors:
-                    held.append(outcomes.record_invalid(row, validation.describe(errors), now, policy))
-                    continue
                 hold = outcomes.held_back(row, now, self.settings)
                 if hold is None and (trouble := configuration_hold(row, self.channels.get, self.settings)):
                     hold = outcomes.held_for_setting(trouble, now)
