@@ -19,7 +19,6 @@ import pytest
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
-from notifications import store
 from notifications.models import DeliveryAttempt, Notification, Tally
 from notifications.store import claims, writeback
 from notifications.tick.engine import run_tick
@@ -89,7 +88,7 @@ def test_a_connection_killed_before_a_claim_is_reopened_and_the_claim_retried(ma
             kill_own_connection()
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(store, "claim", killed_second)
+    monkeypatch.setattr(claims, "claim", killed_second)
     report = run_tick(limit=2)
 
     assert len(calls) >= 3
@@ -219,7 +218,7 @@ def test_a_claim_that_fails_for_good_ends_claiming_but_what_was_sent_is_written_
             raise OperationalError("the database is down")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(store, "claim", down_after_the_first)
+    monkeypatch.setattr(claims, "claim", down_after_the_first)
     with pytest.raises(OperationalError, match="the database is down"):
         run_tick(limit=2)
 

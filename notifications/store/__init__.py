@@ -1,7 +1,8 @@
 """The tick's gateway to the database: every statement a tick runs, asked of this package.
 
-The tick claims due rows, loaded and checked (`claim`, and whole digests with the same
-token: `claim_into`; a row written around validation comes apart: `Claim.refused`),
+The tick asks for its next batch (`next_batch`): due rows, loaded and checked (a row
+written around validation comes apart: `Claim.refused`), and whole digests whose window
+has ended, under the same claim token;
 files rows that wait for a digest (`file_due`), writes each finished batch back in one
 short transaction fenced by its claim token (`WriteBack`, `save_outcomes`), makes rows
 held behind a circuit that closed due again (`release_held`), hands back rows it did not
@@ -15,6 +16,7 @@ The modules, each importing only those above it in this list:
 - `statements`: rows locked in one order, multi-row INSERTs, per-row UPDATEs.
 - `tallies`: the monitoring totals (`Tally`) the write-back and the tick record add to.
 - `digests`: filing rows into digests, claiming whole digests, settling one as one.
+- `batches`: `next_batch`, a tick's due rows and due digests under one token.
 - `writeback`: `WriteBack`, `save_outcomes`, `attempt_records`, `delivery_counts`, `suppress`.
 - `housekeeping`: `prune_history`, `prune`, `record_tick`.
 
@@ -26,8 +28,9 @@ operators' actions (`notifications.services`) use `claims.load_defensively`,
 
 from __future__ import annotations
 
-from notifications.store.claims import Claim, Refused, claim, release_held, release_tokens
-from notifications.store.digests import claim_into, file_due
+from notifications.store.batches import next_batch
+from notifications.store.claims import Claim, Refused, release_held, release_tokens
+from notifications.store.digests import file_due
 from notifications.store.housekeeping import prune, prune_history, record_tick
 from notifications.store.reconnecting import DATABASE_ERRORS, error_code, retry
 from notifications.store.writeback import WriteBack, Written, attempt_records, save_outcomes, suppress
@@ -39,10 +42,9 @@ __all__ = [
     "WriteBack",
     "Written",
     "attempt_records",
-    "claim",
-    "claim_into",
     "error_code",
     "file_due",
+    "next_batch",
     "prune",
     "prune_history",
     "record_tick",

@@ -66,6 +66,8 @@ class Claim:
     rows: list[Notification] = field(default_factory=list)
     unloadable: dict[Any, str] = field(default_factory=dict)  # pk -> why the ORM could not load it
     refused: list[Refused] = field(default_factory=list)
+    due: int = 0  # rows the claim of due rows took (`size` before any digest joined)
+    more_digests: bool | None = None  # digests claimed too: whether more may be due
 
     @property
     def size(self) -> int:

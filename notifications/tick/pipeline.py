@@ -12,7 +12,8 @@ batch as soon as its last row is done. The dispatcher keeps one queue per target
 (webhook host, or email) and gives a free worker to the target with the fewest rows in
 flight, so a stuck endpoint cannot hold every worker while rows to healthy ones wait.
 
-A claimed row's way, in order: `store.claim` -> `take` (its targets, worked out once)
+A claimed row's way, in order: `store.next_batch` (loaded, checked, digests joined) ->
+`take` (its targets, worked out once)
 -> `hold_back` (validation, the holds of `notifications.outcomes`) -> `store.file_due`
 (digests) -> `flow.recipients.screen` -> `FlowControl.admit` -> the dispatcher -> a
 worker (send, settle) -> the dispatcher (the breakers' `watch`) -> `collect_finished` -> `write_back`
@@ -119,7 +120,7 @@ class Pipeline:
         # The state of the loop.
         self.held = 0  # rows claimed and not yet given an outcome
         self.exhausted = False  # a claim came back short: nothing more is due
-        self.digests_wanted = True  # digests may be due: see claim_digests
+        self.digests_wanted = True  # digests may be due: see take
         self.next_starved_claim = self.next_check = time.monotonic()
         self.live_workers = 0  # started as claimed rows need them (see take), never stopped
         # The database error that ended claiming (retries spent): what is held is still
@@ -201,7 +202,8 @@ class Pipeline:
             return False
         batch_now = self.fixed_now or timezone.now()
         try:
-            claimed = store.claim(batch_now, size, self.settings.lease)  # lost connections and deadlocks retried
+            # Lost connections and deadlocks retried; digests while they may be due (see take).
+            claimed = store.next_batch(batch_now, size, self.settings.lease, with_digests=self.digests_wanted)
         except store.DATABASE_ERRORS as exc:
             if not self.held and not self.writes.finished:
                 raise  # nothing to finish: the caller reports it
@@ -233,8 +235,11 @@ class Pipeline:
         """Hand a claimed batch to the workers (rows held back, deferred and settled by
         recipients' choices get their outcomes at once; rows that could not be loaded are
         dead-lettered by the batch's write-back)."""
-        self.exhausted = claimed.size < size
-        self.claim_digests(claimed, batch_now, size)
+        self.exhausted = claimed.due < size
+        if claimed.more_digests is not None:  # digests are claimed with the tick's first batch,
+            # and again while more are due (a full claim of them, or one that filing closed)
+            self.digests_wanted = claimed.more_digests
+            self.exhausted = self.exhausted and not claimed.more_digests
         if claimed.size:
             self.report.batches += 1
         if claimed.rows or claimed.refused:
@@ -304,16 +309,6 @@ class Pipeline:
             else:
                 held.append(outcomes.record_held(row, hold, now))
         return ready, held
-
-    def claim_digests(self, claimed: Claim, now: datetime, size: int) -> None:
-        """Add whole digests whose window has ended to `claimed` (same token): with the
-        tick's first claim, and again while more are due (a full claim of them, or a digest
-        that filing has just closed). One statement when none is due."""
-        if not self.digests_wanted:
-            return
-        self.digests_wanted = store.claim_into(claimed, now, size, self.settings.lease)
-        if self.digests_wanted:
-            self.exhausted = False
 
     def file_for_digests(self, rows: list[Notification], token: uuid.UUID, now: datetime) -> list[Notification]:
         """Rows that wait for a digest join one (written at once, claim released, no outcome);
