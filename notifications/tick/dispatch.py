@@ -141,6 +141,8 @@ class Dispatcher:
 
         A worker passes the row it just finished (one lock round trip instead of two).
         """
+        if finished is not None:
+            self._watch(finished)
         with self._cond:
             if finished is not None:
                 # No wake-up for another worker: only this row's target can have become
@@ -165,19 +167,24 @@ class Dispatcher:
 
     def done(self, job: Job) -> None:
         """A row finished outside a worker's `take` (the monitor gave up on it)."""
+        self._watch(job)
         with self._cond:
             self._finish(job)
             if self.idle and self.waiting:
                 self._cond.notify()  # its target may start its next row
 
+    def _watch(self, job: Job) -> None:
+        """A row is done: its results go to the breakers before its worker picks again (and
+        outside the lock the workers pick with), so no further send starts to a target
+        that has just failed again and again."""
+        if job.outcome is None:
+            return
+        try:
+            self.trips.watch(job.outcome, job.batch.now, job.targets)
+        except Exception:  # the tick waits for every claimed row: its outcome goes back whatever
+            logger.exception("notification %s: the circuit breaker could not take its outcome", job.row.pk)
+
     def _finish(self, job: Job) -> None:
-        """A row is done: its results go to the breakers before this worker picks again, so
-        no further send starts to a target that has just failed again and again."""
-        if job.outcome is not None:
-            try:
-                self.trips.watch(job.outcome, job.batch.now, job.targets)
-            except Exception:  # the tick waits for every claimed row: its outcome goes back whatever
-                logger.exception("notification %s: the circuit breaker could not take its outcome", job.row.pk)
         self._running[job.target] -= 1
         self._release(job.target, 1)
         self._started.discard(job)
