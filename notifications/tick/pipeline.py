@@ -13,11 +13,11 @@ batch as soon as its last row is done. The dispatcher keeps one queue per target
 flight, so a stuck endpoint cannot hold every worker while rows to healthy ones wait.
 
 A claimed row's way, in order: `store.next_batch` (loaded, checked, digests joined) ->
-`take` (its targets, worked out once)
--> `hold_back` (validation, the holds of `notifications.outcomes`) -> `store.file_due`
-(digests) -> `flow.recipients.screen` -> `FlowControl.admit` -> the dispatcher -> a
-worker (send, settle) -> the dispatcher (the breakers' `watch`) -> `collect_finished` -> `write_back`
-(`store.WriteBack`, then the breakers, the signals and the report).
+`take` (its targets, worked out once) -> `refuse` / `hold_back` (the holds of
+`notifications.outcomes`) -> `store.file_due` (digests) -> `flow.recipients.screen` ->
+`FlowControl.admit` -> the dispatcher -> a worker (send, settle) -> the dispatcher (the
+breakers' `watch`) -> `collect_finished` -> `write_back` (`store.WriteBack`, then the
+breakers, the signals and the report). docs/architecture.md tells it step by step.
 """
 
 from __future__ import annotations
