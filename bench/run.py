@@ -253,7 +253,7 @@ def due_query_plan() -> str:
     from django.db import connection
     from django.utils import timezone
 
-    from notifications.services.claims import due_query, selection
+    from notifications.store.claims import due_query, selection
 
     if connection.vendor == "mysql":  # the ids are read by the selection itself there (no LIMIT inside IN)
         sql, params = selection(timezone.now(), 100)
@@ -804,7 +804,7 @@ def fill_attempts(n: int, targets: int, failed_share: float, now: datetime) -> N
     from django.db import connection, transaction
 
     from notifications.models import DeliveryAttempt, TickRun
-    from notifications.services import insert_statements
+    from notifications.store.statements import insert_statements
 
     rng = random.Random(12)
     keys = [f"hooks{i}.example.com" for i in range(targets)]

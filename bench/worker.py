@@ -38,7 +38,7 @@ def instrumentation(variant: str) -> None:
     API without an SDK), `otel` with the OpenTelemetry SDK recording every span and metric
     (spans batched to an exporter that drops them, metrics read in memory)."""
     if variant == "bare":
-        from notifications.services import tallies
+        from notifications.store import tallies
 
         tallies.add_deliveries = lambda counts: None  # type: ignore[assignment]
         tallies.add_tick = lambda seconds: None  # type: ignore[assignment]

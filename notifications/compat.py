@@ -112,12 +112,12 @@ def mark_body_read(response: requests.Response) -> None:
 # Why not the public API: the write-back logs a delivery record per channel per firing.
 # `bulk_create` compiles its multi-row INSERT value by value through the SQL compiler,
 # which dominated the write-back at thousands of rows a second, while SQLite holds the
-# host site's write lock (`services.insert_statements` builds the same statement itself,
+# host site's write lock (`store.statements.insert_statements` builds the same statement itself,
 # with values prepared as bulk_create would).
 #
 # Also relied on elsewhere, used in place and checked by the tests:
 # - `connection.features.has_select_for_update_skip_locked` and `has_select_for_update`
-#   (`notifications.services.claims`, `services.requeue`): which locking clauses the backend has.
+#   (`notifications.store.claims`, `services.requeue`): which locking clauses the backend has.
 #
 # === Django: the template engine (`notifications.content.templating`, used in place) ==========
 #

@@ -91,7 +91,7 @@ class Defaults:
     # An address that unsubscribes by mail (List-Unsubscribe's mailto: alternative); blank: none.
     UNSUBSCRIBE_MAILTO: str = ""
     # Rows one digest holds at most: once this many have joined, it goes out at once
-    # (notifications.services.digests).
+    # (notifications.store.digests).
     DIGEST_MAX_ITEMS: int = 50
 
 

@@ -2,7 +2,7 @@
 
 Needs `prometheus_client` (`pip install "django-notification-queue[prometheus]"`).
 Ticks are short-lived cron processes, so nothing is counted in a process's memory: a
-scrape reads the totals the ticks keep in the database (`notifications.services.tallies`) and the
+scrape reads the totals the ticks keep in the database (`notifications.store.tallies`) and the
 queue's state (`notifications.health.monitoring`, six queries). Three ways to expose them:
 
 - the view, opt-in by the site's URLconf: `path("metrics/notifications/",
@@ -19,7 +19,7 @@ queue's state (`notifications.health.monitoring`, six queries). Three ways to ex
 Metrics (labels never carry a secret: a target is a webhook's host and port, or `email`):
 
 - `notifications_deliveries_total{channel,outcome}`: outcome `delivered`, `failed`,
-  `dead_lettered`, `deferred`, `expired` (`notifications.services.tallies` says what each counts);
+  `dead_lettered`, `deferred`, `expired` (`notifications.store.tallies` says what each counts);
 - `notifications_target_deliveries_total{channel,target,outcome}`: the same by target;
 - `notifications_rows{state}`: rows per state of the admin's filter;
 - `notifications_in_flight`: rows a tick holds a live claim on;

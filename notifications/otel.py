@@ -173,7 +173,7 @@ def delivery(channel: str, firing: Firing) -> Iterator[_Delivery | _NoSpan]:
 
 
 def count_deliveries(counts: Mapping[tuple[str, str, str], int]) -> None:
-    """Add a write-back's delivery counts (`notifications.tick.writing.delivery_counts`)."""
+    """Add a write-back's delivery counts (`notifications.store.writeback.delivery_counts`)."""
     if not counts or otel_metrics is None:
         return
     counter = _instrument(

@@ -29,7 +29,7 @@ from urllib3.poolmanager import PoolManager
 
 from notifications import compat
 from notifications.models import DeliveryAttempt, Notification
-from notifications.services import insert_statements
+from notifications.store.statements import insert_statements
 
 
 def changed(library: str, what: str) -> str:

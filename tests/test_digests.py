@@ -15,7 +15,7 @@ from django.core.exceptions import ValidationError
 from django.test import override_settings
 from django.utils import timezone
 
-from notifications import outcomes, services
+from notifications import outcomes, services, store
 from notifications.api import cancel, run_tick, schedule
 from notifications.models import Notification
 from notifications.models.states import State
@@ -491,7 +491,7 @@ def test_a_row_joining_while_its_digest_is_being_sent_goes_in_the_next_one():
     """The digest is claimed (a tick is sending it); a row of the group due before its
     window ended is filed meanwhile by another tick: it opens the next digest and is
     neither sent with the first nor deleted by its write-back."""
-    from notifications.services import claims, digests
+    from notifications.store import claims, digests
 
     t0 = timezone.now()
     first = [digest_row(n, at=t0) for n in range(2)]
@@ -512,7 +512,7 @@ def test_a_row_joining_while_its_digest_is_being_sent_goes_in_the_next_one():
     assert late.digest_id not in (None, leader.digest_id)
     # The first digest succeeds: its rows go, the late one stays for its own window.
     outcome = outcomes.Outcome(leader, outcomes.Kind.SUCCEEDED, delete=True)
-    services.save_outcomes([(sending.token, [outcome])], [])
+    store.save_outcomes([(sending.token, [outcome])], [])
     assert list(Notification.objects.values_list("pk", flat=True)) == [late.pk]
 
 
@@ -539,7 +539,7 @@ def test_a_partial_failure_parks_the_digest_as_one_and_requeue_resends_only_what
 
 def test_a_channel_sees_the_digest_on_its_firing():
     from notifications.channels import Firing
-    from notifications.services import claims, digests
+    from notifications.store import claims, digests
 
     t0 = timezone.now()
     rows = [digest_row(n, at=t0) for n in range(3)]

@@ -17,11 +17,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from notifications import services
+from notifications import store
 from notifications.api import run_tick
 from notifications.health.queue import humanize, queue_health
 from notifications.models import DeliveryAttempt, Notification, State, TickRun
-from notifications.services.housekeeping import PRUNE_BATCH
+from notifications.store.housekeeping import PRUNE_BATCH
 from tests.support.queue_states import make, one_of_each
 
 pytestmark = pytest.mark.django_db
@@ -297,10 +297,10 @@ def test_pruning_is_bounded_per_call():
     now = timezone.now()
     DeliveryAttempt.objects.bulk_create([attempt(1, now - timedelta(days=40, minutes=i)) for i in range(5)])
 
-    assert services.prune_history(now, 30, batch=2) == 2
+    assert store.prune_history(now, 30, batch=2) == 2
     assert DeliveryAttempt.objects.count() == 3
     # The oldest go first.
     assert min(DeliveryAttempt.objects.values_list("attempted_at", flat=True)) == now - timedelta(days=40, minutes=2)
-    assert services.prune_history(now, 30, batch=2) == 2
-    assert services.prune_history(now, 30, batch=2) == 1
-    assert services.prune_history(now, 30, batch=2) == 0
+    assert store.prune_history(now, 30, batch=2) == 2
+    assert store.prune_history(now, 30, batch=2) == 1
+    assert store.prune_history(now, 30, batch=2) == 0

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from notifications.api import run_tick
 from notifications.models import Notification
-from notifications.services.claims import claim
+from notifications.store.claims import claim
 
 pytestmark = pytest.mark.django_db
 

@@ -19,10 +19,8 @@ import pytest
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
-from notifications import services
 from notifications.models import DeliveryAttempt, Notification, Tally
-from notifications.services import claims
-from notifications.tick import pipeline
+from notifications.store import claims, writeback
 from notifications.tick.engine import run_tick
 from tests.support.killing import backend_id, kill
 
@@ -58,7 +56,7 @@ def test_a_connection_killed_before_the_write_back_is_reopened_and_the_write_bac
     make_row, webhook_server, monkeypatch, caplog
 ):
     rows = webhook_rows(make_row, webhook_server)
-    real = services.save_outcomes
+    real = writeback.save_outcomes
     kills = []
 
     def killed_first(*args: Any, **kwargs: Any) -> None:
@@ -67,7 +65,7 @@ def test_a_connection_killed_before_the_write_back_is_reopened_and_the_write_bac
             kill_own_connection()
         real(*args, **kwargs)
 
-    monkeypatch.setattr(services, "save_outcomes", killed_first)
+    monkeypatch.setattr(writeback, "save_outcomes", killed_first)
     with caplog.at_level(logging.WARNING, logger="notifications.tick"):
         report = run_tick()
 
@@ -90,7 +88,7 @@ def test_a_connection_killed_before_a_claim_is_reopened_and_the_claim_retried(ma
             kill_own_connection()
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "claim", killed_second)
+    monkeypatch.setattr(claims, "claim", killed_second)
     report = run_tick(limit=2)
 
     assert len(calls) >= 3
@@ -102,7 +100,7 @@ def test_a_connection_killed_before_a_claim_is_reopened_and_the_claim_retried(ma
 def test_a_write_back_whose_commit_answer_was_lost_is_not_written_twice(make_row, webhook_server, monkeypatch):
     """The COMMIT took but its answer never came: the retry finds the records and stops."""
     rows = webhook_rows(make_row, webhook_server)
-    real = services.save_outcomes
+    real = writeback.save_outcomes
     lost = []
 
     def answer_lost(*args: Any, **kwargs: Any) -> None:
@@ -120,7 +118,7 @@ def test_a_write_back_whose_commit_answer_was_lost_is_not_written_twice(make_row
         finally:
             monkeypatch.undo()
 
-    monkeypatch.setattr(services, "save_outcomes", answer_lost)
+    monkeypatch.setattr(writeback, "save_outcomes", answer_lost)
     report = run_tick()
 
     assert lost
@@ -159,7 +157,7 @@ def test_the_write_back_locks_in_primary_key_order_so_a_host_writer_does_not_dea
     Notification.objects.filter(pk=kept.pk).update(next_fire_at=timezone.now())
     doomed = make_row(channels=["webhook"], webhook_url=webhook_server.url())
     assert kept.pk < doomed.pk
-    real = services.save_outcomes
+    real = writeback.save_outcomes
     holding = threading.Event()
     host_errors: list[BaseException] = []
 
@@ -186,13 +184,13 @@ def test_the_write_back_locks_in_primary_key_order_so_a_host_writer_does_not_dea
         assert holding.wait(30)
         real(*args, **kwargs)
 
-    services_save = services.save_outcomes
+    saved = writeback.save_outcomes
     try:
-        services.save_outcomes = with_host_writer
+        writeback.save_outcomes = with_host_writer
         with caplog.at_level(logging.WARNING, logger="notifications.tick"):
             report = run_tick()
     finally:
-        services.save_outcomes = services_save
+        writeback.save_outcomes = saved
         thread.join(30)
 
     assert not host_errors, host_errors
@@ -220,7 +218,7 @@ def test_a_claim_that_fails_for_good_ends_claiming_but_what_was_sent_is_written_
             raise OperationalError("the database is down")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "claim", down_after_the_first)
+    monkeypatch.setattr(claims, "claim", down_after_the_first)
     with pytest.raises(OperationalError, match="the database is down"):
         run_tick(limit=2)
 
@@ -243,7 +241,7 @@ def test_a_write_back_that_fails_for_good_releases_only_the_rows_it_sent_nothing
     def refused(*args: Any, **kwargs: Any) -> None:
         raise OperationalError("the database is down")
 
-    monkeypatch.setattr(services, "save_outcomes", refused)
+    monkeypatch.setattr(writeback, "save_outcomes", refused)
     with pytest.raises(OperationalError, match="the database is down"):
         run_tick()
 

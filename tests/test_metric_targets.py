@@ -16,7 +16,7 @@ from django.utils import timezone
 from notifications.api import run_tick
 from notifications.health import monitoring
 from notifications.models import Tally
-from notifications.services import tallies
+from notifications.store import tallies
 from tests.test_metrics import URL, parse
 
 pytestmark = pytest.mark.django_db

@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from notifications import metrics
 from notifications.api import run_tick, schedule
 from notifications.models import DeliveryAttempt, Tally, Target
-from notifications.services import prune_history
+from notifications.store import prune_history
 from tests.support.admin_forms import staff
 from tests.support.servers import Reply
 

@@ -70,7 +70,7 @@ def test_a_tick_with_such_a_row_ends_and_writes_back_the_others_once(webhook_ser
 def test_a_failure_to_tell_the_circuit_breaker_still_writes_the_row_back(webhook_server, monkeypatch):
     from notifications.flow.control import FlowControl
 
-    def broken(self, outcome, now):
+    def broken(self, outcome, now, targets):
         raise RuntimeError("breaker down")
 
     monkeypatch.setattr(FlowControl, "watch", broken)

@@ -17,7 +17,7 @@ from django.test.utils import override_settings
 
 from notifications.api import run_tick, schedule
 from notifications.models import Notification
-from notifications.services.claims import claim, selection
+from notifications.store.claims import claim, selection
 
 pytestmark = pytest.mark.django_db
 

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from notifications.api import run_tick
 from notifications.models import DeliveryAttempt, Notification, Suppression
-from notifications.services import suppress
+from notifications.store import suppress
 from tests.support.mail_doubles import schedule_email
 from tests.support.mail_servers import APIReply, ProviderAPI, free_port, mail_settings
 

@@ -17,7 +17,7 @@ from django.utils import timezone
 from notifications.api import run_tick, schedule
 from notifications.channels import Channel, ChannelResult, Firing
 from notifications.models import DeliveryAttempt, Notification
-from notifications.services import prune_history
+from notifications.store import prune_history
 from tests.support import mail_doubles
 from tests.support.queue_states import SECRET
 

@@ -45,7 +45,7 @@ ROWS = 100
 # target's waiting rows would be held, not retried; opening adds a re-read for its signal).
 # Monitoring adds three: the write-back's upsert of the delivery totals, the tick
 # duration's, and the housekeeping's SELECT of idle targets' totals to fold into `other`
-# (notifications.services.tallies).
+# (notifications.store.tallies).
 # PostgreSQL and MariaDB/MySQL add one to the write-back: the SELECT ... FOR UPDATE that
 # locks its rows in primary-key order first (persisting.lock_in_order: no deadlock with
 # a host's writes); SQLite locks the whole database instead, and reads the rows that

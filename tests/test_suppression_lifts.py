@@ -17,7 +17,7 @@ from anymail.signals import AnymailTrackingEvent, tracking
 from django.urls import reverse
 from django.utils import timezone
 
-from notifications import services
+from notifications import store
 from notifications.models import Suppression, SuppressionLift
 
 pytestmark = pytest.mark.django_db
@@ -105,6 +105,6 @@ def test_an_smtp_refusal_after_a_lift_suppresses():
     bounce()
     Suppression.objects.all().delete()
 
-    services.suppress([("gone@example.com", "SMTP 550 5.1.1")])
+    store.suppress([("gone@example.com", "SMTP 550 5.1.1")])
 
     assert suppressed() == ["gone@example.com"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from notifications import services
+from notifications import store
 from notifications.api import run_tick
 from notifications.models import Notification, Suppression
 from notifications.models.addresses import normalise
@@ -45,7 +45,7 @@ def test_a_refused_address_too_long_to_store_leaves_the_batch_written_back(smtp)
 
 
 def test_a_suppression_that_cannot_be_stored_never_rolls_back_the_caller(on_postgres):
-    services.suppress([(LONG, "SMTP 550"), ("ok@example.com", "SMTP 550 \x00 \ud800")])
+    store.suppress([(LONG, "SMTP 550"), ("ok@example.com", "SMTP 550 \x00 \ud800")])
 
     (stored,) = Suppression.objects.all()
     assert stored.address == "ok@example.com"
@@ -74,7 +74,7 @@ def test_an_address_refused_in_its_idna_spelling_is_suppressed_in_every_spelling
 
 def test_an_address_suppressed_in_unicode_keeps_its_idna_spelling_out(smtp):
     # As django-anymail's tracking signal would report it: the Unicode spelling.
-    services.suppress([("Bounce@EXÄMPLE.com", "Resend: bounced")])
+    store.suppress([("Bounce@EXÄMPLE.com", "Resend: bounced")])
     row = schedule_email(NOW, email_to=["bounce@xn--exmple-cua.com", "ada@example.com"])
 
     run_tick(now=NOW)

@@ -263,3 +263,30 @@ def test_a_tick_starts_only_the_threads_its_rows_can_use(make_row, receivers, mo
     run_tick()
 
     assert len(started) == CAP  # one target: CAP threads, not CONCURRENCY
+
+
+@override_settings(NOTIFICATIONS_RATE_LIMITS={"webhook": "100/s"})
+def test_a_firing_works_out_its_target_once_and_logs_it(make_row, webhook_server, monkeypatch):
+    """The tick works out a row's target once and carries it: the recipients' screen, the
+    breaker, the rate limit, the dispatcher, the delivery log and the totals all use it."""
+    from notifications.channels.webhook.channel import WebhookChannel
+    from notifications.models import DeliveryAttempt, Tally
+    from tests.support.servers import Reply
+
+    webhook_server.reply = Reply(status=500)  # a failure: the breaker counts it, the row is retried
+    row = make_row(channels=["webhook"], webhook_url=webhook_server.url("/hook"))
+    target = f"127.0.0.1:{webhook_server.port}"
+    worked_out = []
+    real = WebhookChannel.target
+
+    def counted(self, row):
+        worked_out.append(row.pk)
+        return real(self, row)
+
+    monkeypatch.setattr(WebhookChannel, "target", counted)
+
+    assert run_tick().counts()["retried"] == 1
+
+    assert worked_out == [row.pk]
+    assert list(DeliveryAttempt.objects.values_list("target", flat=True)) == [target]
+    assert Tally.objects.filter(kind=Tally.Kind.DELIVERY, channel="webhook", target=target, outcome="failed").exists()

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from notifications.conf import app_settings
 from notifications.models import Notification
-from notifications.services.claims import claim
+from notifications.store.claims import claim
 from notifications.tick.engine import run_tick
 
 pytestmark = pytest.mark.django_db

@@ -8,9 +8,10 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext, ngettext
 
-from notifications import registry, services
+from notifications import registry
 from notifications.admin import display, partial_causes
 from notifications.admin.display import moment
+from notifications.channels.holds import configuration_hold
 from notifications.conf import app_settings, parse_secrets
 from notifications.models import (
     Notification,
@@ -47,7 +48,7 @@ def held(row: Notification) -> str | None:
     list's rows carry `signs_itself` instead of the secret (`NotificationChangeList`)."""
     if row.next_fire_at is None or row.paused_at is not None:
         return None
-    return services.configuration_hold(row)  # each channel says what holds it (`Channel.held`)
+    return configuration_hold(row, registry.channel)  # each channel says what holds it (`Channel.held`)
 
 
 def reason(row: Notification) -> str | None:

@@ -31,10 +31,10 @@ from typing import Any
 from django.db.models import F
 from django.utils import timezone
 
-from notifications import services, signals
+from notifications import signals, store
 from notifications.channels import ChannelResult, ErrorClass
 from notifications.conf import MAX_DELAY_SECONDS, Defaults, app_settings
-from notifications.flow.targets import channel_target, targets_of
+from notifications.flow.targets import RowTargets, Targets, distinct
 from notifications.models import Notification, Target
 
 logger = logging.getLogger("notifications.tick")
@@ -127,7 +127,7 @@ class Breaker:
         self.new_trips: dict[str, datetime] = {}  # tripped since the tick last asked (`take_new_trips`)
         self.lock = threading.Lock()
 
-    def admit(self, rows: Sequence[Notification], now: datetime) -> Admission:
+    def admit(self, rows: Sequence[Notification], now: datetime, targets: RowTargets) -> Admission:
         """Split a claimed batch: rows to send, rows held by an open circuit, probes.
 
         One SELECT of the batch's targets that have a row; one UPDATE per probe claimed.
@@ -136,11 +136,11 @@ class Breaker:
         if not self.settings.enabled:
             admission.send = list(rows)
             return admission
-        wanted = {target for row in rows for target in targets_of(row)}
+        wanted = {target for row in rows for target in distinct(targets[row.pk])}
         for target in Target.objects.filter(key__in=wanted):
             self.known[target.key] = target
         for row in rows:
-            hold = self._hold(row, now, admission)
+            hold = self._hold(row, distinct(targets[row.pk]), now, admission)
             if hold is None:
                 admission.send.append(row)
             else:
@@ -148,10 +148,13 @@ class Breaker:
         self.probes.update(admission.probes)
         return admission
 
-    def _hold(self, row: Notification, now: datetime, admission: Admission) -> tuple[datetime, str] | None:
-        """Until when, and for which target, `row` is held; None to send it (maybe as a probe)."""
+    def _hold(
+        self, row: Notification, keys: list[str], now: datetime, admission: Admission
+    ) -> tuple[datetime, str] | None:
+        """Until when, and for which of its targets (`keys`), `row` is held; None to send it
+        (maybe as a probe)."""
         probe_for = None
-        for key in targets_of(row):
+        for key in keys:
             if key in self.tripped:
                 return self.tripped[key], key
             target = self.known.get(key)
@@ -198,7 +201,7 @@ class Breaker:
             logger.info("target %s: probe sent", key)
         return bool(won)
 
-    def watch(self, outcome: Any, now: datetime) -> None:
+    def watch(self, outcome: Any, now: datetime, targets: Targets) -> None:
         """One row's results as they arrive (from a worker's thread), before their batch is
         written back: a target that has just failed `failures` times in a row in this tick
         is tripped, held until the cooldown has passed.
@@ -212,7 +215,7 @@ class Breaker:
             return
         with self.lock:
             for result in outcome.results:
-                key = channel_target(outcome.row, result.channel)
+                key = targets.get(result.channel, "")
                 if not key:
                     continue
                 if not _counts_as_failure(result):
@@ -229,10 +232,12 @@ class Breaker:
             trips, self.new_trips = self.new_trips, {}
             return trips
 
-    def observe(self, outcomes: Iterable[Any], now: datetime) -> None:
-        """After a write-back: extend or end failure streaks, open circuits, settle probes."""
+    def observe(self, outcomes: Iterable[Any], now: datetime, targets: RowTargets) -> set[str]:
+        """After a write-back: extend or end failure streaks, open circuits, settle probes.
+        Returns the targets whose held rows are due again (a probe closed the circuit, or
+        a trip did not open it): the tick asks the store to release them."""
         if not self.settings.enabled:
-            return
+            return set()
         streaks: dict[str, Streak] = {}
         probed: dict[str, bool] = {}
         held: set[str] = set()  # targets rows of this write-back were held for
@@ -241,7 +246,7 @@ class Breaker:
                 held.add(outcome.row.held_for)
             probe = self.probes.pop(outcome.row.pk, None)
             for result in outcome.results:
-                key = channel_target(outcome.row, result.channel)
+                key = targets.get(outcome.row.pk, {}).get(result.channel, "")
                 if not key:
                     continue
                 failed = _counts_as_failure(result)
@@ -254,29 +259,31 @@ class Breaker:
                     streak.last_error = result.error or ""
                 else:
                     streak.ended, streak.failures = True, 0
+        released = set()
         for key, ok in probed.items():
             if ok:
                 self._close(key, now)
+                released.add(key)
                 streaks.pop(key, None)
             else:
                 self._reopen(key, now, streaks.pop(key) if key in streaks else None)
         self._save_streaks(streaks, now)
-        self._release_unopened(held, now)
+        return released | self._unopened(held)
 
-    def _release_unopened(self, held: set[str], now: datetime) -> None:
-        """Rows held for a target this tick tripped (`watch`) whose circuit did not open
-        once the results were written back (a success came between the failures): no Target
-        an operator could close holds them, so they are due again now."""
+    def _unopened(self, held: set[str]) -> set[str]:
+        """Targets rows were held for that this tick tripped (`watch`) whose circuit did not
+        open once the results were written back (a success came between the failures): no
+        Target an operator could close holds those rows, so they are due again now."""
         tripped = held & set(self.tripped)
         if not tripped:
-            return
+            return set()
         open_keys = set(
             Target.objects.filter(key__in=tripped).exclude(state=Target.State.CLOSED).values_list("key", flat=True)
         )
-        for key in tripped - open_keys:
-            with self.lock:
+        with self.lock:
+            for key in tripped - open_keys:
                 self.tripped.pop(key, None)
-            services.release_held(key, now)
+        return tripped - open_keys
 
     def _save_streaks(self, streaks: dict[str, Streak], now: datetime) -> None:
         ended = [k for k, s in streaks.items() if s.ended and not s.failures and self._has_streak(k)]
@@ -309,9 +316,10 @@ class Breaker:
             _send(signals.target_opened, target)
 
     def _close(self, key: str, now: datetime) -> None:
-        """The probe got through: close, and make the rows held for this target due now."""
-        if close(key, now, only_half_open=True):
+        """The probe got through: close (the tick then makes the rows held for it due now)."""
+        if Target.objects.close(key, now=now, only_half_open=True):
             logger.info("target %s: probe succeeded, circuit closed", key)
+            _send(signals.target_closed, Target.objects.get(key=key))
 
     def _reopen(self, key: str, now: datetime, streak: Streak | None) -> None:
         """The probe failed: open again, the cooldown doubled up to max_cooldown."""
@@ -347,7 +355,7 @@ def close(key: str, now: datetime | None = None, *, only_half_open: bool = False
     """
     now = now or timezone.now()
     closed = Target.objects.close(key, now=now, only_half_open=only_half_open)
-    services.release_held(key, now)
+    store.release_held(key, now)
     if closed:
         _send(signals.target_closed, Target.objects.get(key=key))
     return bool(closed)

@@ -22,12 +22,12 @@ from notifications import outcomes
 from notifications.flow import recipients
 from notifications.flow.breaker import Breaker, BreakerSettings
 from notifications.flow.ratelimit import Limit, limits_for, read_limits, take
-from notifications.flow.targets import targets_of
+from notifications.flow.targets import RowTargets, Targets, distinct
 from notifications.models import Notification
 from notifications.outcomes import Outcome
 
 # Seconds a limit-deferred row's slot is still waited for after it came due: more than the
-# write-back's WRITE_INTERVAL (`notifications.tick.writing`), the longest a deferred row waits for its write-back.
+# write-back's WRITE_INTERVAL (`notifications.store.writeback`), the longest a deferred row waits for its write-back.
 SLOT_GRACE = 1.0
 RECHECK = 0.05  # seconds between claims while a slot that came due has not been claimed
 
@@ -41,9 +41,12 @@ class FlowControl:
         self.slots: list[float] = []  # heap: slots of the rows this tick deferred by a limit (Unix s)
         self.paused_until = 0.0  # monotonic: claim nothing before (rows wait for their slots)
 
-    def admit(self, rows: Sequence[Notification], now: datetime) -> tuple[list[Notification], list[Outcome]]:
-        """Rows to send now, and outcomes for the rows that are not sent now."""
-        admission = self.breaker.admit(rows, now)
+    def admit(
+        self, rows: Sequence[Notification], now: datetime, targets: RowTargets
+    ) -> tuple[list[Notification], list[Outcome]]:
+        """Rows to send now, and outcomes for the rows that are not sent now (`targets`: each
+        row's, as the tick worked them out)."""
+        admission = self.breaker.admit(rows, now, targets)
         deferred = [
             outcomes.defer(row, until, now, f"circuit open for {key}", held_for=key)
             for row, until, key in admission.held
@@ -51,19 +54,21 @@ class FlowControl:
         # Probes first: a rate limit must not leave a probe waiting.
         send = sorted(admission.send, key=lambda row: row.pk not in admission.probes)
         if self.limits:
-            send, limited = self._limit(send, now)
+            send, limited = self._limit(send, now, targets)
             deferred += limited
         recipients.give_back([outcome.row for outcome in deferred], now)  # counted when they go
         for row in send:
             row.held_for = None  # written back with the row's outcome
         return send, deferred
 
-    def _limit(self, rows: list[Notification], now: datetime) -> tuple[list[Notification], list[Outcome]]:
+    def _limit(
+        self, rows: list[Notification], now: datetime, targets: RowTargets
+    ) -> tuple[list[Notification], list[Outcome]]:
         """Take tokens for the batch, one statement per bucket of each limited target."""
         demand: dict[str, int] = defaultdict(int)
         limited: dict[Any, list[tuple[str, tuple[Limit, ...]]]] = {}
         for row in rows:
-            mine = [(t, limits) for t in targets_of(row) if (limits := limits_for(self.limits, t))]
+            mine = [(t, limits) for t in distinct(targets[row.pk]) if (limits := limits_for(self.limits, t))]
             limited[row.pk] = mine
             for target, _ in mine:
                 demand[target] += 1
@@ -106,9 +111,9 @@ class FlowControl:
     def paused(self) -> bool:
         return time.monotonic() < self.paused_until
 
-    def watch(self, outcome: Outcome, now: datetime) -> None:
+    def watch(self, outcome: Outcome, now: datetime, targets: Targets) -> None:
         """One row's results, as its worker hands them back (`Breaker.watch`)."""
-        self.breaker.watch(outcome, now)
+        self.breaker.watch(outcome, now, targets)
 
     @property
     def tripped(self) -> dict[str, datetime]:
@@ -121,16 +126,17 @@ class FlowControl:
         return self.breaker.take_new_trips()
 
     @staticmethod
-    def tripped_target(row: Notification, tripped: dict[str, datetime]) -> str | None:
-        return next((t for t in targets_of(row) if t in tripped), None)
+    def tripped_target(targets: Targets, tripped: dict[str, datetime]) -> str | None:
+        return next((t for t in distinct(targets) if t in tripped), None)
 
-    def hold_tripped(self, row: Notification, tripped: dict[str, datetime], now: datetime) -> Outcome:
+    def hold_tripped(self, row: Notification, targets: Targets, tripped: dict[str, datetime], now: datetime) -> Outcome:
         """`row`, waiting for a worker, held as behind an open circuit for its tripped target."""
-        key = self.tripped_target(row, tripped)
+        key = self.tripped_target(targets, tripped)
         if key is None:
             raise ValueError(f"notification {row.pk} has no tripped target")
         recipients.give_back([row], now)
         return outcomes.defer(row, tripped[key], now, f"circuit open for {key}", held_for=key)
 
-    def observe(self, outcomes: Iterable[Outcome], now: datetime) -> None:
-        self.breaker.observe(outcomes, now)
+    def observe(self, outcomes: Iterable[Outcome], now: datetime, targets: RowTargets) -> set[str]:
+        """The breakers' view of a write-back; the targets whose held rows are due again."""
+        return self.breaker.observe(outcomes, now, targets)

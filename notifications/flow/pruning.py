@@ -4,7 +4,7 @@ the monitoring totals of idle targets, folded into `other`).
 Twenty thousand rows to as many hosts left as many Target and RateBucket rows behind,
 never deleted: the list header named every open circuit and `notifications_status`
 printed megabytes. The tick prunes a bounded batch of idle rows at its end, in the
-transaction of its other housekeeping (`notifications.services.prune`).
+transaction of its other housekeeping (`notifications.store.prune`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from django.db.models import Exists, OuterRef, Q
 from notifications.databases import delete_sliced
 from notifications.flow.ratelimit import UNITS
 from notifications.models import Notification, RateBucket, Target
-from notifications.services import tallies
+from notifications.store import tallies
 
 PRUNE_BATCH = 1000  # rows of each table per tick at most
 # A Target row left alone this long is stale: closed with a failure streak nothing has

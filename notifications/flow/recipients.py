@@ -27,15 +27,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from notifications import outcomes, registry
+from notifications import outcomes
 from notifications.channels import Channel
 from notifications.conf import Policy, categories
 from notifications.flow import throttle
-from notifications.flow.targets import channel_target
+from notifications.flow.targets import RowTargets, Targets
 from notifications.models import DeliveryAttempt, Notification, Preference
 from notifications.outcomes import Outcome
 from notifications.rules import categories as rules
-from notifications.services import tallies
+from notifications.store import tallies
 
 logger = logging.getLogger("notifications.tick")
 
@@ -53,8 +53,11 @@ class Screened:
     attempts: list[DeliveryAttempt] = field(default_factory=list)
 
 
-def screen(rows: Sequence[Notification], channels: Mapping[str, Channel], now: datetime) -> Screened:
-    """Apply recipients' choices and throttles to `rows` (claimed, valid, due to go now)."""
+def screen(
+    rows: Sequence[Notification], channels: Mapping[str, Channel], now: datetime, targets: RowTargets
+) -> Screened:
+    """Apply recipients' choices and throttles to `rows` (claimed, valid, due to go now;
+    `targets`: each row's, for the records of the channels skipped)."""
     known = categories()
     chosen = [r for r in rows if r.category in known and not known[r.category].required]
     if not chosen:
@@ -84,7 +87,7 @@ def screen(rows: Sequence[Notification], channels: Mapping[str, Channel], now: d
             result.send.append(row)
             continue
         owed = row.owed_channels
-        result.attempts += [_record(row, name, outcome, now) for name, outcome in gone.items()]
+        result.attempts += [_record(row, name, outcome, now, targets[row.pk]) for name, outcome in gone.items()]
         left = [name for name in owed if name not in gone]
         if left:
             row.pending_channels = left  # in memory: this firing owes only these now
@@ -163,13 +166,13 @@ def give_back(rows: Iterable[Notification], now: datetime) -> None:
             throttle.give_back(category, recipient, limit, n, now.timestamp())
 
 
-def _record(row: Notification, channel: str, outcome: str, now: datetime) -> DeliveryAttempt:
+def _record(row: Notification, channel: str, outcome: str, now: datetime, targets: Targets) -> DeliveryAttempt:
     return DeliveryAttempt(
         notification_id=row.pk,
         firing_id=row.firing_id,
         channel=channel,
         recipient=row.recipient,
-        target=channel_target(row, channel) if registry.known(channel) else "",
+        target=targets.get(channel, ""),
         outcome=outcome,
         attempted_at=now,
     )

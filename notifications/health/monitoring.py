@@ -1,7 +1,7 @@
 """What the metrics say, read from the database: one snapshot for Prometheus and OpenTelemetry.
 
 `read()` costs six queries whatever the size of the queue and of its history: the
-totals (`notifications.services.tallies`: the busiest targets, their totals, the rest's
+totals (`notifications.store.tallies`: the busiest targets, their totals, the rest's
 sums), the rows per state with the oldest due row (the health aggregate), the last tick,
 and the open circuits. It needs no metrics library.
 
@@ -26,7 +26,7 @@ from notifications import registry
 from notifications.conf import positive_int
 from notifications.health.queue import count_states
 from notifications.models import Notification, Tally, Target, TickRun, states
-from notifications.services import tallies
+from notifications.store import tallies
 
 # Targets with a series of their own in the per-target metrics; the rest are summed as `other`.
 MAX_TARGET_SERIES = 100

@@ -112,7 +112,7 @@ class Tally(models.Model):
     duration (`kind` "tick": `outcome` is the upper bound of a histogram bucket, `total` the
     seconds), in the same transaction as what they count. A counter must not go down, so a
     target's rows are never simply deleted: those of a target idle for a while (`updated_at`)
-    are folded into its channel's `other` target (`notifications.services.tallies.fold_idle`),
+    are folded into its channel's `other` target (`notifications.store.tallies.fold_idle`),
     which keeps the table, and the metrics' label values, from growing with every host ever
     sent to.
     """

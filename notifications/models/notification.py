@@ -72,7 +72,7 @@ class Priority(models.TextChoices):
 
     A `low` row due for longer than NOTIFICATIONS_LOW_PRIORITY_AGING (an hour by default)
     is claimed as `normal`, so a steady stream of normal mail never starves it
-    (`notifications.services.claims`).
+    (`notifications.store.claims`).
     """
 
     NOW = "now", "Now"
@@ -275,7 +275,7 @@ class Notification(SettledOnMySQL, models.Model):
 
     # Recipients (notifications.rules.categories): the host's id for the person, and the
     # kind of notification, which the person may turn off per channel. Rows of one recipient
-    # and `digest_key` go out together (notifications.services.digests).
+    # and `digest_key` go out together (notifications.store.digests).
     recipient = models.CharField(
         max_length=200,
         blank=True,
@@ -291,7 +291,7 @@ class Notification(SettledOnMySQL, models.Model):
         db_default="",
         help_text="A key of NOTIFICATIONS_CATEGORIES; blank: always sent.",
     )
-    # Digests (notifications.services.digests): one-shot rows of one `recipient` and
+    # Digests (notifications.store.digests): one-shot rows of one `recipient` and
     # `digest_key` go out together, as one message per channel, at the end of a window of
     # `digest_window` seconds opened by the first of them to come due.
     digest_key = models.CharField(
@@ -373,7 +373,7 @@ class Notification(SettledOnMySQL, models.Model):
                 name="notification_due_idx",
                 condition=Q(next_fire_at__isnull=False, paused_at__isnull=True),
             ),
-            # The claim takes the due rows of one priority at a time (notifications.services.claims).
+            # The claim takes the due rows of one priority at a time (notifications.store.claims).
             models.Index(
                 fields=["priority", "next_fire_at"],
                 name="notification_priority_idx",

@@ -94,7 +94,7 @@ RUNNING = Condition(Q(paused_at__isnull=True), lambda r, now: r.paused_at is Non
 EXPIRED = Condition(Q(expired_at__isnull=False), lambda r, now: r.expired_at is not None)
 IN_TIME = Condition(Q(expired_at__isnull=True), lambda r, now: r.expired_at is None)
 
-# Whether the row has joined a digest (notifications.services.digests).
+# Whether the row has joined a digest (notifications.store.digests).
 IN_DIGEST = Condition(Q(digest_id__isnull=False), lambda r, now: r.digest_id is not None)
 UNGROUPED = Condition(Q(digest_id__isnull=True), lambda r, now: r.digest_id is None)
 

@@ -6,20 +6,21 @@
   `expire`, `dead_letter`). The tick's worker threads call it: it imports nothing that
   reaches the database.
 - `holding`: rows held back before they are sent (`Hold`, `held_back`,
-  `configuration_hold`, `record_held`, `CONFIGURATION_HOLD`) and rows that bypassed
+  `held_for_setting`, `record_held`, `CONFIGURATION_HOLD`) and rows that bypassed
   validation (`record_invalid`).
 
 Each function changes the row in memory and says what should become of it; the tick's
-write-back (`notifications.services.persisting.save_outcomes`) stores a batch of them at
-once. An import-linter contract of `make check` keeps this package free of the layers
-that query (services, flow, health, the tick, the admin) and of Django itself.
+write-back (`notifications.store.writeback.save_outcomes`) stores a batch of them at
+once. Import-linter contracts of `make check` keep this package free of the layers
+that query (services, the store, flow, health, the tick, the admin), of Django itself,
+and of the registry and validation: what a channel or validation said is handed in.
 """
 
 from notifications.outcomes.holding import (
     CONFIGURATION_HOLD,
     Hold,
-    configuration_hold,
     held_back,
+    held_for_setting,
     record_held,
     record_invalid,
 )
@@ -40,11 +41,11 @@ __all__ = [
     "Hold",
     "Kind",
     "Outcome",
-    "configuration_hold",
     "dead_letter",
     "defer",
     "expire",
     "held_back",
+    "held_for_setting",
     "record_firing",
     "record_held",
     "record_internal_error",

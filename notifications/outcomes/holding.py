@@ -1,7 +1,8 @@
 """Rows held back before they are sent, in memory: too late, inside quiet hours, or held
-for a setting of the site (`Hold`, `held_back`, `record_held`), and rows that bypassed
-validation (`record_invalid`). No query; the tick asks before flow control, so such rows
-take no rate-limit slot and are never a circuit's probe.
+for a setting of the site (`Hold`, `held_back`, `held_for_setting`, `record_held`), and
+rows that bypassed validation (`record_invalid`). No query, and no question to a channel
+or to validation: the tick hands in what they said. The tick asks before flow control,
+so such rows take no rate-limit slot and are never a circuit's probe.
 """
 
 from __future__ import annotations
@@ -10,8 +11,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from notifications import registry
-from notifications.models import validation
 from notifications.outcomes.kinds import Kind, Outcome
 from notifications.outcomes.settling import dead_letter, expire
 from notifications.rules import expiry, quiet
@@ -39,26 +38,20 @@ CONFIGURATION_HOLD = timedelta(seconds=60)  # one cron interval
 
 
 def held_back(row: Notification, now: datetime, settings: TickSettings) -> Hold | None:
-    """Whether `row`, claimed and valid, must not be sent at `now`, and why. Changes nothing.
+    """Whether `row`, claimed and valid, must not be sent at `now` for its time, and why.
+    Changes nothing.
 
     Too late (past `expires_at`, or more than `max_delay` after the firing was due, however
     long it waited since: retries, an open circuit, a rate limit) expires the firing;
     inside quiet hours defers it to the window's end, unless that end is past `expires_at`
-    too. A row that needs a setting only some rows need, while it is unusable (a webhook
-    the site cannot sign, W010/E010; email through the queue itself or a mailer that is
-    none, W022/W027; attachments in an unknown or relative storage, W024/W028; a site
-    channel whose class cannot be loaded, W030/W031), is held for CONFIGURATION_HOLD
-    instead of spending the row's retries (each channel says what holds it: `Channel.held`).
-    `settings` is the tick's.
+    too. `settings` is the tick's. A row this lets go may still be held for a setting
+    (`held_for_setting`).
     """
     late = row.too_late(now)
     if late is not None:
         return Hold(Kind.EXPIRED, reason=late)
     end = quiet.end_of_window(quiet.effective(row.quiet_hours, settings.quiet_hours), row.timezone, now)
     if end is None:
-        trouble = configuration_hold(row, settings)
-        if trouble is not None:
-            return Hold(Kind.DEFERRED, reason=f"held: {trouble}", until=now + CONFIGURATION_HOLD)
         return None
     past = expiry.past_deadline(end, row.expires_at)
     if past is not None:
@@ -66,14 +59,13 @@ def held_back(row: Notification, now: datetime, settings: TickSettings) -> Hold 
     return Hold(Kind.DEFERRED, until=end, new_due_time=True)
 
 
-def configuration_hold(row: Notification, settings: TickSettings | None = None) -> str | None:
-    """Why a setting keeps one of the channels `row` owes from sending it now, or None."""
-    for name in row.owed_channels:
-        channel = registry.channel(name)
-        trouble = channel.held(row, settings) if channel is not None else None
-        if trouble is not None:
-            return trouble
-    return None
+def held_for_setting(trouble: str, now: datetime) -> Hold:
+    """A row a setting of the site keeps from sending (`trouble`, as its channel said it:
+    `notifications.channels.holds.configuration_hold`), held for CONFIGURATION_HOLD instead
+    of spending its retries: a webhook the site cannot sign (NOTIFICATIONS_WEBHOOK_SECRET
+    empty, the warning notifications.W010, or malformed, E010), email that would go through
+    the queue itself or an alias that names no mailer (E022)."""
+    return Hold(Kind.DEFERRED, reason=f"held: {trouble}", until=now + CONFIGURATION_HOLD)
 
 
 def record_held(row: Notification, hold: Hold, now: datetime) -> Outcome:
@@ -89,6 +81,7 @@ def record_held(row: Notification, hold: Hold, now: datetime) -> Outcome:
     return expire(row, now, hold.reason)
 
 
-def record_invalid(row: Notification, errors: dict[str, list[str]], now: datetime, policy: Policy) -> Outcome:
-    """A row that bypassed validation cannot be delivered: dead-letter it with the reason."""
-    return dead_letter(row, now, validation.describe(errors), policy, skip_forward=False)
+def record_invalid(row: Notification, reason: str, now: datetime, policy: Policy) -> Outcome:
+    """A row that bypassed validation cannot be delivered: dead-letter it with the reason
+    (`notifications.models.validation.describe` of its errors)."""
+    return dead_letter(row, now, reason, policy, skip_forward=False)

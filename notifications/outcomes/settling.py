@@ -1,7 +1,7 @@
 """Settling one firing, in memory: what a claimed row's channel results (or a reason not
 to send it) come to, applied to the row (`record_firing` & co., `defer`, `release`,
 `expire`, `dead_letter`), as an `Outcome` that the write-back
-(`notifications.services.persisting.save_outcomes`) stores. No query: the worker threads
+(`notifications.store.writeback.save_outcomes`) stores. No query: the worker threads
 call it (`notifications.tick.workers`).
 """
 
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Container
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from notifications import registry
 from notifications.channels import ChannelResult, ErrorClass
 from notifications.outcomes.kinds import Kind, Outcome
 from notifications.rules import expiry, retry
@@ -24,14 +24,17 @@ if TYPE_CHECKING:
 logger = logging.getLogger("notifications")
 
 
-def record_firing(row: Notification, results: list[ChannelResult], now: datetime, policy: Policy) -> Outcome:
-    """Apply the channels' results to `row` and say what became of it.
+def record_firing(
+    row: Notification, results: list[ChannelResult], now: datetime, policy: Policy, tracking: Container[str] = ()
+) -> Outcome:
+    """Apply the channels' results to `row` and say what became of it (`tracking`: the
+    channels that track each recipient, `Channel.tracks_recipients`).
 
     All ok advances the row, some ok parks it as partial (never retried as a whole),
     none ok retries it after the backoff or dead-letters it once retries run out. A row
     routed `first` needs one: the channel that delivered makes the firing a full success.
     """
-    _owe_recipients(row, results)
+    _owe_recipients(row, results, tracking)
     failed = [r for r in results if not r.ok]
     if row.routing == "first" and len(failed) < len(results):
         return _advance(row, now, Kind.SUCCEEDED, failed=None, results=results)
@@ -60,10 +63,10 @@ def record_skipped(row: Notification, now: datetime) -> Outcome:
     return _advance(row, now, Kind.SKIPPED, failed=None, results=[])
 
 
-def _owe_recipients(row: Notification, results: list[ChannelResult]) -> None:
+def _owe_recipients(row: Notification, results: list[ChannelResult], tracking: Container[str]) -> None:
     """Recipients a server deferred while it took the message for others are what this
     firing (its id) still owes on that channel (email's); a send that went to everyone owes none."""
-    tracked = next((r for r in results if getattr(registry.channel(r.channel), "tracks_recipients", False)), None)
+    tracked = next((r for r in results if r.channel in tracking), None)
     if tracked is None:
         return
     if tracked.deferred:

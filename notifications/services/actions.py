@@ -18,8 +18,8 @@ from notifications.databases import let_others_write
 from notifications.models import Notification
 from notifications.models.states import State
 from notifications.services import digests, wake
-from notifications.services.claims import load_defensively
-from notifications.services.persisting import lock_in_order, update_rows
+from notifications.store.claims import load_defensively
+from notifications.store.statements import lock_in_order, update_rows
 
 REQUEUE_FIELDS = [
     "pending_channels",
@@ -199,7 +199,7 @@ def purge(rows: Iterable[Notification], on_batch: Callable[[int, int], None] | N
     """Delete rows in small batches; returns how many went. Their delivery history stays until it expires.
 
     Each batch locks its rows in primary-key order before deleting them, as every writer
-    of several rows does (`persisting.lock_in_order`): no deadlock with a tick's write-back.
+    of several rows does (`store.statements.lock_in_order`): no deadlock with a tick's write-back.
 
     `on_batch(deleted, total)` is called after each batch: the progress of a big purge.
     """

@@ -47,7 +47,7 @@ from notifications.models.addresses import (
     without,
 )
 from notifications.services.actions import ActionResult, RowAction, act, purge
-from notifications.services.claims import load_defensively
+from notifications.store.claims import load_defensively
 
 SCAN_CHUNK = 2000  # rows read at a time when looking for an address among the rows
 

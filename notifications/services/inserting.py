@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from notifications import compat
 from notifications.models import Notification, validation
-from notifications.services.persisting import _preparer
+from notifications.store.statements import preparer
 
 # The key's unique constraint (`Notification.Meta.constraints`): PostgreSQL and MariaDB/MySQL
 # name it in their errors; SQLite names the column it guards instead.
@@ -81,7 +81,7 @@ def insert_many(rows: Sequence[Notification]) -> None:
     columns = ", ".join(quote(f.column) for f in fields)
     by_name = {f.name: f for f in compat.concrete_fields(Notification)}
     returned = ", ".join(quote(str(by_name[name].column)) for name in ("id", "firing_id"))
-    firing_prep = _preparer(by_name["firing_id"])
+    firing_prep = preparer(by_name["firing_id"])
     ids: list[tuple[Any, Any]] = []
     with connection.cursor() as cursor:
         for sql, params in _statements(connection, table, columns, fields, rows):
@@ -114,7 +114,7 @@ def _statements(
     if connection.vendor == "postgresql" and len(rows) > 1:  # one row: VALUES plans faster
         yield _unnest_statement(connection, table, columns, fields, rows)
         return
-    prepare = [_preparer(f) for f in fields]
+    prepare = [preparer(f) for f in fields]
     per_statement = compat.insert_batch_size(connection, len(fields), len(rows))
     placeholders = "({})".format(", ".join(["%s"] * len(fields)))
     for start in range(0, len(rows), per_statement):
@@ -149,7 +149,7 @@ def _unnest_statement(
         kind = str(field.db_type(connection))
         if kind.startswith("varchar") or field.get_internal_type() in ("CharField", "TextField"):
             kind = "text"
-        prepare = _preparer(field)
+        prepare = preparer(field)
         params.append([prepare(value) for value in values])
         arrays.append(f"%s::{kind}[]")
         selected.append(element)

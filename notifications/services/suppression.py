@@ -1,7 +1,7 @@
 """The suppression list: addresses email is no longer sent to.
 
 Rows of `notifications.models.Suppression` are written in one place,
-`notifications.services.suppress`: by the tick's write-back, for the addresses a send was
+`notifications.store.suppress`: by the tick's write-back, for the addresses a send was
 refused for good (its worker threads touch no database), and by this module's receiver
 of django-anymail's `tracking` signal. They are read once per claimed batch, by the email
 channel (`Suppression.objects.among`). An operator lifts a suppression by deleting its row (admin: Suppressions).
@@ -24,6 +24,7 @@ from django.db import connections
 from django.db.models.signals import post_delete
 from django.utils import timezone
 
+from notifications import store
 from notifications.models import Suppression, SuppressionLift
 from notifications.models.addresses import storable
 
@@ -47,8 +48,6 @@ def tracking_reason(esp_name: str, event: Any) -> str:
 def on_tracking(sender: Any, event: Any, esp_name: str, **kwargs: Any) -> None:
     """django-anymail's `tracking` signal: bounced, complained, rejected and unsubscribed
     events suppress their recipient."""
-    from notifications import services
-
     recipient = getattr(event, "recipient", None)
     if getattr(event, "event_type", None) not in SUPPRESSING_EVENTS or not isinstance(recipient, str) or not recipient:
         return
@@ -66,7 +65,7 @@ def on_tracking(sender: Any, event: Any, esp_name: str, **kwargs: Any) -> None:
                 lifted.isoformat(),
             )
             return
-    services.suppress([(recipient, tracking_reason(esp_name, event))])
+    store.suppress([(recipient, tracking_reason(esp_name, event))])
 
 
 def lifted_at(address: str) -> datetime | None:

@@ -6,5 +6,8 @@
 - `dispatch`: claimed rows on their way to a worker: batches, jobs, a queue per target.
 - `workers`: the worker threads' side: deliver one row's channels under their deadline and
   settle its outcome (`notifications.outcomes`). It imports nothing that reaches the database.
-- `writing`: the write-back of finished batches, the delivery log's records, the totals.
+- `announce`: the public signals of the outcomes a write-back stored.
+
+Every statement the tick runs it asks of `notifications.store` (claims, digests, the
+write-back, housekeeping).
 """

@@ -8,18 +8,41 @@ rows in flight, and no target has more than NOTIFICATIONS_TARGET_CONCURRENCY in 
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
 from collections import Counter, deque
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from notifications.channels import ChannelResult, Firing
 from notifications.models import DeliveryAttempt, Notification
 from notifications.outcomes import Outcome
+
+logger = logging.getLogger("notifications.tick")
+
+
+class Trips(Protocol):
+    """The circuit breakers as the dispatcher sees them (`FlowControl`): the targets no row
+    may start to now, and each finished row's results, told before its worker picks again."""
+
+    @property
+    def tripped(self) -> Container[str]: ...
+
+    def watch(self, outcome: Outcome, now: datetime, targets: Mapping[str, str]) -> None: ...
+
+
+class Untripped:
+    """No breaker: every target may start (a dispatcher on its own, in tests)."""
+
+    tripped: Container[str] = frozenset()
+
+    def watch(self, outcome: Outcome, now: datetime, targets: Mapping[str, str]) -> None:
+        pass
+
 
 # One worker in this many (at least one) is never given to a single target while the tick
 # may still claim rows for others, so rows behind a stuck endpoint leave workers free.
@@ -37,6 +60,8 @@ class Batch:
     outcomes: list[Outcome] = field(default_factory=list)
     attempts: list[DeliveryAttempt] = field(default_factory=list)
     unloadable: dict[Any, str] = field(default_factory=dict)
+    # row pk -> channel -> target (`notifications.flow.targets`), worked out once at the claim
+    targets: dict[Any, dict[str, str]] = field(default_factory=dict)
 
     def add(self, outcome: Outcome, attempts: list[DeliveryAttempt]) -> bool:
         """File one row's outcome; True once the batch is complete."""
@@ -59,6 +84,7 @@ class Job:
     row: Notification
     target: str
     firing: Firing | None = None  # set by the worker once validation passed and sending begins
+    outcome: Outcome | None = None  # set by whoever settled the row, before the dispatcher hears it finished
     started: float = 0.0  # monotonic time the worker began the row (set by the dispatcher)
     results: dict[str, ChannelResult] = field(default_factory=dict)  # channels finished so far
     # channel -> where it delivers (`notifications.flow.targets`), for the firing's spans
@@ -87,9 +113,9 @@ class Dispatcher:
     further; `set_capped(False)` lifts that second limit when it cannot.
     """
 
-    def __init__(self, workers: int, target_cap: int | None = None, *, paused: Container[str] = frozenset()) -> None:
+    def __init__(self, workers: int, target_cap: int | None = None, *, trips: Trips | None = None) -> None:
         self.workers = workers
-        self.paused = paused  # targets no row may start to now (the breaker's tripped ones; read, never written)
+        self.trips = trips or Untripped()  # the breakers: told what finished, asked what may start
         self.cap = max(1, workers - max(1, workers // RESERVED_WORKER_RATIO))
         self.target_cap = target_cap or workers
         self._cond = threading.Condition()
@@ -115,6 +141,8 @@ class Dispatcher:
 
         A worker passes the row it just finished (one lock round trip instead of two).
         """
+        if finished is not None:
+            self._watch(finished)
         with self._cond:
             if finished is not None:
                 # No wake-up for another worker: only this row's target can have become
@@ -139,10 +167,22 @@ class Dispatcher:
 
     def done(self, job: Job) -> None:
         """A row finished outside a worker's `take` (the monitor gave up on it)."""
+        self._watch(job)
         with self._cond:
             self._finish(job)
             if self.idle and self.waiting:
                 self._cond.notify()  # its target may start its next row
+
+    def _watch(self, job: Job) -> None:
+        """A row is done: its results go to the breakers before its worker picks again (and
+        outside the lock the workers pick with), so no further send starts to a target
+        that has just failed again and again."""
+        if job.outcome is None:
+            return
+        try:
+            self.trips.watch(job.outcome, job.batch.now, job.targets)
+        except Exception:  # the tick waits for every claimed row: its outcome goes back whatever
+            logger.exception("notification %s: the circuit breaker could not take its outcome", job.row.pk)
 
     def _finish(self, job: Job) -> None:
         self._running[job.target] -= 1
@@ -161,7 +201,7 @@ class Dispatcher:
         limit = self._limit
         for target in self._queues:
             running = self._running[target]
-            if running >= limit or target in self.paused:
+            if running >= limit or target in self.trips.tripped:
                 continue
             if best is None or running < best_running:
                 best, best_running = target, running

@@ -17,12 +17,11 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from notifications import otel, services
+from notifications import otel, store
 from notifications.conf import TickSettings
 from notifications.flow.pruning import prune_idle
 from notifications.health.clock import measure_offset
 from notifications.outcomes import Outcome
-from notifications.services import reconnecting
 from notifications.tick.pipeline import Pipeline
 from notifications.tick.report import TickReport
 
@@ -63,9 +62,9 @@ class Tick:
         finished = report.finished_at
         assert finished is not None
         retention = self.settings.attempt_retention_days
-        reconnecting.retry(lambda: services.prune(finished, retention, also=prune_idle, until=until), "housekeeping")
-        reconnecting.retry(
-            lambda: services.record_tick(
+        store.retry(lambda: store.prune(finished, retention, also=prune_idle, until=until), "housekeeping")
+        store.retry(
+            lambda: store.record_tick(
                 report.started_at,
                 finished,
                 report.batches,

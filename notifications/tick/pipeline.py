@@ -3,7 +3,8 @@
 Database work happens only in the calling thread and never inside a transaction that
 waits on the network: a claim is one short transaction, delivery runs in worker threads
 that touch no database (`workers`), and each batch is written back in one short
-transaction fenced by the batch's claim token (`writing`).
+transaction fenced by the batch's claim token. Every statement the tick runs is asked of
+one package, `notifications.store`.
 
 Workers take claimed rows from a `Dispatcher` and hand back outcomes; meanwhile the
 calling thread claims the next batch before the workers run dry and writes back each
@@ -11,10 +12,12 @@ batch as soon as its last row is done. The dispatcher keeps one queue per target
 (webhook host, or email) and gives a free worker to the target with the fewest rows in
 flight, so a stuck endpoint cannot hold every worker while rows to healthy ones wait.
 
-A claimed row's way, in order: `claims.claim` -> `hold_back` (validation, the holds of
-`notifications.outcomes`) -> digests -> `flow.recipients.screen` -> `FlowControl.admit`
--> the dispatcher -> a worker (send, settle, the breaker's `watch`) -> `collect_finished`
--> `Writer.write_back`.
+A claimed row's way, in order: `store.next_batch` (loaded, checked, digests joined) ->
+`take` (its targets, worked out once) -> `refuse` / `hold_back` (the holds of
+`notifications.outcomes`) -> `store.file_due` (digests) -> `flow.recipients.screen` ->
+`FlowControl.admit` -> the dispatcher -> a worker (send, settle) -> the dispatcher (the
+breakers' `watch`) -> `collect_finished` -> `write_back` (`store.WriteBack`, then the
+breakers, the signals and the report). docs/architecture.md tells it step by step.
 """
 
 from __future__ import annotations
@@ -30,20 +33,20 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from notifications import outcomes, registry
+from notifications import outcomes, registry, store
 from notifications.channels import Channel
+from notifications.channels.holds import configuration_hold
 from notifications.conf import TickSettings
 from notifications.flow.control import FlowControl
 from notifications.flow.recipients import give_back, screen
-from notifications.flow.targets import dispatch_target, targets_by_channel
-from notifications.models import Notification, validation
+from notifications.flow.targets import RowTargets, dispatch_target, targets_by_channel
+from notifications.models import Notification
 from notifications.outcomes import Outcome
-from notifications.services import digests, reconnecting
-from notifications.services.claims import Claim, claim, release_tokens
+from notifications.store import Claim
+from notifications.tick.announce import announce
 from notifications.tick.dispatch import Batch, Dispatcher, Job
-from notifications.tick.report import TickReport
+from notifications.tick.report import HELD, TickReport
 from notifications.tick.workers import Reported, Workers
-from notifications.tick.writing import Writer, attempt_records
 
 logger = logging.getLogger("notifications.tick")
 
@@ -98,7 +101,7 @@ class Pipeline:
         # The parts, made once per run.
         self.channels: dict[str, Channel] = registry.open_for_tick(settings)  # one instance per name
         self.flow = FlowControl(settings.lease)  # circuit breakers and rate limits
-        self.dispatcher = Dispatcher(settings.concurrency, settings.target_concurrency, paused=self.flow.tripped)
+        self.dispatcher = Dispatcher(settings.concurrency, settings.target_concurrency, trips=self.flow)
         self.results: queue.SimpleQueue[Reported] = queue.SimpleQueue()
         self.workers = Workers(
             self.dispatcher,
@@ -107,9 +110,9 @@ class Pipeline:
             timeout=settings.channel_timeout,
             concurrency=settings.concurrency,
             policy=settings.policy,
-            watch=self.flow.watch,
         )
-        self.writer = Writer(self.flow, report, settings.policy, fixed_now=fixed_now, on_outcome=on_outcome)
+        self.writes = store.WriteBack(settings.policy)
+        self.on_outcome = on_outcome
         # Claim the next batch while this many rows still wait, so workers never run dry;
         # claim up to `high_water` waiting rows when a capped target leaves workers idle.
         self.low_water = LOW_WATER_ROWS_PER_WORKER * settings.concurrency
@@ -117,7 +120,7 @@ class Pipeline:
         # The state of the loop.
         self.held = 0  # rows claimed and not yet given an outcome
         self.exhausted = False  # a claim came back short: nothing more is due
-        self.digests_wanted = True  # digests may be due: see claim_digests
+        self.digests_wanted = True  # digests may be due: see take
         self.next_starved_claim = self.next_check = time.monotonic()
         self.live_workers = 0  # started as claimed rows need them (see take), never stopped
         # The database error that ended claiming (retries spent): what is held is still
@@ -140,8 +143,8 @@ class Pipeline:
                 # After a claim too: workers that take rows as fast as they are claimed must
                 # not keep the finished ones from being written back until claiming ends.
                 self.collect_finished()
-                self.failure = self.failure or self.writer.write_back(force=self.held == 0)
-            self.writer.write_back(force=True, last=True)
+                self.failure = self.failure or self.write_back(force=self.held == 0)
+            self.write_back(force=True, last=True)
             if self.failure is not None:
                 raise self.failure
         finally:
@@ -174,8 +177,8 @@ class Pipeline:
             by_batch.setdefault(job.batch, []).append(job.row)
         try:  # in the window each batch counted them in
             for batch, rows in by_batch.items():
-                reconnecting.retry(lambda: give_back(rows, batch.now), "throttle")  # noqa: B023 - called at once
-        except reconnecting.DATABASE_ERRORS as exc:  # the rows go back whatever
+                store.retry(lambda: give_back(rows, batch.now), "throttle")  # noqa: B023 - called at once
+        except store.DATABASE_ERRORS as exc:  # the rows go back whatever
             logger.error("throttle counts not given back: %s", type(exc).__name__)
         for job in jobs:
             self.results.put((job, outcomes.release(job.row, job.batch.now), []))
@@ -199,15 +202,16 @@ class Pipeline:
             return False
         batch_now = self.fixed_now or timezone.now()
         try:
-            claimed = claim(batch_now, size, self.settings.lease)  # lost connections and deadlocks retried
-        except reconnecting.DATABASE_ERRORS as exc:
-            if not self.held and not self.writer.finished:
+            # Lost connections and deadlocks retried; digests while they may be due (see take).
+            claimed = store.next_batch(batch_now, size, self.settings.lease, with_digests=self.digests_wanted)
+        except store.DATABASE_ERRORS as exc:
+            if not self.held and not self.writes.finished:
                 raise  # nothing to finish: the caller reports it
             self.give_up_claiming(exc)
             return False
         try:
             self.take(claimed, size, batch_now)
-        except reconnecting.DATABASE_ERRORS as exc:
+        except store.DATABASE_ERRORS as exc:
             # The batch never reached a worker: hand it back, due again at once.
             self.give_up_claiming(exc, release=claimed.token)
             return False
@@ -218,27 +222,30 @@ class Pipeline:
         and write back the rows held (a tick that died here would leave them claimed
         until the lease ends and send them again). `release`: a batch claimed but never
         handed to a worker, released if the database lets us."""
-        code = reconnecting.error_code(exc)
+        code = store.error_code(exc)
         logger.error("claim failed, no more claims this tick: %s (%s)", type(exc).__name__, code)
         self.failure = self.failure or exc
         if release is not None:
             try:
-                reconnecting.retry(lambda: release_tokens([release]), "release")
-            except reconnecting.DATABASE_ERRORS:
+                store.retry(lambda: store.release_tokens([release]), "release")
+            except store.DATABASE_ERRORS:
                 logger.error("could not release a claimed batch: its rows wait for the lease to end")
 
     def take(self, claimed: Claim, size: int, batch_now: datetime) -> None:
         """Hand a claimed batch to the workers (rows held back, deferred and settled by
         recipients' choices get their outcomes at once; rows that could not be loaded are
         dead-lettered by the batch's write-back)."""
-        self.exhausted = claimed.size < size
-        self.claim_digests(claimed, batch_now, size)
+        self.exhausted = claimed.due < size
+        if claimed.more_digests is not None:  # digests are claimed with the tick's first batch,
+            # and again while more are due (a full claim of them, or one that filing closed)
+            self.digests_wanted = claimed.more_digests
+            self.exhausted = self.exhausted and not claimed.more_digests
         if claimed.size:
             self.report.batches += 1
-        if claimed.rows:
+        if claimed.rows or claimed.refused:
             self.hand_out(claimed, batch_now)
         elif claimed.unloadable:  # nothing to send: written back with the next write
-            self.writer.finished.append(Batch(claimed.token, batch_now, 0, unloadable=claimed.unloadable))
+            self.writes.finished.append(Batch(claimed.token, batch_now, 0, unloadable=claimed.unloadable))
         budget_left = self.settings.budget - (time.monotonic() - self.started)
         if self.exhausted and self.flow.pause_if_waiting(batch_now, budget_left):
             self.exhausted = False  # rows a rate limit deferred come due within the budget: wait for them
@@ -248,35 +255,51 @@ class Pipeline:
         control, then those still to send to the dispatcher."""
         for channel in self.channels.values():
             channel.prepare(claimed.rows)  # e.g. the suppressed addresses: workers touch no database
+        # Once per firing, carried on; asked of the tick's own channels, as everything is.
+        rows = claimed.rows + [refused.row for refused in claimed.refused]
+        targets = {row.pk: targets_by_channel(row, self.channels.get) for row in rows}
         ready, held = self.hold_back(claimed.rows, batch_now)
+        held = [self.refuse(refused, batch_now) for refused in claimed.refused] + held
         ready = self.file_for_digests(ready, claimed.token, batch_now)
         self.held += len(ready) + len(held)
-        batch = Batch(claimed.token, batch_now, len(ready) + len(held), unloadable=claimed.unloadable)
+        batch = Batch(claimed.token, batch_now, len(ready) + len(held), unloadable=claimed.unloadable, targets=targets)
         if not batch.left and batch.unloadable:  # every loadable row joined a digest
-            self.writer.finished.append(batch)
-        screened = screen(ready, self.channels, batch_now)  # recipients' choices, throttles
+            self.writes.finished.append(batch)
+        screened = screen(ready, self.channels, batch_now, targets)  # recipients' choices, throttles
         batch.attempts += screened.attempts
-        send, deferred = self.flow.admit(screened.send, batch_now)  # open circuits, rate limits
+        for row in screened.send:  # a row some recipients' choices left owing fewer channels
+            targets[row.pk] = {name: targets[row.pk][name] for name in row.owed_channels}
+        send, deferred = self.flow.admit(screened.send, batch_now, targets)  # open circuits, rate limits
         for outcome in held + screened.settled + deferred:
             self.results.put((Job(batch, outcome.row, ""), outcome, []))
-        self.dispatcher.put([Job(batch, row, dispatch_target(row), targets=targets_by_channel(row)) for row in send])
+        self.dispatcher.put(
+            [
+                Job(batch, row, dispatch_target(row, targets[row.pk], self.channels.get), targets=targets[row.pk])
+                for row in send
+            ]
+        )
         # Threads as the rows need them, up to CONCURRENCY: a tick of a few rows starts a few.
         for _ in range(self.dispatcher.useful_workers() - self.live_workers):
             self.start_worker()
 
+    def refuse(self, refused: store.Refused, now: datetime) -> Outcome:
+        """A claimed row unfit to send: dead-lettered saying why (written around validation),
+        or an internal error (its check raised). Settled before flow control, as held rows are."""
+        if refused.error is not None:
+            return outcomes.record_internal_error(refused.row, refused.error, now, self.settings.policy)
+        return outcomes.record_invalid(refused.row, refused.reason, now, self.settings.policy)
+
     def hold_back(self, rows: list[Notification], now: datetime) -> tuple[list[Notification], list[Outcome]]:
-        """Rows that may go now, and outcomes for those that must not: invalid (dead-lettered,
-        saying why), too late, inside quiet hours, held for a setting. Settled before flow
-        control, so they take no rate-limit slot and are never a circuit's probe."""
+        """Rows that may go now, and outcomes for those that must not: too late, inside quiet
+        hours, held for a setting. Settled before flow control, so they take no rate-limit
+        slot and are never a circuit's probe."""
         policy = self.settings.policy
         ready, held = [], []
         for row in rows:
             try:
-                errors = validation.field_errors(row)
-                if errors:
-                    held.append(outcomes.record_invalid(row, errors, now, policy))
-                    continue
                 hold = outcomes.held_back(row, now, self.settings)
+                if hold is None and (trouble := configuration_hold(row, self.channels.get, self.settings)):
+                    hold = outcomes.held_for_setting(trouble, now)
             except Exception as exc:  # a poison row costs only itself
                 logger.exception("notification %s: internal error", row.pk)
                 held.append(outcomes.record_internal_error(row, exc, now, policy))
@@ -287,20 +310,10 @@ class Pipeline:
                 held.append(outcomes.record_held(row, hold, now))
         return ready, held
 
-    def claim_digests(self, claimed: Claim, now: datetime, size: int) -> None:
-        """Add whole digests whose window has ended to `claimed` (same token): with the
-        tick's first claim, and again while more are due (a full claim of them, or a digest
-        that filing has just closed). One statement when none is due."""
-        if not self.digests_wanted:
-            return
-        self.digests_wanted = digests.claim_into(claimed, now, size, self.settings.lease)
-        if self.digests_wanted:
-            self.exhausted = False
-
     def file_for_digests(self, rows: list[Notification], token: uuid.UUID, now: datetime) -> list[Notification]:
         """Rows that wait for a digest join one (written at once, claim released, no outcome);
         the rest go on. A digest due now (its window over, or full) is claimed next."""
-        filing = digests.file_due(rows, now, token)
+        filing = store.file_due(rows, now, token)
         if filing.closed:
             self.digests_wanted = True
             self.exhausted = False
@@ -331,8 +344,8 @@ class Pipeline:
             except queue.Empty:
                 break
             self.held -= 1
-            if job.batch.add(outcome, attempt_records(job.firing, logged) if logged else []):
-                self.writer.finished.append(job.batch)
+            if job.batch.add(outcome, store.attempt_records(job.firing, logged, job.targets) if logged else []):
+                self.writes.finished.append(job.batch)
         self.hold_tripped()
 
     def hold_tripped(self) -> None:
@@ -342,5 +355,38 @@ class Pipeline:
         tripped = self.flow.new_trips()
         if not tripped:
             return
-        for job in self.dispatcher.withdraw(lambda job: self.flow.tripped_target(job.row, tripped) is not None):
-            self.results.put((job, self.flow.hold_tripped(job.row, tripped, job.batch.now), []))
+        for job in self.dispatcher.withdraw(lambda job: self.flow.tripped_target(job.targets, tripped) is not None):
+            self.results.put((job, self.flow.hold_tripped(job.row, job.targets, tripped, job.batch.now), []))
+
+    def write_back(self, *, force: bool, last: bool = False) -> Exception | None:
+        """Ask the store to write the finished batches back (see `store.WriteBack.write`),
+        then tell the breakers, the signals' listeners and the report what was written.
+        Returns the database error that kept the batches for the next write."""
+        written = self.writes.write(force=force, last=last)
+        if not written.batches:
+            return written.error
+        if written.dead:  # rows the claims could not load
+            self.report.tally[outcomes.Kind.DEAD_LETTERED] += written.dead
+        self.observe(written.outcomes, {pk: t for b in written.batches for pk, t in b.targets.items()})
+        for batch in written.batches:
+            announce(batch.outcomes)
+            self.report.tally.update(o.kind for o in batch.outcomes)
+            self.report.holds.update(o.detail for o in batch.outcomes if o.detail and o.detail.startswith(HELD))
+            if self.on_outcome:
+                for each in batch.outcomes:
+                    self.on_outcome(each)
+        return None
+
+    def observe(self, written: list[Outcome], targets: RowTargets) -> None:
+        """The breakers' bookkeeping, and the rows held for a target that is open no more
+        made due: a missed observation must not fail a tick that wrote its rows."""
+        now = self.fixed_now or timezone.now()
+
+        def observe() -> None:
+            for key in self.flow.observe(written, now, targets):
+                store.release_held(key, now)
+
+        try:
+            store.retry(observe, "breakers")
+        except store.DATABASE_ERRORS as exc:
+            logger.error("circuit breakers not updated: %s", type(exc).__name__)

@@ -2,9 +2,10 @@
 deadline, settle its outcome, hand it back.
 
 Nothing here reaches the database (an import-linter contract of `make check` says so):
-what a row's results come to is `notifications.outcomes.settling`'s, in memory, and the
-breaker's view of them (`watch`) works in memory too. The tick's own thread turns the
-results handed back into the delivery log's records and writes them.
+what a row's results come to is `notifications.outcomes.settling`'s, in memory. A worker
+hands a row back (`hand_back`) and tells the dispatcher it finished when it takes its
+next one: the dispatcher tells the breakers first. The tick's own thread turns the
+results handed back into the delivery log's records and asks the store to write them.
 """
 
 from __future__ import annotations
@@ -14,9 +15,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
-from datetime import datetime
 from typing import TYPE_CHECKING
 
 from django.utils import timezone
@@ -57,14 +56,13 @@ class Workers:
         timeout: float,
         concurrency: int,
         policy: Policy,
-        watch: Callable[[Outcome, datetime], None],
     ) -> None:
         self.dispatcher = dispatcher
         self.results = results
         self.channels = channels
         self.timeout = timeout
         self.policy = policy  # retries and backoff, for the outcome rules
-        self.watch = watch  # the circuit breaker's: each outcome before the worker's next row
+        self.tracking = {name for name, channel in channels.items() if channel.tracks_recipients}
         per_worker = max(CHANNEL_THREADS_PER_WORKER, len(channels))
         self.pool = ThreadPoolExecutor(per_worker * concurrency, thread_name_prefix="notifications-send")
         self.names = itertools.count()
@@ -95,12 +93,9 @@ class Workers:
             finished = job  # marked done by the next take()
 
     def hand_back(self, job: Job, outcome: Outcome, logged: list[ChannelResult]) -> None:
-        """Hand a delivered row's outcome to the tick, telling the breaker first, in this
-        thread: no further send to a target failing again and again starts meanwhile."""
-        try:
-            self.watch(outcome, job.batch.now)
-        except Exception:  # the tick waits for every claimed row: its outcome goes back whatever
-            logger.exception("notification %s: the circuit breaker could not take its outcome", job.row.pk)
+        """Hand a delivered row's outcome to the tick; the dispatcher hears of it (and tells
+        the breakers) when the row is marked finished."""
+        job.outcome = outcome
         self.results.put((job, outcome, logged))
 
     def attempt(self, job: Job) -> tuple[Outcome, list[ChannelResult]] | None:
@@ -126,7 +121,8 @@ class Workers:
 
     def outcome_of(self, job: Job, channel_results: list[ChannelResult]) -> tuple[Outcome, list[ChannelResult]]:
         """What the channels' results come to, and the results the delivery log records."""
-        return settling.record_firing(job.row, channel_results, job.batch.now, self.policy), channel_results
+        outcome = settling.record_firing(job.row, channel_results, job.batch.now, self.policy, self.tracking)
+        return outcome, channel_results
 
     def internal_error(self, job: Job, exc: Exception) -> Outcome:
         """An unexpected exception is a full failure of the row, so poison walks to the dead letters."""
@@ -181,8 +177,8 @@ class Workers:
             except Exception as exc:  # noqa: BLE001 - logged by internal_error()
                 outcome, logged = self.internal_error(job, exc), []
             logger.warning("notification %s: a send overran its deadline; left behind", job.row.pk)
-            self.dispatcher.done(job)
             self.hand_back(job, outcome, logged)
+            self.dispatcher.done(job)
             abandoned.append(job)
         return abandoned
 

@@ -24,8 +24,9 @@ from notifications.conf import TickSettings
 from notifications.management.output import run_command_checks, settle_output, stamp, with_log_output
 from notifications.models import Notification
 from notifications.outcomes import TICK_COUNTS, Outcome
-from notifications.services import reconnecting, wake
-from notifications.services.claims import claim_order, load_defensively
+from notifications.services import wake
+from notifications.store import reconnecting
+from notifications.store.claims import claim_order, load_defensively
 from notifications.tick.engine import TickReport, run_tick
 
 logger = logging.getLogger("notifications.tick")

@@ -13,7 +13,7 @@ from django.db import transaction
 
 from notifications.databases import delete_sliced, let_others_write
 from notifications.models import DeliveryAttempt, TickRun
-from notifications.services import tallies
+from notifications.store import tallies
 
 PRUNE_BATCH = 1000  # records of each table per transaction
 

@@ -2,7 +2,7 @@
 
 `notifications.models.Tally` holds them; the tick adds to them in the transaction of what
 they count (`add_deliveries` in the write-back, with the counts of
-`notifications.tick.writing.delivery_counts`; `add_tick` with the tick record), one
+`notifications.store.writeback.delivery_counts`; `add_tick` with the tick record), one
 statement each, and `notifications.health.monitoring` reads them for the metrics. A tick
 is a short-lived process: a counter kept in its memory would die with it.
 

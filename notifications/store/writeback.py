@@ -1,25 +1,39 @@
-"""Persisting a batch: the write-back of a tick's outcomes (`save_outcomes`, with the rows
-its claim could not load), the rows a closed circuit held (`release_held`), the
-suppression list (`suppress`), the delivery log's INSERTs and the public signals."""
+"""The tick's write-back, in one place: finished batches waiting for their write
+(`WriteBack`, at most every WRITE_INTERVAL), what one write stores (`save_outcomes`: each
+batch's outcomes, the rows its claim could not load, the delivery log's records, the
+addresses refused for good, what the batch adds to the monitoring totals), and the
+records and totals themselves, built in the tick's own thread from the results its
+workers handed back (`attempt_records`, `delivery_counts`).
+
+Each write takes the database's write lock; on SQLite the host site's own writes wait for
+it, so a draining tick writes a few times a second, not once per batch.
+"""
 
 from __future__ import annotations
 
 import logging
+import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from django.db import DatabaseError, connection, transaction
-from django.db.models import DateTimeField, Field, Model, UUIDField
 from django.utils import timezone
 
-from notifications import compat
+from notifications import otel, registry
+from notifications.channels import ChannelResult, Firing
 from notifications.conf import Policy
 from notifications.models import DeliveryAttempt, Notification, Suppression, states
 from notifications.models.addresses import is_address, storable
+from notifications.models.log import SENT_TO_CHARS, SUMMARY_CHARS
 from notifications.outcomes import Kind, Outcome
-from notifications.services import digests, reconnecting, tallies
+from notifications.store import digests, reconnecting, tallies
+from notifications.store.claims import release_tokens
+from notifications.store.statements import insert_statements, lock_in_order
+from notifications.store.tallies import DEAD_LETTERED, DEFERRED, DELIVERED, EXPIRED, FAILED, OTHER, Key
 
 logger = logging.getLogger("notifications")
 
@@ -31,6 +45,160 @@ class Unloadable(NamedTuple):
     token: uuid.UUID
     now: datetime
     rows: Mapping[Any, str]
+
+
+# Claims and write-backs take the database's write lock, which on SQLite is the host
+# site's too: a draining tick writes finished batches back at most this often (seconds).
+WRITE_INTERVAL = 0.25
+
+# A row's targets: channel -> where it delivers (`notifications.flow.targets`), worked out
+# once per firing by the tick and carried with it.
+Targets = Mapping[str, str]
+
+
+class Finished(Protocol):
+    """A claimed batch whose every row has an outcome (`notifications.tick.dispatch.Batch`)."""
+
+    token: uuid.UUID
+    now: datetime
+    outcomes: list[Outcome]
+    attempts: list[DeliveryAttempt]
+    unloadable: dict[Any, str]
+    targets: dict[Any, dict[str, str]]
+
+
+@dataclass
+class Written:
+    """What one write did: the batches it stored, the unloadable rows it dead-lettered,
+    or the database error that kept the batches for the next write."""
+
+    batches: list[Finished] = field(default_factory=list)
+    dead: int = 0
+    error: Exception | None = None
+
+    @property
+    def outcomes(self) -> list[Outcome]:
+        return [o for b in self.batches for o in b.outcomes]
+
+
+class WriteBack:
+    """The finished batches of one tick waiting for their write-back, and the write itself."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self.finished: list[Finished] = []  # batches with every outcome, not yet written back
+        self.next_write = time.monotonic()
+
+    def write(self, *, force: bool, last: bool = False) -> Written:
+        """Write finished batches back in one transaction, at most every WRITE_INTERVAL.
+
+        `force` writes at once (nothing in flight, or the tick is ending). `save_outcomes`
+        retries a lost connection or deadlock itself. When it still fails, the batches wait
+        for the next write and the error is returned (the tick then claims no more and ends
+        once what it holds is done); the `last` write that fails raises it (see `abandon`).
+        """
+        if not self.finished or (not force and time.monotonic() < self.next_write):
+            return Written()
+        batches, self.finished = self.finished, []
+        counts = delivery_counts(batches)
+        try:
+            dead = save_outcomes(
+                [(b.token, b.outcomes) for b in batches],
+                [a for b in batches for a in b.attempts],
+                counts,
+                unloadable=[Unloadable(b.token, b.now, b.unloadable) for b in batches if b.unloadable],
+                policy=self.policy,
+            )
+        except reconnecting.DATABASE_ERRORS as exc:
+            if last:
+                self.abandon(batches)
+                raise
+            code = reconnecting.error_code(exc)
+            logger.error("write-back failed; kept for the next one: %s (%s)", type(exc).__name__, code)
+            self.finished = batches + self.finished
+            self.next_write = time.monotonic() + WRITE_INTERVAL
+            return Written(error=exc)
+        otel.count_deliveries(counts)
+        self.next_write = time.monotonic() + WRITE_INTERVAL
+        return Written(batches, dead)
+
+    def abandon(self, batches: list[Finished]) -> None:
+        """The write-back gave up for good: release the rows of `batches` that were not sent
+        (released, deferred or held: nothing went out), so they do not wait for the lease.
+
+        Rows that were sent keep their claim: releasing them would make them due at once
+        and send them again, the very duplicate the write-back's retries are there to
+        avoid. Their outcome is lost with the database; when the lease ends another tick
+        sends them again (at least once, as after a tick killed between send and write).
+        """
+        unsent = [o.row.pk for b in batches for o in b.outcomes if o.kind in (Kind.RELEASED, Kind.DEFERRED)]
+        try:
+            release_tokens([b.token for b in batches], only=unsent)
+        except reconnecting.DATABASE_ERRORS:
+            logger.error("%d unsent rows stay claimed until the lease ends", len(unsent))
+
+
+def attempt_records(firing: Firing | None, results: list[ChannelResult], targets: Targets) -> list[DeliveryAttempt]:
+    """The delivery log's records of one firing: one per channel result."""
+    if firing is None:
+        return []
+    return [
+        DeliveryAttempt(
+            notification_id=firing.notification.pk,
+            # The firing's own id: a recurring row holds its next firing's by now.
+            firing_id=uuid.UUID(firing.firing_id),
+            channel=r.channel,
+            target=targets.get(r.channel, ""),
+            recipient=firing.notification.recipient,
+            sent_to=clip(r.sent_to, SENT_TO_CHARS),
+            summary=clip(r.summary, SUMMARY_CHARS),
+            outcome=DeliveryAttempt.Outcome.OK if r.ok else DeliveryAttempt.Outcome.FAILED,
+            error=r.error or "",
+            error_class=r.error_class.value if r.error_class and not r.ok else "",
+            http_status=r.http_status,
+            duration_ms=round(r.duration * 1000),
+            attempted_at=firing.fired_at,
+        )
+        for r in results
+    ]
+
+
+def clip(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, an ellipsis saying so."""
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+def delivery_counts(batches: Iterable[Finished]) -> Counter[Key]:
+    """What the batches' outcomes add to the delivery totals (see `notifications.store.tallies`):
+    deliveries by channel, target and outcome."""
+    counts: Counter[Key] = Counter()
+    for batch in batches:
+        for outcome in batch.outcomes:
+            counts.update(_counts_of(outcome, batch.targets.get(outcome.row.pk, {})))
+    return counts
+
+
+def _counts_of(outcome: Outcome, targets: Targets) -> Counter[Key]:
+    counts: Counter[Key] = Counter()
+    row, kind = outcome.row, outcome.kind
+    if kind == Kind.RELEASED:
+        return counts
+    for result in outcome.results:
+        counts[(result.channel, targets.get(result.channel, ""), DELIVERED if result.ok else FAILED)] += 1
+    # A row written around validation may name any channel: counted as `other`.
+    owed = [channel if registry.known(channel) else OTHER for channel in row.owed_channels]
+    if kind == Kind.DEFERRED:
+        counts.update((channel, targets.get(channel, ""), DEFERRED) for channel in owed)
+    elif kind == Kind.EXPIRED:
+        counts.update((channel, targets.get(channel, ""), EXPIRED) for channel in owed)
+    elif kind in (Kind.DEAD_LETTERED, Kind.RETRIED):
+        failed = [r.channel for r in outcome.results if not r.ok]
+        if not outcome.results:  # an internal error or an invalid row: nothing was attempted
+            failed = owed
+            counts.update((channel, targets.get(channel, ""), FAILED) for channel in failed)
+        if kind == Kind.DEAD_LETTERED:
+            counts.update((channel, targets.get(channel, ""), DEAD_LETTERED) for channel in failed)
+    return counts
 
 
 # Fields a write-back may change; one bulk UPDATE sets them all.
@@ -82,7 +250,7 @@ def save_outcomes(
 ) -> int:
     """Write batches back in one short transaction: the rows locked in primary-key order,
     one DELETE, one bulk UPDATE, one UPDATE for released rows, the INSERT of the delivery
-    log and the upsert of the monitoring totals (`counts`, from `notifications.tick.writing`).
+    log and the upsert of the monitoring totals (`counts`, from `delivery_counts`).
     Rows a batch's claim could not load (`unloadable`) are dead-lettered
     in the same transaction, one UPDATE each (`policy` gives their `error_count`); returns
     how many were.
@@ -192,27 +360,6 @@ def _of_rows_left(
     ]
 
 
-def lock_in_order(pks: Iterable[Any]) -> set[Any] | None:
-    """Lock the rows `pks` in primary-key order, in one statement (inside a transaction);
-    returns those that exist (None on SQLite, which locks nothing row by row).
-
-    Every writer of several rows takes their locks in this one order (the write-back here,
-    `act` and `purge` in `services.actions`), so two of them never wait on each other in a
-    circle: one waits, the other finishes. Without it a write-back took its DELETE's rows,
-    then its UPDATE's, and deadlocked with an operator's purge or a host's cancel. Only
-    by primary key: a lookup by claim token could walk that index in its own order.
-    SQLite locks the whole database instead: nothing to do there.
-    """
-    ordered = sorted(set(pks))
-    if not connection.features.has_select_for_update:
-        return None
-    if not ordered:
-        return set()
-    return set(
-        Notification.objects.filter(pk__in=ordered).order_by("pk").select_for_update().values_list("pk", flat=True)
-    )
-
-
 def _already_written(
     tokens: list[uuid.UUID],
     outcomes: list[Outcome],
@@ -262,12 +409,6 @@ def _dead_letter_unloadable(unloadable: Sequence[Unloadable], policy: Policy) ->
     return dead
 
 
-def release_held(key: str, now: datetime) -> int:
-    """Make the rows held for target `key` due now (its circuit closed; one UPDATE over the
-    held index). The breaker calls it when a circuit closes or did not open after all."""
-    return Notification.objects.filter(held_for=key).update(next_fire_at=now, held_for=None, updated_at=now)
-
-
 def suppress(refusals: Iterable[tuple[str, str]], now: datetime | None = None) -> int:
     """Add (address, reason) pairs to the suppression list; an address already there keeps
     its entry, and what is not a valid address is left out (a provider's prose read as
@@ -306,108 +447,3 @@ def _clean_text(text: object) -> str:
     """Text any database stores: no NUL, no lone surrogate."""
     value = str(text).replace("\x00", "")
     return value.encode("utf-8", "replace").decode("utf-8")
-
-
-def insert_statements(model: type[Model], objs: Sequence[Model]) -> list[tuple[str, list[Any]]]:
-    """Multi-row INSERTs of `objs`: bulk_create's result without its per-row SQL compiling.
-
-    The delivery log gets a row per channel per firing; at thousands of rows a second,
-    compiling bulk_create's multi-row VALUES dominated the write-back. One statement per
-    chunk rather than an executemany: on SQLite the write lock is held across the
-    statements, and each executemany row is a step that waits for Python's GIL again.
-    Values go through each field's own database preparation, so every backend stores
-    them as bulk_create would. For models without save() logic: no signals, no pre_save.
-    """
-    fields = [f for f in compat.concrete_fields(model) if not f.primary_key]
-    prepare = [_preparer(f) for f in fields]
-    per_statement = compat.rows_per_statement(connection, fields, objs)  # the backend's parameter limit
-    placeholders = "({})".format(", ".join(["%s"] * len(fields)))
-    statements = []
-    for start in range(0, len(objs), per_statement):
-        chunk = objs[start : start + per_statement]
-        # Only quoted model metadata goes into the text; values are parameters.
-        sql = "INSERT INTO {} ({}) VALUES {}".format(  # noqa: S608
-            compat.quote_name(connection, model._meta.db_table),
-            ", ".join(compat.quote_name(connection, f.column) for f in fields),
-            ", ".join([placeholders] * len(chunk)),
-        )
-        statements.append(
-            (sql, [p(getattr(obj, f.attname)) for obj in chunk for f, p in zip(fields, prepare, strict=True)])
-        )
-    return statements
-
-
-def update_rows(model: type[Model], objs: Sequence[Model], field_names: Sequence[str]) -> int:
-    """Save `field_names` of `objs` (by primary key) with one UPDATE statement run for each
-    row (an executemany); returns how many rows were given.
-
-    bulk_update's result without its cost: bulk_update builds a CASE expression per field
-    with a branch per row, whose compiling (and, on PostgreSQL, evaluation) grows with the
-    square of the rows. Values go through each field's own database preparation, as in
-    `insert_statements`. The caller holds the rows (locked, in its transaction).
-    """
-    if not objs:
-        return 0
-    meta = model._meta
-    by_name = {f.name: f for f in compat.concrete_fields(model)}
-    fields = [by_name[name] for name in field_names]  # KeyError: not a concrete field
-    prepare = [_preparer(f) for f in fields]
-    pk_column = str(meta.pk.column) if meta.pk is not None else "id"
-    # Only quoted model metadata goes into the text; values are parameters.
-    sql = "UPDATE {} SET {} WHERE {} = %s".format(  # noqa: S608
-        compat.quote_name(connection, meta.db_table),
-        ", ".join(f"{compat.quote_name(connection, str(f.column))} = %s" for f in fields),
-        compat.quote_name(connection, pk_column),
-    )
-    params = [[p(getattr(obj, f.attname)) for f, p in zip(fields, prepare, strict=True)] + [obj.pk] for obj in objs]
-    with connection.cursor() as cursor:
-        cursor.executemany(sql, params)
-    return len(objs)
-
-
-def _preparer(field: Field[Any, Any]) -> Callable[[Any], Any]:
-    """The cheapest correct conversion of one field's Python value for the database."""
-    if field.get_internal_type() in _PLAIN_TYPES:
-        return lambda value: value
-    if field.is_relation and compat.relation_target(field).get_internal_type() in ("AutoField", "BigAutoField"):
-        return lambda value: value if type(value) is int else field.get_db_prep_save(value, connection)
-    if isinstance(field, UUIDField) and not compat.stores_uuid_natively(connection):
-        return lambda value: value.hex if isinstance(value, uuid.UUID) else field.get_db_prep_save(value, connection)
-    if isinstance(field, DateTimeField):
-        adapt = compat.datetime_adapter(connection)
-        return lambda value: None if value is None else adapt(value)
-    return lambda value: field.get_db_prep_save(value, connection)
-
-
-# Field types whose Python values (str, int, None) the database drivers take as they are.
-_PLAIN_TYPES = {
-    "CharField",
-    "TextField",
-    "IntegerField",
-    "BigIntegerField",
-    "SmallIntegerField",
-    "PositiveIntegerField",
-    "PositiveSmallIntegerField",
-    "PositiveBigIntegerField",
-}
-
-
-def announce(outcomes: Iterable[Outcome]) -> None:
-    """Send the public signals for a batch that has been written back."""
-    from notifications import signals
-
-    by_kind = {
-        Kind.SUCCEEDED: signals.notification_delivered,
-        Kind.PARTIAL: signals.notification_partially_delivered,
-        Kind.DEAD_LETTERED: signals.notification_dead_lettered,
-        Kind.EXPIRED: signals.notification_expired,
-    }
-    for outcome in outcomes:
-        signal = by_kind.get(outcome.kind)
-        if signal is None or not signal.has_listeners(Notification):
-            continue
-        errors = {r.channel: r.error for r in outcome.results if r.error}
-        sent = signal.send_robust(Notification, notification=outcome.row, results=outcome.results, errors=errors)
-        for receiver, response in sent:
-            if isinstance(response, Exception):
-                logger.error("signal receiver %r failed: %r", receiver, response)

@@ -17,7 +17,9 @@ class, never a sort of the whole backlog.
 The claim only marks rows, and they are loaded afterwards: a row written by raw SQL
 with a value the ORM cannot convert (a JSON integer of 5,000 digits, JSON nested 5,000
 deep, `-infinity`, a malformed UUID, an impossible date) must cost only itself, never
-the claim of the healthy rows beside it.
+the claim of the healthy rows beside it. Rows that load are checked as they enter the
+tick (`check`): one written around validation (raw SQL, `bulk_create`) is handed over
+apart, with what validation says of it, for the tick to dead-letter.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import logging
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Case, DateTimeField, ExpressionWrapper, IntegerField, Q, QuerySet, Value, When
@@ -35,8 +37,8 @@ from django.db.models.expressions import RawSQL
 
 from notifications.conf import low_priority_aging
 from notifications.databases import DatabaseNow
-from notifications.models import Notification, Priority
-from notifications.services import reconnecting
+from notifications.models import Notification, Priority, validation
+from notifications.store import reconnecting
 
 logger = logging.getLogger("notifications.tick")
 
@@ -46,17 +48,30 @@ INFRASTRUCTURE_ERRORS = (OperationalError, InterfaceError)
 LOAD_ERROR_SHOWN = 200  # characters of a conversion error kept in `last_error`
 
 
+class Refused(NamedTuple):
+    """A claimed row unfit to send: written around validation (`reason`, validation's own
+    words), or one whose check raised (`error`: a poison row, an internal error)."""
+
+    row: Notification
+    reason: str = ""
+    error: Exception | None = None
+
+
 @dataclass
 class Claim:
-    """One claim: its token fences the write-back; `unloadable` rows could not be read."""
+    """One claim: its token fences the write-back. `rows` loaded and valid; `refused` loaded
+    but unfit to send; `unloadable` could not be read."""
 
     token: uuid.UUID
     rows: list[Notification] = field(default_factory=list)
     unloadable: dict[Any, str] = field(default_factory=dict)  # pk -> why the ORM could not load it
+    refused: list[Refused] = field(default_factory=list)
+    due: int = 0  # rows the claim of due rows took (`size` before any digest joined)
+    more_digests: bool | None = None  # digests claimed too: whether more may be due
 
     @property
     def size(self) -> int:
-        return len(self.rows) + len(self.unloadable)
+        return len(self.rows) + len(self.unloadable) + len(self.refused)
 
 
 def classes(now: datetime) -> list[Q]:
@@ -134,7 +149,27 @@ def claim(now: datetime, limit: int, lease: float) -> Claim:
         rows, unloadable = load_defensively(claimed)
         return Claim(token, rows, unloadable)
 
-    return reconnecting.retry(attempt, "claim", before_retry=lambda: release_tokens(tokens))
+    claimed = reconnecting.retry(attempt, "claim", before_retry=lambda: release_tokens(tokens))
+    claimed.rows, claimed.refused = check(claimed.rows)
+    return claimed
+
+
+def check(rows: list[Notification]) -> tuple[list[Notification], list[Refused]]:
+    """`rows` as validation finds them: those fit to send, and those refused, saying why.
+    Changes nothing; a row whose check raises costs only itself."""
+    fit, refused = [], []
+    for row in rows:
+        try:
+            errors = validation.field_errors(row)
+        except Exception as exc:  # a poison row costs only itself
+            logger.exception("notification %s: internal error", row.pk)
+            refused.append(Refused(row, error=exc))
+            continue
+        if errors:
+            refused.append(Refused(row, validation.describe(errors)))
+        else:
+            fit.append(row)
+    return fit, refused
 
 
 def release_tokens(tokens: list[uuid.UUID], only: list[Any] | None = None) -> int:
@@ -146,6 +181,13 @@ def release_tokens(tokens: list[uuid.UUID], only: list[Any] | None = None) -> in
     if only is not None:
         claimed = claimed.filter(pk__in=only)
     return claimed.update(claim_token=None, claimed_until=None)
+
+
+def release_held(key: str, now: datetime) -> int:
+    """Make the rows held for target `key` due now (its circuit closed; one UPDATE over the
+    held index). The tick asks for it when its write-back closed a circuit, or one did not open after all;
+    an operator's close too."""
+    return Notification.objects.filter(held_for=key).update(next_fire_at=now, held_for=None, updated_at=now)
 
 
 def mark(token: uuid.UUID, now: datetime, limit: int, lease: float) -> int:

@@ -6,7 +6,7 @@ transactions can lose a deadlock or a serialization check to the host site's wri
 None of that says anything about the rows: the step is run again, on a new connection
 where the old one broke, a few times with a short backoff. A step retried here must be
 safe to run twice: the claim takes a fresh token each time, and the write-back is fenced
-by its claim tokens (see `persisting.save_outcomes`).
+by its claim tokens (see `writeback.save_outcomes`).
 
 What is retried, by the driver's own error codes:
 

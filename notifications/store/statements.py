@@ -1,0 +1,121 @@
+"""Statements several writers share: rows locked in one order (`lock_in_order`), and
+multi-row INSERTs and per-row UPDATEs without the ORM's per-row compiling
+(`insert_statements`, `update_rows`, each field's value prepared by `preparer`). The
+tick's write-back uses them, and so do the operators' actions and the host API's inserts."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from django.db import connection
+from django.db.models import DateTimeField, Field, Model, UUIDField
+
+from notifications import compat
+from notifications.models import Notification
+
+
+def lock_in_order(pks: Iterable[Any]) -> set[Any] | None:
+    """Lock the rows `pks` in primary-key order, in one statement (inside a transaction);
+    returns those that exist (None on SQLite, which locks nothing row by row).
+
+    Every writer of several rows takes their locks in this one order (the write-back here,
+    `act` and `purge` in `notifications.services.actions`), so two of them never wait on each other in a
+    circle: one waits, the other finishes. Without it a write-back took its DELETE's rows,
+    then its UPDATE's, and deadlocked with an operator's purge or a host's cancel. Only
+    by primary key: a lookup by claim token could walk that index in its own order.
+    SQLite locks the whole database instead: nothing to do there.
+    """
+    ordered = sorted(set(pks))
+    if not connection.features.has_select_for_update:
+        return None
+    if not ordered:
+        return set()
+    return set(
+        Notification.objects.filter(pk__in=ordered).order_by("pk").select_for_update().values_list("pk", flat=True)
+    )
+
+
+def insert_statements(model: type[Model], objs: Sequence[Model]) -> list[tuple[str, list[Any]]]:
+    """Multi-row INSERTs of `objs`: bulk_create's result without its per-row SQL compiling.
+
+    The delivery log gets a row per channel per firing; at thousands of rows a second,
+    compiling bulk_create's multi-row VALUES dominated the write-back. One statement per
+    chunk rather than an executemany: on SQLite the write lock is held across the
+    statements, and each executemany row is a step that waits for Python's GIL again.
+    Values go through each field's own database preparation, so every backend stores
+    them as bulk_create would. For models without save() logic: no signals, no pre_save.
+    """
+    fields = [f for f in compat.concrete_fields(model) if not f.primary_key]
+    prepare = [preparer(f) for f in fields]
+    per_statement = compat.rows_per_statement(connection, fields, objs)  # the backend's parameter limit
+    placeholders = "({})".format(", ".join(["%s"] * len(fields)))
+    statements = []
+    for start in range(0, len(objs), per_statement):
+        chunk = objs[start : start + per_statement]
+        # Only quoted model metadata goes into the text; values are parameters.
+        sql = "INSERT INTO {} ({}) VALUES {}".format(  # noqa: S608
+            compat.quote_name(connection, model._meta.db_table),
+            ", ".join(compat.quote_name(connection, f.column) for f in fields),
+            ", ".join([placeholders] * len(chunk)),
+        )
+        statements.append(
+            (sql, [p(getattr(obj, f.attname)) for obj in chunk for f, p in zip(fields, prepare, strict=True)])
+        )
+    return statements
+
+
+def update_rows(model: type[Model], objs: Sequence[Model], field_names: Sequence[str]) -> int:
+    """Save `field_names` of `objs` (by primary key) with one UPDATE statement run for each
+    row (an executemany); returns how many rows were given.
+
+    bulk_update's result without its cost: bulk_update builds a CASE expression per field
+    with a branch per row, whose compiling (and, on PostgreSQL, evaluation) grows with the
+    square of the rows. Values go through each field's own database preparation, as in
+    `insert_statements`. The caller holds the rows (locked, in its transaction).
+    """
+    if not objs:
+        return 0
+    meta = model._meta
+    by_name = {f.name: f for f in compat.concrete_fields(model)}
+    fields = [by_name[name] for name in field_names]  # KeyError: not a concrete field
+    prepare = [preparer(f) for f in fields]
+    pk_column = str(meta.pk.column) if meta.pk is not None else "id"
+    # Only quoted model metadata goes into the text; values are parameters.
+    sql = "UPDATE {} SET {} WHERE {} = %s".format(  # noqa: S608
+        compat.quote_name(connection, meta.db_table),
+        ", ".join(f"{compat.quote_name(connection, str(f.column))} = %s" for f in fields),
+        compat.quote_name(connection, pk_column),
+    )
+    params = [[p(getattr(obj, f.attname)) for f, p in zip(fields, prepare, strict=True)] + [obj.pk] for obj in objs]
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, params)
+    return len(objs)
+
+
+def preparer(field: Field[Any, Any]) -> Callable[[Any], Any]:
+    """The cheapest correct conversion of one field's Python value for the database."""
+    if field.get_internal_type() in PLAIN_TYPES:
+        return lambda value: value
+    if field.is_relation and compat.relation_target(field).get_internal_type() in ("AutoField", "BigAutoField"):
+        return lambda value: value if type(value) is int else field.get_db_prep_save(value, connection)
+    if isinstance(field, UUIDField) and not compat.stores_uuid_natively(connection):
+        return lambda value: value.hex if isinstance(value, uuid.UUID) else field.get_db_prep_save(value, connection)
+    if isinstance(field, DateTimeField):
+        adapt = compat.datetime_adapter(connection)
+        return lambda value: None if value is None else adapt(value)
+    return lambda value: field.get_db_prep_save(value, connection)
+
+
+# Field types whose Python values (str, int, None) the database drivers take as they are.
+PLAIN_TYPES = {
+    "CharField",
+    "TextField",
+    "IntegerField",
+    "BigIntegerField",
+    "SmallIntegerField",
+    "PositiveIntegerField",
+    "PositiveSmallIntegerField",
+    "PositiveBigIntegerField",
+}
