@@ -22,8 +22,7 @@ from django.core.checks import run_checks
 from django.db import connection
 from django.test import override_settings
 
-from notifications import registry
-from notifications.channels import Channel, ChannelResult, Firing
+from notifications.channels import Channel, ChannelResult, Firing, registry
 from notifications.models import Notification
 from notifications.tick.engine import run_tick
 

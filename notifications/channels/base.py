@@ -1,7 +1,7 @@
 """The contract every channel keeps: send one firing, report, never raise.
 
 A channel is a subclass of `Channel` registered under a name: the built-in `email` and
-`webhook`, or a site's own in `NOTIFICATIONS_CHANNELS` (`notifications.registry`):
+`webhook`, or a site's own in `NOTIFICATIONS_CHANNELS` (`notifications.channels.registry`):
 
     class SMS(Channel):
         def __init__(self, *, sender: str, **options):
@@ -23,7 +23,7 @@ who asks, each group a small class with defaults that need no thought, combined 
 preferences) and `AdminView` (the admin's lines). A channel overrides what it must.
 
 Two kinds of objects. `ChannelRules` answer questions about a row and hold no connection
-and start no thread: `notifications.registry.channel(name)` keeps one per name for
+and start no thread: `notifications.channels.registry.channel(name)` keeps one per name for
 validation, the admin and flow control (`Channel.stateless` makes it). A `Channel` is a
 sender of one tick: the tick makes one per name (`open`), calls `prepare` with each claimed
 batch in its own thread, `send` from worker threads (so `deliver` must be thread-safe and
