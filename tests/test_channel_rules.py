@@ -218,6 +218,15 @@ def test_a_channel_brings_its_own_system_checks():
         assert run_checks() == []
 
 
+@override_settings(
+    NOTIFICATIONS_WEBHOOK_SECRET=42,
+    NOTIFICATIONS_CHANNELS={"hooks": {"BACKEND": "notifications.channels.webhook.channel.WebhookChannel"}},
+)
+def test_a_channel_that_reuses_a_built_in_class_reports_the_site_wide_settings_once():
+    """The webhook's checks read site-wide settings: a second name for its class adds no copy."""
+    assert [m.id for m in run_checks()] == ["notifications.E009"]
+
+
 def watchdogs() -> int:
     return sum(1 for thread in threading.enumerate() if thread.name == "notifications-watchdog")
 
