@@ -179,7 +179,10 @@ class Channel(ChannelRules, abc.ABC):
     def send(self, firing: Firing) -> ChannelResult:
         """Deliver `firing`; any exception becomes an `internal:` error, never a raise."""
         started = time.monotonic()
-        with otel.delivery(self.name, firing) as span:  # a no-op without opentelemetry
+        target = firing.targets.get(self.name) or self.name
+        with otel.delivery(  # a no-op without opentelemetry
+            self.name, target=target, message_id=firing.firing_id, notification_id=int(firing.notification.pk or 0)
+        ) as span:
             try:
                 result = self.deliver(firing)
                 if not isinstance(result, ChannelResult):
@@ -189,7 +192,9 @@ class Channel(ChannelRules, abc.ABC):
                     self.name, error=f"{self.name}: internal: {type(exc).__name__}", error_class=ErrorClass.TRANSIENT
                 )
             result.duration = time.monotonic() - started
-            span.finish(result)
+            # A failure's kind (the span's `error.type`): the HTTP status, else the error class.
+            kind = str(result.http_status) if result.http_status else str(result.error_class or "error")
+            span.finish(error=result.error, error_type=kind)
         if not (result.sent_to or result.summary):
             try:
                 result.sent_to, result.summary = self.describe(firing)
