@@ -10,6 +10,7 @@
 - `recipients`: `Preference` (a recipient's choice per category and channel) and
   `ThrottleWindow` (a throttled category's firings per recipient).
 - `suppression`: `Suppression`, addresses email is no longer sent to, and `SuppressionLift`.
+- `tasks`: `TaskRun`, a `django.tasks` task's record beside its queue row.
 """
 
 from notifications.models.flow import RateBucket, Target
@@ -27,6 +28,7 @@ from notifications.models.notification import (
 from notifications.models.recipients import Preference, ThrottleWindow
 from notifications.models.states import State
 from notifications.models.suppression import Suppression, SuppressionLift
+from notifications.models.tasks import TaskRun
 
 __all__ = [
     "USER_FIELDS",
@@ -42,6 +44,7 @@ __all__ = [
     "SuppressionLift",
     "Tally",
     "Target",
+    "TaskRun",
     "ThrottleWindow",
     "TickRun",
     "attachment_files",
