@@ -128,7 +128,7 @@ def test_a_failing_task_retries_with_backoff_then_fails_with_each_traceback(fns,
     assert failed.finished_at is not None and failed.attempts == 2
     assert [e.exception_class_path for e in failed.errors] == ["builtins.ValueError"] * 2
     with pytest.raises(ValueError, match="Task failed"):
-        failed.return_value
+        _ = failed.return_value
     row = Notification.objects.get()
     assert row.dead_lettered_at is not None and row.next_fire_at is None
 

@@ -51,7 +51,7 @@ def max_retries(options: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-class QueueBackend(BaseTaskBackend):  # type: ignore[misc,valid-type]
+class QueueBackend(BaseTaskBackend):  # type: ignore[misc]
     """A `django.tasks` backend whose tasks are rows of the queue, run by `runtick`."""
 
     supports_defer = True

@@ -34,7 +34,7 @@ def today() -> datetime.date:
 
 
 @task()
-def returns_a_set():  # noqa: ANN201 - unannotated on purpose: JSON refuses what it returns
+def returns_a_set():  # unannotated on purpose: JSON refuses what it returns
     return {1, 2}
 
 

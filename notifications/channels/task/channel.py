@@ -16,7 +16,6 @@ from django.utils import timezone
 from notifications.channels.base import Channel, ChannelResult, Firing
 from notifications.channels.task import retention, running
 from notifications.conf import Policy
-from notifications.models import TaskRun
 
 if TYPE_CHECKING:
     from notifications.conf import TickSettings
@@ -65,7 +64,7 @@ class TaskChannel(Channel):
         """At the tick's end, in its own thread: results past RESULT_RETENTION_DAYS go."""
         try:
             retention.prune(timezone.now())
-        except Exception:  # noqa: BLE001 - housekeeping is no reason to fail a tick
+        except Exception:
             logger.exception("task results: pruning failed")
 
 

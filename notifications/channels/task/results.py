@@ -22,7 +22,7 @@ def status_of(run: TaskRun, row: Notification | None, now: datetime) -> str:
     """READY, RUNNING, SUCCESSFUL or FAILED: the record's word, checked against its row."""
     if run.status == Status.SUCCESSFUL:
         return Status.SUCCESSFUL
-    if row is None or row.dead_lettered_at is not None and row.next_fire_at is None:
+    if row is None or (row.dead_lettered_at is not None and row.next_fire_at is None):
         return Status.FAILED  # a dead letter (or its row purged): no tick runs it again
     if run.status == Status.RUNNING and row.claimed_until is not None and row.claimed_until > now:
         return Status.RUNNING
@@ -40,14 +40,12 @@ def finished_at(run: TaskRun, row: Notification | None, status: str) -> datetime
 def load_task(run: TaskRun) -> Any:
     """The `Task` the record names, with its queue, priority and run_after as enqueued."""
     task = import_string(run.task_path)
-    return task.using(
-        priority=run.priority, queue_name=run.queue_name, run_after=run.run_after, backend=run.backend
-    )
+    return task.using(priority=run.priority, queue_name=run.queue_name, run_after=run.run_after, backend=run.backend)
 
 
 def to_result(run: TaskRun, row: Notification | None, now: datetime, *, status: str | None = None) -> Any:
     """Django's `TaskResult` of `run` (`status` given: what an attempt in progress says)."""
-    from django.tasks.base import TaskError, TaskResult  # Django 6.0+: imported only where it runs
+    from django.tasks.base import TaskError, TaskResult  # type: ignore[import-untyped,unused-ignore]  # Django 6.0+
 
     status = status or status_of(run, row, now)
     result = TaskResult(
@@ -61,7 +59,9 @@ def to_result(run: TaskRun, row: Notification | None, now: datetime, *, status: 
         args=list(run.args),
         kwargs=dict(run.kwargs),
         backend=run.backend,
-        errors=[TaskError(exception_class_path=e["exception_class_path"], traceback=e["traceback"]) for e in run.errors],
+        errors=[
+            TaskError(exception_class_path=e["exception_class_path"], traceback=e["traceback"]) for e in run.errors
+        ],
         worker_ids=list(run.worker_ids),
     )
     if status == Status.SUCCESSFUL:

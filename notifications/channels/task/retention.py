@@ -23,7 +23,7 @@ def retention_days(options: Any) -> float:
     """The backend's RESULT_RETENTION_DAYS, its default where it is not a positive number."""
     days = options.get("RESULT_RETENTION_DAYS", DEFAULT_RETENTION_DAYS) if isinstance(options, dict) else None
     usable = isinstance(days, int | float) and not isinstance(days, bool) and math.isfinite(days) and days > 0
-    return float(days) if usable else DEFAULT_RETENTION_DAYS
+    return float(days) if usable and days is not None else DEFAULT_RETENTION_DAYS
 
 
 def backends() -> dict[str, float]:

@@ -36,7 +36,7 @@ def error_entry(exc: BaseException) -> dict[str, str]:
 
 def attempt(name: str, row: Notification, worker_id: str, *, last: bool) -> ChannelResult:
     """Run the task of `row` once; `last`: no retry follows a failure (it is FAILED then)."""
-    run = TaskRun.objects.filter(pk=task_id(row, name), notification_id=row.pk).first()
+    run = TaskRun.objects.filter(pk=task_id(row, name) or "", notification_id=row.pk).first()
     if run is None:  # only enqueue() makes a row and its record together
         return ChannelResult(name, error=f"{name}: no task of this row", error_class=ErrorClass.PERMANENT)
     if run.status == Status.SUCCESSFUL:
@@ -86,14 +86,19 @@ def failed(name: str, run: TaskRun, exc: BaseException, sender: Any, *, last: bo
     # The task answered (it ran and raised): not a sign the runner is unwell, so the circuit
     # breaker does not count it; transient, so the queue's retries and backoff apply.
     return ChannelResult(
-        name, error=f"{name}: {kind}"[:300], error_class=ErrorClass.TRANSIENT, answered=True,
-        sent_to=run.queue_name, summary=run.task_path,
+        name,
+        error=f"{name}: {kind}"[:300],
+        error_class=ErrorClass.TRANSIENT,
+        answered=True,
+        sent_to=run.queue_name,
+        summary=run.task_path,
     )
 
 
 def task_id(row: Notification, name: str) -> str | None:
     data = row.channel_data.get(name) if isinstance(row.channel_data, dict) else None
-    return data.get("id") if isinstance(data, dict) else None
+    value = data.get("id") if isinstance(data, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def send_signal(signal_name: str, sender: Any, result: Any) -> None:
