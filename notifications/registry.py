@@ -183,6 +183,11 @@ def names() -> tuple[str, ...]:
     return tuple(_instances())
 
 
+def audience_names() -> list[str]:
+    """The channels people receive and choose per category (`Audience.reaches_people`)."""
+    return [name for name, rules in _instances().items() if rules.reaches_people]
+
+
 def known(name: Any) -> bool:
     return isinstance(name, str) and name in _instances()
 

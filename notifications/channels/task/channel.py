@@ -28,6 +28,7 @@ class TaskChannel(Channel):
     """The built-in `task` channel. A row's `channel_data["task"]` is `{"id": <TaskRun id>}`."""
 
     label = "Task"
+    reaches_people = False  # no preference centre offers it
     headline_is_generic = True
 
     def __init__(self, **options: Any) -> None:
