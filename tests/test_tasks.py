@@ -245,3 +245,19 @@ def test_results_are_pruned_after_the_retention(fns, settings, time_machine):
     time_machine.shift(timedelta(days=1, seconds=5))
     tick()
     assert not TaskRun.objects.filter(pk=result.id).exists()
+
+
+def test_runtick_queue_runs_the_queues_it_names(fns):
+    from notifications import api
+
+    report = fns.add.using(queue_name="reports").enqueue(1, 2)
+    plain = fns.add.enqueue(3, 4)
+    reminder = api.schedule(channels=["email"], email_to="a@example.com", subject="s", body="b")
+
+    tick("--queue", "reports")
+    assert [status(r) for r in (report, plain)] == ["SUCCESSFUL", "READY"]
+    assert Notification.objects.filter(pk=reminder.pk).exists()  # notifications are in `default`
+
+    tick("--queue", "default")
+    assert status(plain) == "SUCCESSFUL"
+    assert not Notification.objects.exists()

@@ -16,6 +16,7 @@
 from notifications.models.flow import RateBucket, Target
 from notifications.models.log import DeliveryAttempt, Tally, TickRun
 from notifications.models.notification import (
+    DEFAULT_QUEUE,
     USER_FIELDS,
     Notification,
     NotificationQuerySet,
@@ -31,6 +32,7 @@ from notifications.models.suppression import Suppression, SuppressionLift
 from notifications.models.tasks import TaskRun
 
 __all__ = [
+    "DEFAULT_QUEUE",
     "USER_FIELDS",
     "DeliveryAttempt",
     "Notification",

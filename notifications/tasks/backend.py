@@ -80,6 +80,7 @@ class QueueBackend(BaseTaskBackend):  # type: ignore[misc]
                 channel_data={CHANNEL: {"id": str(run_id)}},
                 subject=task.module_path,
                 priority=priority_class(task.priority),
+                queue_name=task.queue_name,
                 max_retries=self.max_retries,
                 next_fire_at=task.run_after or now,
             )
