@@ -261,3 +261,24 @@ def test_runtick_queue_runs_the_queues_it_names(fns):
     tick("--queue", "default")
     assert status(plain) == "SUCCESSFUL"
     assert not Notification.objects.exists()
+
+
+def test_the_admin_lists_tasks_with_their_path_under_the_queue_states(fns, admin_client):
+    fns.fail.enqueue("boom")
+    Notification.objects.update(error_count=2, next_fire_at=None, dead_lettered_at=timezone.now())
+    page = admin_client.get("/admin/notifications/notification/?state=dead")
+    assert page.status_code == 200
+    assert "tests.support.task_functions.fail" in page.content.decode()
+    assert (
+        "tests.support.task_functions.fail"
+        not in admin_client.get("/admin/notifications/notification/?state=due").content.decode()
+    )
+
+
+def test_manage_py_check_reports_bad_options_on_django_6(settings):
+    from django.core import checks
+
+    settings.TASKS = {"default": {"BACKEND": "notifications.tasks.QueueBackend", "OPTIONS": {"MAX_RETRIES": 0}}}
+    found = [m for m in checks.run_checks() if m.id == "notifications.E071"]
+    assert [m.msg for m in found] == ["TASKS['default']: MAX_RETRIES must be a positive whole number, not 0."]
+    assert not [m for m in checks.run_checks() if m.id == "notifications.W070"]
