@@ -55,6 +55,7 @@ def main() -> None:
     env["NOTIFICATIONS_TEST_SETTINGS"] = json.dumps(
         {
             "TASKS": TASKS,
+            "NOTIFICATIONS_CHANNEL_TIMEOUT": 30,  # the default is 10; the tests set 2, too short on a loaded SQLite
             "INSTALLED_APPS": [
                 "django.contrib.auth",
                 "django.contrib.contenttypes",

@@ -1,9 +1,9 @@
 """A `TaskRun` as Django's `TaskResult` (Django 6.0+): the status says where its row stands.
 
-The record keeps what an attempt wrote (RUNNING when one started, SUCCESSFUL, or READY
-after a failure); the row of the queue says the rest: a dead letter is FAILED, a RUNNING
-record whose row no tick holds (the tick died; its lease ran out) is READY again, and a
-requeued dead letter is READY.
+The record keeps what the last attempt came to (SUCCESSFUL, or READY after a failure,
+FAILED after the last); the row of the queue says the rest: a row a tick holds is RUNNING,
+a dead letter is FAILED, a row whose tick died is READY again once its lease ran out (never
+stuck in RUNNING), and a requeued dead letter is READY.
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ def status_of(run: TaskRun, row: Notification | None, now: datetime) -> str:
         return Status.SUCCESSFUL
     if row is None or (row.dead_lettered_at is not None and row.next_fire_at is None):
         return Status.FAILED  # a dead letter (or its row purged): no tick runs it again
-    if run.status == Status.RUNNING and row.claimed_until is not None and row.claimed_until > now:
-        return Status.RUNNING
+    if row.claimed_until is not None and row.claimed_until > now:
+        return Status.RUNNING  # a tick holds it: running, or about to in that tick
+
     return Status.READY
 
 

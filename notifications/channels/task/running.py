@@ -22,6 +22,8 @@ from notifications.models import Notification, TaskRun
 from notifications.models.tasks import WORKER_IDS_KEPT
 
 Status = TaskRun.Status
+# What every attempt writes, with its outcome.
+ATTEMPT_FIELDS = ["status", "started_at", "last_attempted_at", "worker_ids"]
 # Bytes of a traceback kept per attempt: a task failing in deep recursion stays storable.
 TRACEBACK_CHARS = 20_000
 
@@ -41,12 +43,13 @@ def attempt(name: str, row: Notification, worker_id: str, *, last: bool) -> Chan
         return ChannelResult(name, error=f"{name}: no task of this row", error_class=ErrorClass.PERMANENT)
     if run.status == Status.SUCCESSFUL:
         return ChannelResult(name, sent_to=run.queue_name, summary=run.task_path)
+    # Kept in memory and written once, with the attempt's outcome: one write per attempt
+    # (SQLite has one writer for every tick). While it runs, its row's live claim says RUNNING.
     now = timezone.now()
     run.started_at = run.started_at or now
     run.last_attempted_at = now
     run.worker_ids = [*run.worker_ids, worker_id][-WORKER_IDS_KEPT:]
     run.status = Status.RUNNING
-    run.save(update_fields=["status", "started_at", "last_attempted_at", "worker_ids"])
     try:
         task = results.load_task(run)
     except Exception as exc:  # noqa: BLE001 - a task that no longer imports fails its attempt
@@ -61,7 +64,7 @@ def attempt(name: str, row: Notification, worker_id: str, *, last: bool) -> Chan
     run.status = Status.SUCCESSFUL
     run.return_value = value
     run.finished_at = timezone.now()
-    run.save(update_fields=["status", "return_value", "finished_at"])
+    run.save(update_fields=[*ATTEMPT_FIELDS, "return_value", "finished_at"])
     send_signal("task_finished", sender, results.to_result(run, row, run.finished_at))
     return ChannelResult(name, sent_to=run.queue_name, summary=run.task_path)
 
@@ -79,7 +82,7 @@ def failed(name: str, run: TaskRun, exc: BaseException, sender: Any, *, last: bo
     run.errors = [*run.errors, error_entry(exc)]
     run.status = Status.FAILED if last else Status.READY
     run.finished_at = timezone.now() if last else None
-    run.save(update_fields=["errors", "status", "finished_at"])
+    run.save(update_fields=[*ATTEMPT_FIELDS, "errors", "finished_at"])
     if last and sender is not None:
         send_signal("task_finished", sender, results.to_result(run, None, run.finished_at or timezone.now()))
     kind = run.errors[-1]["exception_class_path"]
