@@ -50,6 +50,7 @@ SETTING = "NOTIFICATIONS_CHANNELS"
 BUILT_IN: dict[str, str] = {
     "email": "notifications.channels.email.channel.EmailChannel",
     "webhook": "notifications.channels.webhook.channel.WebhookChannel",
+    "task": "notifications.channels.task.channel.TaskChannel",  # django.tasks (notifications.tasks)
 }
 BASE_CLASS = "notifications.channels.base.Channel"
 BROKEN_CLASS = "notifications.channels.broken.BrokenChannel"
@@ -180,6 +181,11 @@ _cache: dict[str, ChannelAnswers] | None = None
 def names() -> tuple[str, ...]:
     """Every channel a row may name: the built-in ones, then the site's, in setting order."""
     return tuple(_instances())
+
+
+def audience_names() -> list[str]:
+    """The channels people receive and choose per category (`Audience.reaches_people`)."""
+    return [name for name, rules in _instances().items() if rules.reaches_people]
 
 
 def known(name: Any) -> bool:

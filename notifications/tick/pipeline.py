@@ -40,7 +40,7 @@ from notifications.conf import TickSettings
 from notifications.flow.control import FlowControl
 from notifications.flow.recipients import give_back, screen
 from notifications.flow.targets import RowTargets, dispatch_target, targets_by_channel
-from notifications.models import Notification
+from notifications.models import DEFAULT_QUEUE, Notification
 from notifications.outcomes import Outcome
 from notifications.store import Claim
 from notifications.tick.announce import announce
@@ -205,7 +205,14 @@ class Pipeline:
         batch_now = self.fixed_now or timezone.now()
         try:
             # Lost connections and deadlocks retried; digests while they may be due (see take).
-            claimed = store.next_batch(batch_now, size, self.settings.lease, with_digests=self.digests_wanted)
+            claimed = store.next_batch(
+                batch_now,
+                size,
+                self.settings.lease,
+                with_digests=self.digests_wanted
+                and (not self.settings.queues or DEFAULT_QUEUE in self.settings.queues),
+                queues=self.settings.queues,
+            )
         except store.DATABASE_ERRORS as exc:
             if not self.in_hand and not self.writes.finished:
                 raise  # nothing to finish: the caller reports it
