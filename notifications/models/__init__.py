@@ -11,12 +11,14 @@
   `ThrottleWindow` (a throttled category's firings per recipient).
 - `suppression`: `Suppression`, addresses email is no longer sent to, and `SuppressionLift`.
 - `inbox`: `InboxMessage`, a message in a person's inbox inside the site.
+- `tasks`: `TaskRun`, a `django.tasks` task's record beside its queue row.
 """
 
 from notifications.models.flow import RateBucket, Target
 from notifications.models.inbox import InboxMessage
 from notifications.models.log import DeliveryAttempt, Tally, TickRun
 from notifications.models.notification import (
+    DEFAULT_QUEUE,
     USER_FIELDS,
     Notification,
     NotificationQuerySet,
@@ -29,8 +31,10 @@ from notifications.models.notification import (
 from notifications.models.recipients import Preference, ThrottleWindow
 from notifications.models.states import State
 from notifications.models.suppression import Suppression, SuppressionLift
+from notifications.models.tasks import TaskRun
 
 __all__ = [
+    "DEFAULT_QUEUE",
     "USER_FIELDS",
     "DeliveryAttempt",
     "InboxMessage",
@@ -45,6 +49,7 @@ __all__ = [
     "SuppressionLift",
     "Tally",
     "Target",
+    "TaskRun",
     "ThrottleWindow",
     "TickRun",
     "attachment_files",

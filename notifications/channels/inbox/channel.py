@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from notifications.channels.base import Channel, ChannelResult, ChannelRules, ErrorClass, Firing
+from notifications.channels.base import Channel, ChannelAnswers, ChannelResult, ErrorClass, Firing
 from notifications.channels.inbox.rules import InboxRules, message
 from notifications.content.templating import TemplateRenderError
 
@@ -16,7 +16,7 @@ class InboxChannel(InboxRules, Channel):
     back twice (another tick after a lost lease) leaves one (its (row, firing) is unique)."""
 
     @classmethod
-    def stateless(cls, name: str, options: dict[str, Any]) -> ChannelRules:
+    def stateless(cls, name: str, options: dict[str, Any]) -> ChannelAnswers:
         rules = InboxRules()
         rules.name = name
         return rules

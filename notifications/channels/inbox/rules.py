@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils.translation import gettext_lazy as _
 
-from notifications.channels.base import ChannelRules
+from notifications.channels.base import ChannelAnswers
 from notifications.channels.inbox import checks
 from notifications.content import email as email_content
 from notifications.content.templating import template_errors
@@ -69,7 +69,7 @@ def row_errors(row: Notification) -> Errors:
     return errors
 
 
-class InboxRules(ChannelRules):
+class InboxRules(ChannelAnswers):
     name = NAME
     label = _("In-app")
     admin_fieldset = None

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('notifications', '0023_digests'),
+        ('notifications', '0024_tasks'),
     ]
 
     operations = [
