@@ -50,6 +50,7 @@ SETTING = "NOTIFICATIONS_CHANNELS"
 BUILT_IN: dict[str, str] = {
     "email": "notifications.channels.email.channel.EmailChannel",
     "webhook": "notifications.channels.webhook.channel.WebhookChannel",
+    "inbox": "notifications.channels.inbox.channel.InboxChannel",
     "task": "notifications.channels.task.channel.TaskChannel",  # django.tasks (notifications.tasks)
 }
 BASE_CLASS = "notifications.channels.base.Channel"

@@ -46,7 +46,7 @@ networks, the email's mailer, timeouts and attachments) is that channel's own
 | E029 | ATTACHMENT_BYTES_IN_FLIGHT is not a positive integer |
 | E030 | (retired: now W030, a warning) |
 | E031 | (retired: now W031, a warning) |
-| E032 | a CHANNELS name is a built-in channel's (email, webhook) |
+| E032 | a CHANNELS name is a built-in channel's (email, webhook, inbox) |
 | E033 | CHANNELS is not a dict of name -> {"BACKEND": ..., "OPTIONS": {...}} (a bad name, OPTIONS not a dict) |
 | E034 | METRICS_TOKEN is not a string of printable ASCII without spaces around it |
 | E040 | CATEGORIES is not a dict of category -> {"label", "default", "throttle", "channels"} |
@@ -72,6 +72,7 @@ networks, the email's mailer, timeouts and attachments) is that channel's own
 | W040 | a category's "channels" names no channel of the site |
 | W041 | PUBLIC_URL builds no links (unset while CATEGORIES are, http, malformed): mail that needs them is held |
 | W043 | PUBLIC_URL is http://localhost or http://127.0.0.1, accepted while DEBUG is on |
+| W050 | INBOX_RETENTION_DAYS is not a positive number (the inbox channel's check): the default 90 days apply |
 | W100 | no tick has finished lately (database check) |
 | W101 | a host's clock is further than MAX_CLOCK_OFFSET from the database's (database check) |
 

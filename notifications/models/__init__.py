@@ -10,10 +10,12 @@
 - `recipients`: `Preference` (a recipient's choice per category and channel) and
   `ThrottleWindow` (a throttled category's firings per recipient).
 - `suppression`: `Suppression`, addresses email is no longer sent to, and `SuppressionLift`.
+- `inbox`: `InboxMessage`, a message in a person's inbox inside the site.
 - `tasks`: `TaskRun`, a `django.tasks` task's record beside its queue row.
 """
 
 from notifications.models.flow import RateBucket, Target
+from notifications.models.inbox import InboxMessage
 from notifications.models.log import DeliveryAttempt, Tally, TickRun
 from notifications.models.notification import (
     DEFAULT_QUEUE,
@@ -35,6 +37,7 @@ __all__ = [
     "DEFAULT_QUEUE",
     "USER_FIELDS",
     "DeliveryAttempt",
+    "InboxMessage",
     "Notification",
     "NotificationQuerySet",
     "Preference",
