@@ -10,9 +10,11 @@
 - `recipients`: `Preference` (a recipient's choice per category and channel) and
   `ThrottleWindow` (a throttled category's firings per recipient).
 - `suppression`: `Suppression`, addresses email is no longer sent to, and `SuppressionLift`.
+- `inbox`: `InboxMessage`, a message in a person's inbox inside the site.
 """
 
 from notifications.models.flow import RateBucket, Target
+from notifications.models.inbox import InboxMessage
 from notifications.models.log import DeliveryAttempt, Tally, TickRun
 from notifications.models.notification import (
     USER_FIELDS,
@@ -31,6 +33,7 @@ from notifications.models.suppression import Suppression, SuppressionLift
 __all__ = [
     "USER_FIELDS",
     "DeliveryAttempt",
+    "InboxMessage",
     "Notification",
     "NotificationQuerySet",
     "Preference",
