@@ -408,4 +408,4 @@ def test_no_badge_without_a_recipient(alice):
     add_message(recipient_of(alice))
     request = RequestFactory().get("/")
     request.user = AnonymousUser()
-    assert render_badge(request) == ""
+    assert render_badge(request).strip() == ""

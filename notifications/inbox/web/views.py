@@ -151,7 +151,7 @@ def _mark_request(body: bytes) -> tuple[list[str] | str, str] | None:
     if not isinstance(payload, dict) or set(payload) != {"ids", "state"}:
         return None
     ids, state = payload["ids"], payload["state"]
-    if state not in inbox.MARKS:
+    if not isinstance(state, str) or state not in inbox.MARKS:
         return None
     if ids == "all":
         return ids, state
