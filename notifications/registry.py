@@ -50,6 +50,7 @@ SETTING = "NOTIFICATIONS_CHANNELS"
 BUILT_IN: dict[str, str] = {
     "email": "notifications.channels.email.channel.EmailChannel",
     "webhook": "notifications.channels.webhook.channel.WebhookChannel",
+    "inbox": "notifications.channels.inbox.channel.InboxChannel",
 }
 BASE_CLASS = "notifications.channels.base.Channel"
 BROKEN_CLASS = "notifications.channels.broken.BrokenChannel"

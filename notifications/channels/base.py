@@ -122,6 +122,11 @@ class ChannelResult:
     # NOTIFICATIONS_ATTACHMENT_BYTES_IN_FLIGHT). A firing whose every channel says so waits,
     # due again at once, and spends no retry.
     not_sent: bool = False
+    # Unsaved model instances the tick's write-back inserts with the firing's outcome, in the
+    # transaction that settles it (worker threads touch no database): what a channel that
+    # delivers into the site's own tables delivered (the inbox's message). Each needs a
+    # unique key naming its row and firing: a firing written back twice inserts it once.
+    inserts: tuple[Any, ...] = ()
 
     @property
     def ok(self) -> bool:

@@ -53,7 +53,9 @@ def row_errors(row: Notification, named: list[str]) -> Errors:
         part = found.row_errors(row) if name in named else found.unnamed_errors(row)
         for field, messages in part.items():
             if messages:
-                errors.setdefault(field, []).extend(messages)
+                known = errors.setdefault(field, [])
+                # Channels that render the same fields alike (email, inbox) say it once.
+                known.extend(m for m in messages if m not in known)
     if not isinstance(row.channel_data, dict):
         errors.pop("channel_data", None)  # the core says what it must be first
     return errors

@@ -312,10 +312,11 @@ def _write(
     deferred = [o.row for o in outcomes if o.kind == Kind.DEFERRED]
     kept = [o.row for o in outcomes if not o.delete and o.kind not in (Kind.RELEASED, Kind.DEFERRED)]
     refused = [refusal for o in outcomes for result in o.results for refusal in result.refused]
+    inserts = [item for o in outcomes for result in o.results if result.ok for item in result.inserts]
     claimed = Notification.objects.filter(claim_token__in=tokens)
     pks = [o.row.pk for o in outcomes]
     present = lock_in_order(pks + [pk for batch in unloadable for pk in batch.rows])  # the rows that still exist
-    if present is None and log:  # SQLite (its write lock holds them all): read before the DELETE
+    if present is None and (log or inserts):  # SQLite (its write lock holds them all): read before the DELETE
         present = set(Notification.objects.filter(pk__in=pks).values_list("pk", flat=True))
     matched = 0  # rows the fenced statements found still claimed by the batches
     if doomed:
@@ -328,17 +329,21 @@ def _write(
         matched += claimed.bulk_update(deferred, DEFER_FIELDS)
     if released:
         matched += claimed.filter(pk__in=released).update(claim_token=None, claimed_until=None)
-    if log and matched < len(doomed) + len(kept) + len(deferred) + len(released):
+    trimmed = (log or inserts) and matched < len(doomed) + len(kept) + len(deferred) + len(released)
+    if trimmed:
         # Some row went while it was in flight (erased, cancelled), or an erasure took its
         # firing back: its firing's records go with it, as its row did (SPEC: rows in flight
         # write nothing back afterwards).
         taken_back = Notification.objects.filter(states.TAKEN_BACK, pk__in=pks).values_list("pk", flat=True)
-        attempts = _of_rows_left(attempts, outcomes, (present or set()) - set(taken_back))
+        present = (present or set()) - set(taken_back)
+        attempts = _of_rows_left(attempts, outcomes, present)
         log = insert_statements(DeliveryAttempt, attempts)
     if log:
         with connection.cursor() as cursor:
             for sql, params in log:
                 cursor.execute(sql, params)
+    if inserts:
+        insert_delivered(_of_rows_left(inserts, outcomes, present or set()) if trimmed else inserts)
     dead = _dead_letter_unloadable(unloadable, policy or Policy.from_settings()) if unloadable else 0
     if refused:  # addresses refused for good, whatever became of the claim
         suppress(refused)
@@ -348,9 +353,18 @@ def _write(
     return dead, attempts
 
 
-def _of_rows_left(
-    attempts: Sequence[DeliveryAttempt], outcomes: list[Outcome], present: set[Any]
-) -> list[DeliveryAttempt]:
+def insert_delivered(items: Sequence[Any]) -> None:
+    """Insert what channels delivered into the site's tables (`ChannelResult.inserts`), one
+    multi-row INSERT per model; a row whose unique key is already there (the same firing,
+    written back before) is left as it is."""
+    by_model: dict[type, list[Any]] = {}
+    for item in items:
+        by_model.setdefault(type(item), []).append(item)
+    for model, found in by_model.items():
+        model._default_manager.bulk_create(found, ignore_conflicts=True)
+
+
+def _of_rows_left(attempts: Sequence[Any], outcomes: list[Outcome], present: set[Any]) -> list[Any]:
     """The records of firings a row of which existed when the write-back began (`present`,
     read under its locks; a row whose firing an erasure took back counts as gone). A row
     whose claim passed to another tick still exists: the record of what this tick sent stays."""
