@@ -90,7 +90,9 @@ def vary(headers: dict[str, str]) -> set[str]:
     return {value.strip().lower() for value in headers.get("vary", "").split(",")}
 
 
-@pytest.mark.parametrize("path", ["/notifications/inbox/counts", "/notifications/inbox/messages", "/notifications/inbox/mark"])
+@pytest.mark.parametrize(
+    "path", ["/notifications/inbox/counts", "/notifications/inbox/messages", "/notifications/inbox/mark"]
+)
 def test_a_preflight_from_a_listed_origin(session, listed, path):
     status, headers, body = session.request(
         "OPTIONS", path, Origin=FRONT_END, Access_Control_Request_Method="POST",

@@ -94,6 +94,8 @@ def test_an_origin_as_a_browser_sends_it(value, problem):
         ("orders/7", False),
         ("/a b", False),
         ("/a\nb", False),
+        ("/a\\\\b", False),
+        ("/a\u2028b", False),
         ("", False),
         (None, False),
     ],
