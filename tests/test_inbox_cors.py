@@ -112,7 +112,7 @@ def test_a_preflight_from_a_listed_origin(session, listed, path):
                                     "http://app.example.com", "https://APP.example.com"])  # fmt: skip
 def test_no_cors_header_for_an_origin_not_listed(session, listed, origin):
     for method in ("OPTIONS", "GET"):
-        status, headers, _ = session.request(method, "/notifications/inbox/counts", Origin=origin)
+        _status, headers, _ = session.request(method, "/notifications/inbox/counts", Origin=origin)
         assert not CORS_HEADERS & set(headers), (method, headers)
 
 
