@@ -48,6 +48,8 @@ class Defaults:
     WEBHOOK_ALLOWED_NETWORKS: list[str] = []
     RESPONSE_BODY_LIMIT: int = 64 * 1024  # bytes of a webhook response ever read
     ATTEMPT_RETENTION_DAYS: int = 30
+    # Days an inbox message is kept (read or not); the tick's housekeeping deletes older ones.
+    INBOX_RETENTION_DAYS: int = 90
     # Bytes of a payload's compact JSON (as the webhook sends it): each claimed row is held
     # in memory by the tick and the change page, so one oversized row costs every tick.
     MAX_PAYLOAD_BYTES: int = 64 * 1024
@@ -128,6 +130,7 @@ MAXIMUMS: dict[str, tuple[float, str]] = {
     "LEASE": (7 * 86_400, "seconds: a week"),
     "BACKOFF": (MAX_DELAY_SECONDS, "seconds: a hundred years"),
     "ATTEMPT_RETENTION_DAYS": (MAX_DELAY_SECONDS // 86_400, "days: a hundred years"),
+    "INBOX_RETENTION_DAYS": (MAX_DELAY_SECONDS // 86_400, "days: a hundred years"),
     "MAX_CLOCK_OFFSET": (MAX_DELAY_SECONDS, "seconds: a hundred years"),
     "LOW_PRIORITY_AGING": (MAX_DELAY_SECONDS, "seconds: a hundred years"),
     "DIGEST_MAX_ITEMS": (10_000, "rows"),
@@ -354,6 +357,7 @@ class TickSettings:
     allowed_networks: tuple[IPNetwork, ...]  # ranges a webhook may reach although refused by default
     response_body_limit: int  # bytes of a webhook response ever read
     attempt_retention_days: float  # days delivery records are kept
+    inbox_retention_days: float  # days inbox messages are kept
     max_payload_bytes: int  # bytes of a payload's compact JSON
     max_clock_offset: float  # seconds of clock skew before it is reported
     quiet_hours: str  # the site's quiet window for rows without one of their own; blank: none
@@ -379,6 +383,7 @@ class TickSettings:
             allowed_networks=parse_networks(app_settings.WEBHOOK_ALLOWED_NETWORKS),
             response_body_limit=positive_int("RESPONSE_BODY_LIMIT"),
             attempt_retention_days=positive_number("ATTEMPT_RETENTION_DAYS"),
+            inbox_retention_days=positive_number("INBOX_RETENTION_DAYS"),
             max_payload_bytes=positive_int("MAX_PAYLOAD_BYTES"),
             max_clock_offset=positive_number("MAX_CLOCK_OFFSET"),
             quiet_hours=quiet_hours(),

@@ -42,7 +42,8 @@ def test_the_page_lists_categories_by_label_and_channels_with_required_ones_lock
     html = response.content.decode()
     assert "Invoices" in html and "Product news" in html and "Tips &amp; tricks" in html
     boxes = re.findall(r"<input type=\"checkbox\"[^>]*>", html)
-    assert len(boxes) == 6  # three categories x email, webhook
+    assert len(boxes) == 9  # three categories x email, webhook, inbox
+    assert re.search(r'<label for="pref-1-2">\s*In-app\s*<', html)  # the inbox, by its label
     billing = [b for b in boxes if 'name="billing:' in b]
     assert all("disabled" in b and "checked" in b for b in billing)
     assert "checked" not in next(b for b in boxes if 'name="news:webhook"' in b)
@@ -65,12 +66,14 @@ def test_the_form_needs_its_csrf_token():
 @pytest.mark.django_db
 def test_saving_stores_what_changed_and_required_ones_stay_on():
     client = Client()
-    response = client.post(path_for("user:1"), {"news:email": "on", "tips:webhook": "on", "billing:email": ""})
+    response = client.post(
+        path_for("user:1"), {"news:email": "on", "news:inbox": "on", "tips:webhook": "on", "billing:email": ""}
+    )
     assert response.status_code == 303
     assert preferences("user:1") == {
-        "billing": {"email": True, "webhook": True},
-        "news": {"email": True, "webhook": False},
-        "tips": {"email": False, "webhook": True},
+        "billing": {"email": True, "webhook": True, "inbox": True},
+        "news": {"email": True, "webhook": False, "inbox": True},
+        "tips": {"email": False, "webhook": True, "inbox": False},
     }
     assert Preference.objects.count() == 2  # only what differs from the defaults
     assert "saved" in client.get(response["Location"]).content.decode()
@@ -206,9 +209,9 @@ def test_a_recipient_uses_the_centre_by_keyboard_at_390_px(browser, live_server)
 
     assert "saved" in browser.find_element(By.CSS_SELECTOR, "[role=status]").text
     assert preferences("user:1") == {
-        "billing": {"email": True, "webhook": True},
-        "news": {"email": False, "webhook": True},
-        "tips": {"email": False, "webhook": True},
+        "billing": {"email": True, "webhook": True, "inbox": True},
+        "news": {"email": False, "webhook": True, "inbox": True},
+        "tips": {"email": False, "webhook": True, "inbox": False},
     }
     assert not browser.find_element(By.NAME, "news:email").is_selected()
 

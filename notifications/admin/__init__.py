@@ -6,7 +6,8 @@
 - `log`: the delivery history and the tick runs.
 - `targets`, `suppressions`: the Targets and Suppressions lists.
 - `recipients`: the Preferences list and the action that erases a person.
+- `inbox`: the inbox's messages, read-only, by recipient, category and state.
 - `base`: the one `ModelAdmin` base of them all.
 """
 
-from notifications.admin import log, notification, recipients, suppressions, targets  # noqa: F401 - each registers its admin
+from notifications.admin import inbox, log, notification, recipients, suppressions, targets  # noqa: F401 - each registers its admin

@@ -28,6 +28,7 @@ from django.db.models import Q
 
 from notifications.models import (
     DeliveryAttempt,
+    InboxMessage,
     Notification,
     Preference,
     Suppression,
@@ -271,7 +272,7 @@ def erase(recipient: str = "", address: str = "", keep_suppression: bool = True)
     """Delete what the queue holds about a person; returns the counts by kind.
 
     Their rows (and the attachments' files) go; their address is taken out of rows that
-    others still receive (`notifications_changed`). Their delivery records, preferences
+    others still receive (`notifications_changed`). Their delivery records, inbox messages, preferences
     and throttle windows go. The suppression list keeps the address (so mail is still not
     sent to an address that bounced or complained) unless `keep_suppression=False`.
     """
@@ -284,6 +285,7 @@ def erase(recipient: str = "", address: str = "", keep_suppression: bool = True)
     with transaction.atomic():
         counts["delivery_attempts"] = _attempts(who, whole).delete()[0]
         counts["preferences"] = Preference.objects.filter(recipient__in=who.keys).delete()[0]
+        counts["inbox_messages"] = InboxMessage.objects.filter(recipient__in=who.keys).delete()[0]
         counts["throttles"] = ThrottleWindow.objects.filter(_throttles(who)).delete()[0]
         suppressions = 0
         stored = _suppression(who, keep_suppression)

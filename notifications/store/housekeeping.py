@@ -1,5 +1,5 @@
-"""Housekeeping: pruning old delivery and tick records and idle flow-control rows, recording a
-tick (and its duration in the monitoring totals)."""
+"""Housekeeping: pruning old delivery and tick records, old inbox messages and idle
+flow-control rows, recording a tick (and its duration in the monitoring totals)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from django.db import transaction
 
 from notifications.databases import delete_sliced, let_others_write
-from notifications.models import DeliveryAttempt, TickRun
+from notifications.models import DeliveryAttempt, InboxMessage, TickRun
 from notifications.store import tallies
 
 PRUNE_BATCH = 1000  # records of each table per transaction
@@ -29,32 +29,47 @@ def prune_history(now: datetime, retention_days: float, batch: int = PRUNE_BATCH
     return deleted
 
 
+def prune_inbox(now: datetime, retention_days: float, batch: int = PRUNE_BATCH) -> int:
+    """Delete at most `batch` inbox messages older than `retention_days`, the oldest first;
+    how many went."""
+    cutoff = now - timedelta(days=retention_days)
+    return delete_sliced(InboxMessage.objects.filter(created_at__lt=cutoff).order_by("created_at").values("pk")[:batch])
+
+
 def prune(
     now: datetime,
     retention_days: float,
     also: Callable[[datetime], int] | None = None,
     *,
     until: float | None = None,
+    inbox_retention_days: float | None = None,
 ) -> int:
-    """The tick's housekeeping: old history (`prune_history`) and `also` (the tick passes
-    flow control's `notifications.flow.pruning.prune_idle`); how many delivery records went.
+    """The tick's housekeeping: old history (`prune_history`), old inbox messages
+    (`prune_inbox`, when `inbox_retention_days` is given) and `also` (the tick passes flow
+    control's `notifications.flow.pruning.prune_idle`); how many delivery records went.
 
-    History goes in batches of PRUNE_BATCH, each in a short transaction of its own, until
+    Each goes in batches of PRUNE_BATCH, each in a short transaction of its own, until
     none is left past retention or `time.monotonic()` passes `until` (the tick's budget;
     None: one batch). A site logging more than a batch per tick would otherwise keep more
     history every minute; the first batch always goes, and between batches the host
     site's writes get their turn (`let_others_write`).
     """
+
+    def one_batch() -> tuple[int, bool]:
+        pruned = prune_history(now, retention_days, PRUNE_BATCH)
+        inbox = prune_inbox(now, inbox_retention_days, PRUNE_BATCH) if inbox_retention_days is not None else 0
+        return pruned, PRUNE_BATCH in (pruned, inbox)
+
     began = time.monotonic()
     with transaction.atomic():
-        pruned = deleted = prune_history(now, retention_days, PRUNE_BATCH)
+        deleted, more = one_batch()
         if also is not None:
             also(now)
-    while pruned == PRUNE_BATCH and until is not None and time.monotonic() < until:
+    while more and until is not None and time.monotonic() < until:
         let_others_write(time.monotonic() - began)
         began = time.monotonic()
         with transaction.atomic():
-            pruned = prune_history(now, retention_days, PRUNE_BATCH)
+            pruned, more = one_batch()
         deleted += pruned
     return deleted
 

@@ -62,7 +62,11 @@ class Tick:
         finished = report.finished_at
         assert finished is not None
         retention = self.settings.attempt_retention_days
-        store.retry(lambda: store.prune(finished, retention, also=prune_idle, until=until), "housekeeping")
+        inbox_days = self.settings.inbox_retention_days
+        store.retry(
+            lambda: store.prune(finished, retention, also=prune_idle, until=until, inbox_retention_days=inbox_days),
+            "housekeeping",
+        )
         store.retry(
             lambda: store.record_tick(
                 report.started_at,

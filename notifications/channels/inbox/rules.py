@@ -7,9 +7,11 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from django.core import checks
 from django.utils.translation import gettext_lazy as _
 
 from notifications.channels.base import ChannelRules
+from notifications.conf import Defaults, app_settings, is_usable
 from notifications.content import email as email_content
 from notifications.content.templating import template_errors
 from notifications.models import InboxMessage
@@ -18,6 +20,8 @@ from notifications.models.validation import Errors, body_errors
 from notifications.rules.inbox_links import is_message_link
 
 if TYPE_CHECKING:
+    from django.core.checks import CheckMessage
+
     from notifications.models import Notification
 
 NAME = "inbox"
@@ -70,6 +74,23 @@ class InboxRules(ChannelRules):
 
     def row_errors(self, row: Notification) -> dict[str, list[str]]:
         return row_errors(row)
+
+    @classmethod
+    def check(cls, name: str, options: dict[str, Any]) -> list[CheckMessage]:
+        """W050: NOTIFICATIONS_INBOX_RETENTION_DAYS unusable. A warning: the tick keeps
+        messages for the default instead, and nothing else waits for it."""
+        value = app_settings.INBOX_RETENTION_DAYS
+        if is_usable("INBOX_RETENTION_DAYS", value, integer=False):
+            return []
+        default = Defaults.INBOX_RETENTION_DAYS
+        return [
+            checks.Warning(
+                f"NOTIFICATIONS_INBOX_RETENTION_DAYS must be a positive number of days, not {value!r}: "
+                f"inbox messages are kept {default} days.",
+                hint=f"Set it to the days a message is kept, or remove it for the default ({default}).",
+                id="notifications.W050",
+            )
+        ]
 
     def destination(self, row: Notification) -> str:
         return row.recipient or "?"
