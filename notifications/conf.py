@@ -98,13 +98,11 @@ class Defaults:
     DIGEST_MAX_ITEMS: int = 50
     # The signed-in user's inbox (notifications.inbox.web): a dotted path to
     # f(request) -> str | None naming the request's recipient (None: `user:{pk}` for a
-    # signed-in user), how often the badge asks for the counts, the https:// origins of
-    # front ends on other sites allowed to call the endpoints with credentials, and the
-    # days a message is kept.
+    # signed-in user), how often the badge asks for the counts, and the https:// origins of
+    # front ends on other sites allowed to call the endpoints with credentials.
     INBOX_RECIPIENT: str | None = None
     INBOX_POLL_SECONDS: float = 30
     INBOX_ALLOWED_ORIGINS: list[str] = []
-    INBOX_RETENTION_DAYS: int = 90
 
 
 # A derived lease outlives everything a tick does with its rows: the budget, a last batch
@@ -427,12 +425,12 @@ def public_url() -> public_url_rules.PublicUrl:
 
 
 def inbox_poll_seconds() -> float:
-    """Seconds between the badge's requests for the counts (notifications.W052 reports a bad value)."""
+    """Seconds between the badge's requests for the counts (notifications.W053 reports a bad value)."""
     return positive_number("INBOX_POLL_SECONDS")
 
 
 def inbox_allowed_origins() -> frozenset[str]:
-    """The well-formed `https://` origins of NOTIFICATIONS_INBOX_ALLOWED_ORIGINS (W050 reports
+    """The well-formed `https://` origins of NOTIFICATIONS_INBOX_ALLOWED_ORIGINS (W051 reports
     the others, which are left out: a malformed entry allows nothing)."""
     value = app_settings.INBOX_ALLOWED_ORIGINS
     if isinstance(value, str) or not isinstance(value, (list, tuple)):

@@ -1,4 +1,4 @@
-"""The inbox's web settings: known to W005, and each bad value a warning (W050-W052) that
+"""The inbox's web settings: known to W005, and each bad value a warning (W051-W053) that
 stops nothing; the rules behind them (an origin as a browser sends it, a message's link)."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def test_malformed_origins_are_a_warning_and_allow_nothing(settings):
     settings.NOTIFICATIONS_INBOX_ALLOWED_ORIGINS = ["https://ok.example", "http://plain.example", "*",
                                                     "https://slash.example/"]  # fmt: skip
     messages = check_inbox_web()
-    assert ids(messages) == ["notifications.W050"] * 3
+    assert ids(messages) == ["notifications.W051"] * 3
     assert [m.level for m in messages] == [30] * 3  # warnings: nothing else stops
     assert "'http://plain.example', which is not an https:// origin; it allows nothing." in messages[0].msg
     assert inbox_allowed_origins() == {"https://ok.example"}
@@ -39,20 +39,20 @@ def test_malformed_origins_are_a_warning_and_allow_nothing(settings):
 
 def test_origins_that_are_not_a_list(settings):
     settings.NOTIFICATIONS_INBOX_ALLOWED_ORIGINS = "https://app.example.com"
-    assert ids(check_inbox_web()) == ["notifications.W050"]
+    assert ids(check_inbox_web()) == ["notifications.W051"]
     assert inbox_allowed_origins() == frozenset()
 
 
 @pytest.mark.parametrize("path", ["no.such.module.function", "notifications.conf.MAXIMUMS", 42])
 def test_a_recipient_function_that_is_not_one(settings, path):
     settings.NOTIFICATIONS_INBOX_RECIPIENT = path
-    assert ids(check_inbox_web()) == ["notifications.W051"]
+    assert ids(check_inbox_web()) == ["notifications.W052"]
 
 
 @pytest.mark.parametrize("value", [0, -5, "30", None, 10**9])
 def test_poll_seconds_that_are_not_usable(settings, value):
     settings.NOTIFICATIONS_INBOX_POLL_SECONDS = value
-    assert ids(check_inbox_web()) == ["notifications.W052"]
+    assert ids(check_inbox_web()) == ["notifications.W053"]
     assert inbox_poll_seconds() == 30
 
 

@@ -3,9 +3,9 @@ inbox's requests at most, never `migrate`, the tick or the rest of the site.
 
 | id   | what |
 |------|------|
-| W050 | INBOX_ALLOWED_ORIGINS is not a list of https:// origins as browsers send them (the bad entries allow nothing) |
-| W051 | INBOX_RECIPIENT names no importable function (the inbox's pages and endpoints fail) |
-| W052 | INBOX_POLL_SECONDS is not a positive number of seconds (the badge asks every 30 s) |
+| W051 | INBOX_ALLOWED_ORIGINS is not a list of https:// origins as browsers send them (the bad entries allow nothing) |
+| W052 | INBOX_RECIPIENT names no importable function (the inbox's pages and endpoints fail) |
+| W053 | INBOX_POLL_SECONDS is not a positive number of seconds (the badge asks every 30 s) |
 """
 
 from __future__ import annotations
@@ -35,14 +35,14 @@ def _check_origins() -> Messages:
                 f"NOTIFICATIONS_INBOX_ALLOWED_ORIGINS must be a list of origins, not {type(origins).__name__}; "
                 "no other origin may call the inbox.",
                 hint='For example ["https://app.example.com"].',
-                id="notifications.W050",
+                id="notifications.W051",
             )
         ]
     return [
         checks.Warning(
             f"NOTIFICATIONS_INBOX_ALLOWED_ORIGINS holds {origin!r}, which {problem}; it allows nothing.",
             hint='An https:// origin as a browser sends it in Origin, e.g. "https://app.example.com".',
-            id="notifications.W050",
+            id="notifications.W051",
         )
         for origin in origins
         if (problem := origin_problem(origin)) is not None
@@ -65,7 +65,7 @@ def _check_recipient() -> Messages:
         checks.Warning(
             f"NOTIFICATIONS_INBOX_RECIPIENT {problem}: the inbox's page and endpoints fail until it is fixed.",
             hint="A dotted path to f(request) -> str | None, or remove it for user:{pk} of the signed-in user.",
-            id="notifications.W051",
+            id="notifications.W052",
         )
     ]
 
@@ -78,6 +78,6 @@ def _check_poll_seconds() -> Messages:
         checks.Warning(
             f"NOTIFICATIONS_INBOX_POLL_SECONDS must be a positive number of seconds up to a day, not {value!r}.",
             hint=f"Remove it for the default ({Defaults.INBOX_POLL_SECONDS:g} s), which the badge uses meanwhile.",
-            id="notifications.W052",
+            id="notifications.W053",
         )
     ]

@@ -22,7 +22,7 @@ def signed_in_user(request: HttpRequest) -> str | None:
 
 def resolver() -> Resolver:
     """The site's function, or the default. An unimportable path raises ImportError
-    (notifications.W051 reports it): the inbox's requests fail, nothing else does."""
+    (notifications.W052 reports it): the inbox's requests fail, nothing else does."""
     path = app_settings.INBOX_RECIPIENT
     return import_string(path) if path else signed_in_user
 
