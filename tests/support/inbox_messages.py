@@ -17,7 +17,7 @@ def add_message(recipient: str, title: str = "Hello", *, created_at: datetime | 
         recipient=recipient,
         title=title,
         created_at=created_at or timezone.now(),
-        notification_id=fields.pop("notification_id", 0),
+        notification_id=fields.pop("notification_id", 1),  # no row behind it: db_constraint=False
         firing_id=uuid.uuid4(),
         **fields,
     )
