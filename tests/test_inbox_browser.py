@@ -61,27 +61,28 @@ def focus_by_tab(driver, css: str, limit: int = 60):
 def test_the_bell_counts_a_message_that_arrives(signed_in, live_server, settings, size):
     from selenium.webdriver.common.by import By
 
-    browser, alice = signed_in
-    browser.set_window_size(*WIDTHS[size])
+    driver, alice = signed_in
+    driver.set_window_size(*WIDTHS[size])
     settings.NOTIFICATIONS_INBOX_POLL_SECONDS = 1
     add_message(recipient_of(alice), "already here")
     add_message("user:someone-else", "not alice's")
 
-    browser.get(f"{live_server.url}/demo/")
-    count = wait_for(browser, ".nq-inbox-badge .nq-inbox-unread")
+    driver.get(f"{live_server.url}/demo/")
+    count = wait_for(driver, ".nq-inbox-badge .nq-inbox-unread")
     assert count.text == "1"
-    assert browser.find_element(By.CSS_SELECTOR, ".nq-inbox-badge").get_attribute("href").endswith("/notifications/inbox/")
-    until(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".nq-inbox-badge").get_attribute("data-nq-started"),
+    link = driver.find_element(By.CSS_SELECTOR, ".nq-inbox-badge").get_attribute("href")
+    assert link.endswith("/notifications/inbox/")
+    until(driver, lambda d: d.find_element(By.CSS_SELECTOR, ".nq-inbox-badge").get_attribute("data-nq-started"),
           "the badge's script did not start (CSP script-src 'self')")  # fmt: skip
 
     schedule(channels=["inbox"], recipient=recipient_of(alice), subject="Your order shipped", body="Track it.")
     run_tick()
     assert InboxMessage.objects.filter(recipient=recipient_of(alice)).count() == 2
-    until(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".nq-inbox-unread").text == "2",
+    until(driver, lambda d: d.find_element(By.CSS_SELECTOR, ".nq-inbox-unread").text == "2",
           "the bell did not count the new message")  # fmt: skip
-    assert no_sideways_scroll(browser)
+    assert no_sideways_scroll(driver)
     ARTIFACTS.mkdir(exist_ok=True)
-    browser.save_screenshot(str(ARTIFACTS / f"inbox-bell-{size}.png"))
+    driver.save_screenshot(str(ARTIFACTS / f"inbox-bell-{size}.png"))
 
 
 @pytest.mark.parametrize("size", WIDTHS)
@@ -89,41 +90,41 @@ def test_the_inbox_by_keyboard(signed_in, live_server, size):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
-    browser, alice = signed_in
-    browser.set_window_size(*WIDTHS[size])
+    driver, alice = signed_in
+    driver.set_window_size(*WIDTHS[size])
     me = recipient_of(alice)
     first = add_message(me, "First message", body="Read me.", url="/orders/7")
     second = add_message(me, HOSTILE, body=HOSTILE, url="javascript:window.__xss=1")
     third = add_message(me, "Third message")
 
-    browser.get(f"{live_server.url}/notifications/inbox/")
-    wait_for(browser, ".nq-inbox-messages")
-    assert_no_script_ran(browser)
-    assert no_sideways_scroll(browser)
-    assert browser.find_element(By.CSS_SELECTOR, ".nq-inbox-counts").text == "3 unread of 3"
-    assert browser.find_elements(By.CSS_SELECTOR, f"#message-{second.id} h2 a") == []  # not a link
+    driver.get(f"{live_server.url}/notifications/inbox/")
+    wait_for(driver, ".nq-inbox-messages")
+    assert_no_script_ran(driver)
+    assert no_sideways_scroll(driver)
+    assert driver.find_element(By.CSS_SELECTOR, ".nq-inbox-counts").text == "3 unread of 3"
+    assert driver.find_elements(By.CSS_SELECTOR, f"#message-{second.id} h2 a") == []  # not a link
     ARTIFACTS.mkdir(exist_ok=True)
-    browser.save_screenshot(str(ARTIFACTS / f"inbox-page-{size}.png"))
+    driver.save_screenshot(str(ARTIFACTS / f"inbox-page-{size}.png"))
 
     # Mark the first read: Tab to its button, Enter.
-    focus_by_tab(browser, f'#message-{first.id} button[value="read"]').send_keys(Keys.ENTER)
-    until(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".nq-inbox-counts").text == "2 unread of 3",
+    focus_by_tab(driver, f'#message-{first.id} button[value="read"]').send_keys(Keys.ENTER)
+    until(driver, lambda d: d.find_element(By.CSS_SELECTOR, ".nq-inbox-counts").text == "2 unread of 3",
           "marking read by keyboard did not take")  # fmt: skip
     first.refresh_from_db()
     assert first.read_at is not None
 
     # Archive the hostile one: Tab, then Space.
-    focus_by_tab(browser, f'#message-{second.id} button[value="archived"]').send_keys(Keys.SPACE)
-    until(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".nq-inbox-counts").text == "1 unread of 2",
+    focus_by_tab(driver, f'#message-{second.id} button[value="archived"]').send_keys(Keys.SPACE)
+    until(driver, lambda d: d.find_element(By.CSS_SELECTOR, ".nq-inbox-counts").text == "1 unread of 2",
           "archiving by keyboard did not take")  # fmt: skip
     second.refresh_from_db()
     assert second.archived_at is not None
 
     # Mark all read.
-    focus_by_tab(browser, '.nq-inbox-all button[value="read"]').send_keys(Keys.ENTER)
-    until(browser, lambda d: d.find_element(By.CSS_SELECTOR, ".nq-inbox-counts").text == "0 unread of 2",
+    focus_by_tab(driver, '.nq-inbox-all button[value="read"]').send_keys(Keys.ENTER)
+    until(driver, lambda d: d.find_element(By.CSS_SELECTOR, ".nq-inbox-counts").text == "0 unread of 2",
           "mark all read by keyboard did not take")  # fmt: skip
     third.refresh_from_db()
     assert third.read_at is not None
-    assert_no_script_ran(browser)
-    assert no_sideways_scroll(browser)
+    assert_no_script_ran(driver)
+    assert no_sideways_scroll(driver)

@@ -14,6 +14,8 @@ from datetime import datetime
 from django.core import signing
 from django.db.models import Q, QuerySet
 
+from notifications.models import InboxMessage
+
 SALT = "notifications.inbox.cursor"
 ORDER = ("-created_at", "-id")  # newest first; the id breaks ties of one instant
 
@@ -22,10 +24,9 @@ class BadCursor(ValueError):
     """A cursor that this site did not sign, or that names no position."""
 
 
-def after(message: object) -> str:
+def after(message: InboxMessage) -> str:
     """The cursor of the page that follows `message`."""
-    created_at: datetime = message.created_at  # type: ignore[attr-defined]
-    return signing.dumps([created_at.isoformat(), str(message.pk)], salt=SALT, compress=True)  # type: ignore[attr-defined]
+    return signing.dumps([message.created_at.isoformat(), str(message.pk)], salt=SALT, compress=True)
 
 
 def position(cursor: str) -> tuple[datetime, uuid.UUID]:
@@ -40,7 +41,7 @@ def position(cursor: str) -> tuple[datetime, uuid.UUID]:
         raise BadCursor("not a cursor of this inbox") from error
 
 
-def older_than(messages: QuerySet, cursor: str | None) -> QuerySet:
+def older_than(messages: QuerySet[InboxMessage], cursor: str | None) -> QuerySet[InboxMessage]:
     """`messages` in page order, from the position after `cursor` (all of them for None)."""
     messages = messages.order_by(*ORDER)
     if cursor is None:
