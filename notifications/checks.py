@@ -40,7 +40,7 @@ number as a W id. A bad value is reported here rather than by a crash mid-tick.
 | E029 | ATTACHMENT_BYTES_IN_FLIGHT is not a positive integer |
 | E030 | (retired: now W030, a warning) |
 | E031 | (retired: now W031, a warning) |
-| E032 | a CHANNELS name is a built-in channel's (email, webhook) |
+| E032 | a CHANNELS name is a built-in channel's (email, webhook, inbox) |
 | E033 | CHANNELS is not a dict of name -> {"BACKEND": ..., "OPTIONS": {...}} (a bad name, OPTIONS not a dict) |
 | E034 | METRICS_TOKEN is not a string of printable ASCII without spaces around it |
 | E040 | CATEGORIES is not a dict of category -> {"label", "default", "throttle", "channels"} |

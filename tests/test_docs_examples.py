@@ -391,7 +391,10 @@ def _recipients(reader: Reader) -> None:
 
 def _preferences(reader: Reader) -> None:
     # "From code": preferences() returns what the comment says (before the page's erasure).
-    expected = {"billing": {"email": True, "webhook": True}, "news": {"email": False, "webhook": True}}
+    expected = {
+        "billing": {"email": True, "webhook": True, "inbox": True},
+        "news": {"email": False, "webhook": True, "inbox": False},
+    }
     assert reader.namespace["preferences"]("user:42") == expected
 
 

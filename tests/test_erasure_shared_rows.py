@@ -170,6 +170,7 @@ def test_the_dry_run_names_the_counts_of_the_run_with_the_same_numbers():
             ("notifications_changed", 1),
             ("delivery_attempts", 1),
             ("preferences", 1),
+            ("inbox_messages", 0),
             ("throttles", 1),
             ("suppressions", 1),
         ]

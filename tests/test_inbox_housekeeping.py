@@ -13,6 +13,7 @@ from django.utils import timezone
 from notifications.api import erase, run_tick
 from notifications.channels.checks import check_each_channel
 from notifications.models import InboxMessage
+from notifications.services.erasure import describe, person
 
 pytestmark = pytest.mark.django_db
 
@@ -62,6 +63,7 @@ def test_erase_deletes_the_persons_messages_and_counts_them():
     message()
     message(archived_at=timezone.now())
     other = message(recipient="user:2")
+    assert describe(person(recipient="user:1"))["inbox_messages"] == 2  # the dry run says so first
     counts = erase(recipient="user:1")
     assert counts["inbox_messages"] == 2
     assert list(InboxMessage.objects.all()) == [other]

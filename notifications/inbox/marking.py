@@ -26,14 +26,14 @@ MARKS: dict[str, Q] = {
 
 def _changes(state: str) -> dict[str, Any]:
     now = Value(timezone.now(), output_field=DateTimeField())
-    keep_or_now = {column: Coalesce(column, now) for column in ("seen_at", "read_at")}
-    return {
+    changes: dict[str, dict[str, Any]] = {
         "seen": {"seen_at": now},
-        "read": {"read_at": now, "seen_at": keep_or_now["seen_at"]},
-        "archived": {"archived_at": now, **keep_or_now},
+        "read": {"read_at": now, "seen_at": Coalesce("seen_at", now)},
+        "archived": {"archived_at": now, "read_at": Coalesce("read_at", now), "seen_at": Coalesce("seen_at", now)},
         "unread": {"read_at": None},
         "unarchived": {"archived_at": None},
-    }[state]
+    }
+    return changes[state]
 
 
 def mark(recipient: str, ids: Iterable[Any] | str, state: str) -> int:

@@ -263,6 +263,7 @@ def describe(who: Person, keep_suppression: bool = True) -> dict[str, int]:
         "notifications_changed": len(todo.changed),
         "delivery_attempts": _attempts(who, todo.whole).count(),
         "preferences": Preference.objects.filter(recipient__in=who.keys).count(),
+        "inbox_messages": InboxMessage.objects.filter(recipient__in=who.keys).count(),
         "throttles": ThrottleWindow.objects.filter(_throttles(who)).count(),
         "suppressions": Suppression.objects.filter(address=stored).count() if stored else 0,
     }

@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
 from django.db import DatabaseError, connection, transaction
+from django.db.models import Model
 from django.utils import timezone
 
 from notifications import otel, registry
@@ -357,7 +358,7 @@ def insert_delivered(items: Sequence[Any]) -> None:
     """Insert what channels delivered into the site's tables (`ChannelResult.inserts`), one
     multi-row INSERT per model; a row whose unique key is already there (the same firing,
     written back before) is left as it is."""
-    by_model: dict[type, list[Any]] = {}
+    by_model: dict[type[Model], list[Any]] = {}
     for item in items:
         by_model.setdefault(type(item), []).append(item)
     for model, found in by_model.items():
