@@ -9,13 +9,13 @@ link is the key (`notifications.content.links`). The inbox is the signed-in user
 
 from django.urls import path
 
-from notifications import public
 from notifications.inbox.web import views as inbox
+from notifications.recipients import views
 
 app_name = "notifications"
 urlpatterns = [
-    path("unsubscribe/<str:token>/", public.unsubscribe, name="unsubscribe"),
-    path("preferences/<str:token>/", public.preference_centre, name="preferences"),
+    path("unsubscribe/<str:token>/", views.unsubscribe, name="unsubscribe"),
+    path("preferences/<str:token>/", views.preference_centre, name="preferences"),
     # The signed-in user's inbox (docs/inbox.md): the page and its JSON endpoints.
     path("inbox/", inbox.page, name="inbox"),
     path("inbox/counts", inbox.counts, name="inbox-counts"),

@@ -11,11 +11,11 @@ from django.core.exceptions import ValidationError
 from django.test import override_settings
 from django.utils import timezone
 
-from notifications import registry, services
+from notifications import services
 from notifications.api import run_tick, schedule, set_preference
-from notifications.channels import Firing
+from notifications.channels import Firing, registry
 from notifications.channels.inbox.channel import InboxChannel
-from notifications.checks import check_channels
+from notifications.checks.site_channels import check_channels
 from notifications.models import InboxMessage, Notification
 from notifications.models.states import State
 from notifications.outcomes import Kind, Outcome

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.core.management import call_command
 
-from notifications.checks import check_settings
+from notifications.checks.settings import check_unknown_settings
 from notifications.conf import inbox_allowed_origins, inbox_poll_seconds
 from notifications.inbox.web.checks import check_inbox_web
 from notifications.rules.inbox_links import is_message_link
@@ -22,7 +22,7 @@ def test_the_inbox_settings_are_known(settings):
     settings.NOTIFICATIONS_INBOX_POLL_SECONDS = 10
     settings.NOTIFICATIONS_INBOX_ALLOWED_ORIGINS = ["https://app.example.com"]
     settings.NOTIFICATIONS_INBOX_RETENTION_DAYS = 30
-    assert "notifications.W005" not in ids(check_settings())
+    assert "notifications.W005" not in ids(check_unknown_settings())
     assert check_inbox_web() == []
 
 

@@ -24,8 +24,8 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import Model
 from django.utils import timezone
 
-from notifications import otel, registry
-from notifications.channels import ChannelResult, Firing
+from notifications import otel
+from notifications.channels import ChannelResult, Firing, registry
 from notifications.conf import Policy
 from notifications.models import DeliveryAttempt, Notification, Suppression, states
 from notifications.models.addresses import is_address, storable
