@@ -7,11 +7,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from django.core import checks
 from django.utils.translation import gettext_lazy as _
 
 from notifications.channels.base import ChannelRules
-from notifications.conf import Defaults, app_settings, is_usable
+from notifications.channels.inbox import checks
 from notifications.content import email as email_content
 from notifications.content.templating import template_errors
 from notifications.models import InboxMessage
@@ -77,20 +76,8 @@ class InboxRules(ChannelRules):
 
     @classmethod
     def check(cls, name: str, options: dict[str, Any]) -> list[CheckMessage]:
-        """W050: NOTIFICATIONS_INBOX_RETENTION_DAYS unusable. A warning: the tick keeps
-        messages for the default instead, and nothing else waits for it."""
-        value = app_settings.INBOX_RETENTION_DAYS
-        if is_usable("INBOX_RETENTION_DAYS", value, integer=False):
-            return []
-        default = Defaults.INBOX_RETENTION_DAYS
-        return [
-            checks.Warning(
-                f"NOTIFICATIONS_INBOX_RETENTION_DAYS must be a positive number of days, not {value!r}: "
-                f"inbox messages are kept {default} days.",
-                hint=f"Set it to the days a message is kept, or remove it for the default ({default}).",
-                id="notifications.W050",
-            )
-        ]
+        """How long messages are kept (W050)."""
+        return checks.check_retention()
 
     def destination(self, row: Notification) -> str:
         return row.recipient or "?"
