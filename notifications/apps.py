@@ -14,6 +14,7 @@ class NotificationsConfig(AppConfig):
         from notifications import checks  # noqa: F401 - registers the system checks
         from notifications.channels import checks as channel_checks  # noqa: F401 - each channel's own checks
         from notifications.channels import validation
+        from notifications.inbox.web import checks as inbox_web_checks  # noqa: F401 - the inbox's web settings
         from notifications.models import channel_hook
         from notifications.services.suppression import connect_anymail, connect_lifts
         from notifications.tasks import checks as task_checks  # noqa: F401 - W070 on Django 5.2

@@ -131,6 +131,17 @@ def mark_body_read(response: requests.Response) -> None:
 # Why not the public API: Django's template language has no public way to restrict tags,
 # filters and lookups, or to bound loops and output while rendering.
 
+#
+# === Django: CSRF (`notifications.inbox.web.cors`, used in place) ===========================
+#
+# `CsrfViewMiddleware._origin_verified(request) -> bool` (Django 4.0+): whether the
+# request's `Origin` is the site's own or in CSRF_TRUSTED_ORIGINS; `process_view` calls it
+# for an unsafe request that sends `Origin`, and refuses it when False. The inbox's JSON
+# endpoints subclass the middleware and also trust NOTIFICATIONS_INBOX_ALLOWED_ORIGINS
+# there, for those endpoints alone. Why not the public API: the trusted origins are one
+# setting of the whole site; widening it would let the listed front ends post to every
+# view. Checked with Django 5.2 by tests/test_compat.py.
+
 
 def concrete_fields(model: type[Model]) -> list[Field[Any, Any]]:
     """The fields of `model` that have a column, in declaration order."""

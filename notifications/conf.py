@@ -22,6 +22,7 @@ from typing import Any
 from django.conf import settings as django_settings
 
 from notifications.rules import categories as category_rules
+from notifications.rules import origins as origin_rules
 from notifications.rules import public_url as public_url_rules
 from notifications.rules import quiet
 from notifications.rules.network import IPNetwork
@@ -95,6 +96,13 @@ class Defaults:
     # Rows one digest holds at most: once this many have joined, it goes out at once
     # (notifications.store.digests).
     DIGEST_MAX_ITEMS: int = 50
+    # The signed-in user's inbox (notifications.inbox.web): a dotted path to
+    # f(request) -> str | None naming the request's recipient (None: `user:{pk}` for a
+    # signed-in user), how often the badge asks for the counts, and the https:// origins of
+    # front ends on other sites allowed to call the endpoints with credentials.
+    INBOX_RECIPIENT: str | None = None
+    INBOX_POLL_SECONDS: float = 30
+    INBOX_ALLOWED_ORIGINS: list[str] = []
 
 
 # A derived lease outlives everything a tick does with its rows: the budget, a last batch
@@ -124,6 +132,7 @@ MAXIMUMS: dict[str, tuple[float, str]] = {
     "MAX_CLOCK_OFFSET": (MAX_DELAY_SECONDS, "seconds: a hundred years"),
     "LOW_PRIORITY_AGING": (MAX_DELAY_SECONDS, "seconds: a hundred years"),
     "DIGEST_MAX_ITEMS": (10_000, "rows"),
+    "INBOX_POLL_SECONDS": (86_400, "seconds: a day"),
 }
 
 
@@ -414,3 +423,17 @@ def public_url() -> public_url_rules.PublicUrl:
     """NOTIFICATIONS_PUBLIC_URL as links can use it, with DEBUG as the site has it now
     (`notifications.rules.public_url`; notifications.W041 and W043 report it)."""
     return public_url_rules.read(app_settings.PUBLIC_URL, debug=bool(django_settings.DEBUG))
+
+
+def inbox_poll_seconds() -> float:
+    """Seconds between the badge's requests for the counts (notifications.W053 reports a bad value)."""
+    return positive_number("INBOX_POLL_SECONDS")
+
+
+def inbox_allowed_origins() -> frozenset[str]:
+    """The well-formed `https://` origins of NOTIFICATIONS_INBOX_ALLOWED_ORIGINS (W051 reports
+    the others, which are left out: a malformed entry allows nothing)."""
+    value = app_settings.INBOX_ALLOWED_ORIGINS
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        return frozenset()
+    return frozenset(origin for origin in value if origin_rules.origin_problem(origin) is None)

@@ -1,16 +1,24 @@
-"""The recipients' public pages: one-click unsubscribe (RFC 8058) and the preference centre.
+"""The recipients' public pages (one-click unsubscribe, RFC 8058, and the preference
+centre) and the signed-in user's inbox.
 
 Include them in the site's URLconf, e.g. `path("notifications/", include("notifications.urls"))`,
 and set NOTIFICATIONS_PUBLIC_URL: the links in email are built on it. No login: the signed
-link is the key (`notifications.content.links`).
+link is the key (`notifications.content.links`). The inbox is the signed-in user's own
+(`notifications.inbox.web`).
 """
 
 from django.urls import path
 
+from notifications.inbox.web import views as inbox
 from notifications.recipients import views
 
 app_name = "notifications"
 urlpatterns = [
     path("unsubscribe/<str:token>/", views.unsubscribe, name="unsubscribe"),
     path("preferences/<str:token>/", views.preference_centre, name="preferences"),
+    # The signed-in user's inbox (docs/inbox.md): the page and its JSON endpoints.
+    path("inbox/", inbox.page, name="inbox"),
+    path("inbox/counts", inbox.counts, name="inbox-counts"),
+    path("inbox/messages", inbox.messages, name="inbox-messages"),
+    path("inbox/mark", inbox.mark, name="inbox-mark"),
 ]

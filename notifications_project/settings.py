@@ -48,6 +48,8 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "notifications_project.urls"
+# The inbox page sends people without a session to a login: the demo has the admin's.
+LOGIN_URL = "admin:login"
 
 TEMPLATES = [
     {

@@ -7,6 +7,8 @@ from django.urls import include, path
 from django.views.decorators.cache import cache_control
 from django.views.generic import RedirectView
 
+from notifications_project import views
+
 FAVICON = Path(__file__).resolve().parent / "static" / "notifications_project" / "favicon.ico"
 
 
@@ -20,8 +22,10 @@ urlpatterns = [
     path("", RedirectView.as_view(url="/admin/notifications/notification/")),
     path("favicon.ico", favicon),
     path("admin/", admin.site.urls),
-    # Recipients' public pages: one-click unsubscribe and the preference centre (docs/recipients.md).
+    # Recipients' public pages (docs/recipients.md) and the signed-in user's inbox (docs/inbox.md).
     path("notifications/", include("notifications.urls")),
+    # A page of the demo site with the inbox bell ({% inbox_badge %}) in its header.
+    path("demo/", views.home, name="demo-home"),
 ]
 
 # The queue's Prometheus metrics, when prometheus_client is installed: staff users, or a

@@ -366,3 +366,26 @@ def test_django_engine_builds_its_libraries_through_the_overridden_getters():
     assert sorted(calls) == ["builtins", "libraries"], changed(
         "Django", "Engine.__init__ no longer calls get_template_builtins()/get_template_libraries()"
     )
+
+
+def test_django_csrf_middleware_asks_origin_verified_for_an_unsafe_request():
+    from django.http import HttpRequest
+    from django.middleware.csrf import CsrfViewMiddleware
+
+    assert parameters(CsrfViewMiddleware._origin_verified) == ["self", "request"], changed(
+        "django", "CsrfViewMiddleware._origin_verified(request) changed"
+    )
+    asked = []
+
+    class Probe(CsrfViewMiddleware):
+        def _origin_verified(self, request):
+            asked.append(request.META["HTTP_ORIGIN"])
+            return False
+
+    request = HttpRequest()
+    request.method = "POST"
+    request.META.update(HTTP_ORIGIN="https://elsewhere.example", SERVER_NAME="testserver", SERVER_PORT="80")
+    refused = Probe(lambda r: None).process_view(request, lambda r: None, (), {})
+    assert asked == ["https://elsewhere.example"] and refused.status_code == 403, changed(
+        "django", "CsrfViewMiddleware.process_view no longer refuses through _origin_verified"
+    )

@@ -14,7 +14,7 @@ import pytest
 from django.conf import settings
 from django.contrib.auth import authenticate
 
-from notifications.models import Notification
+from notifications.models import InboxMessage, Notification
 from tests.support.processes import REPO, child_env
 
 pytestmark = pytest.mark.slow
@@ -72,7 +72,13 @@ def test_the_demo_shows_delivery_a_partial_failure_a_retry_and_a_dead_letter(dem
     # What the newcomer reads first: where the admin is and how to log in.
     assert "  Admin:   http://127.0.0.1:8123/admin/notifications/notification/" in output
     assert "  Login:   demo / first-run-pw" in output
-    assert authenticate(username="demo", password="first-run-pw").is_superuser
+    demo_user = authenticate(username="demo", password="first-run-pw")
+    assert demo_user.is_superuser
+
+    # The demo login's inbox: the page with the bell is printed, and the welcome arrived once.
+    assert re.search(r"^  Inbox:   http://127\.0\.0\.1:8123/demo/ ", output, re.MULTILINE)
+    welcome = InboxMessage.objects.filter(recipient=f"user:{demo_user.pk}", title="Welcome to your inbox")
+    assert welcome.count() == 1
 
     # The one-shot email went out (console backend) and its row is gone.
     assert "Subject: Welcome to the queue, newcomer" in output
@@ -80,7 +86,7 @@ def test_the_demo_shows_delivery_a_partial_failure_a_retry_and_a_dead_letter(dem
 
     # The recurring webhook reached the local sink, signed, and waits for its next minute.
     assert re.search(r"sink <- POST /hooks/ok webhook-id=msg_\S+ signature=valid .* -> 200", output)
-    recurring = Notification.objects.get(recurrence_rule="* * * * *")
+    recurring = Notification.objects.get(payload__demo="recurring webhook")
     assert recurring.last_error is None
     assert recurring.last_fired_at is not None
 

@@ -73,6 +73,9 @@ networks, the email's mailer, timeouts and attachments) is that channel's own
 | W041 | PUBLIC_URL builds no links (unset while CATEGORIES are, http, malformed): mail that needs them is held |
 | W043 | PUBLIC_URL is http://localhost or http://127.0.0.1, accepted while DEBUG is on |
 | W050 | INBOX_RETENTION_DAYS is not a positive number (the inbox channel's check): the default 90 days apply |
+| W051 | INBOX_ALLOWED_ORIGINS holds an entry that is no https:// origin as browsers send it: it allows nothing |
+| W052 | INBOX_RECIPIENT names no importable function: the inbox's page and endpoints fail |
+| W053 | INBOX_POLL_SECONDS is not a positive number up to a day: the badge asks every 30 s |
 | W100 | no tick has finished lately (database check) |
 | W101 | a host's clock is further than MAX_CLOCK_OFFSET from the database's (database check) |
 

@@ -105,13 +105,16 @@ def attempts(row: Notification) -> str:
 def what(row: Notification) -> str:
     """The row in words: the demo's name for it, and where it sends."""
     name = row.payload.get("demo") if isinstance(row.payload, dict) else None
-    targets = [
-        f"email to {', '.join(addresses.as_list(row.email_to))}"
-        if channel == "email"
-        else f"webhook to {row.webhook_url}"
-        for channel in row.channel_list
-    ]
+    targets = [_target(row, channel) for channel in row.channel_list]
     return f"the {name} ({', '.join(targets)})" if name else ", ".join(targets)
+
+
+def _target(row: Notification, channel: str) -> str:
+    if channel == "email":
+        return f"email to {', '.join(addresses.as_list(row.email_to))}"
+    if channel == "inbox":
+        return f"the inbox of {row.recipient}"
+    return f"webhook to {row.webhook_url}"
 
 
 class Command(BaseCommand):
@@ -128,7 +131,7 @@ class Command(BaseCommand):
         admin_url = options["admin_url"].rstrip("/") + "/"
         call_command("migrate", interactive=False, verbosity=0)
         password = options["password"] or secrets.token_urlsafe(12)
-        self.make_login(password)
+        demo_user = self.make_login(password)
 
         # Demo-only: webhooks may reach the local sink, and the failing sample walks to the
         # dead letters in a few ticks instead of the default 1 + 5 minutes.
@@ -140,7 +143,7 @@ class Command(BaseCommand):
         if django.VERSION >= (6, 0):  # Django's tasks through the queue (docs/tasks.md)
             demo_settings["TASKS"] = {"default": {"BACKEND": "notifications.tasks.QueueBackend"}}
         with Sink(self.say, options["sink_port"]) as sink, override_settings(**demo_settings):
-            rows = self.schedule_samples(sink)
+            rows = self.schedule_samples(sink, inbox=f"user:{demo_user.pk}")
             self.print_welcome(admin_url, password, sink, rows, interval)
             self.enqueue_sample_task()
 
@@ -163,15 +166,17 @@ class Command(BaseCommand):
         self.stdout.write(line)
         self.stdout.flush()
 
-    def make_login(self, password: str) -> None:
+    def make_login(self, password: str) -> Any:
         user_model = get_user_model()
         user = user_model.objects.filter(username=DEMO_USER).first() or user_model(username=DEMO_USER)
         user.is_staff = user.is_superuser = True
         user.set_password(password)
         user.save()
+        return user
 
-    def schedule_samples(self, sink: Sink) -> dict[str, Notification]:
-        """Four rows that show the ways out: delivered, recurring, partly delivered, dead-lettered."""
+    def schedule_samples(self, sink: Sink, inbox: str) -> dict[str, Notification]:
+        """Rows that show the ways out: delivered, recurring, partly delivered, dead-lettered,
+        and the demo login's inbox: a welcome at once and a message every minute."""
         Notification.objects.filter(payload__has_key="demo").delete()  # the previous run's samples
         now = timezone.now()
         return {
@@ -197,6 +202,24 @@ class Command(BaseCommand):
                 body="The email goes out; the webhook beside it gets a 503, so the row is a partial failure.",
                 webhook_url=sink.url("/hooks/unavailable"),
                 payload={"demo": "partial failure"},
+                fire_at=now,
+            ),
+            "welcome": schedule(
+                channels=["inbox"],
+                recipient=inbox,
+                subject="Welcome to your inbox",
+                body="This message was a row in the database; the tick put it in your inbox.",
+                channel_data={"inbox": {"url": "/admin/notifications/notification/"}},
+                payload={"demo": "inbox welcome"},
+                fire_at=now,
+            ),
+            "minutely": schedule(
+                channels=["inbox"],
+                recipient=inbox,
+                subject="Another minute, another message",
+                body="A recurring row delivers one message to the inbox each minute; the bell counts it.",
+                recurrence_rule="* * * * *",
+                payload={"demo": "recurring inbox message"},
                 fire_at=now,
             ),
             "failing": schedule(
@@ -226,6 +249,7 @@ class Command(BaseCommand):
     def print_welcome(
         self, admin_url: str, password: str, sink: Sink, rows: dict[str, Notification], interval: float
     ) -> None:
+        site_url = admin_url.removesuffix("admin/")  # the demo site's own pages beside the admin
         self.say(
             "\n".join(
                 [
@@ -233,6 +257,9 @@ class Command(BaseCommand):
                     "Demo ready.",
                     f"  Admin:   {admin_url}notifications/notification/",
                     f"  Login:   {DEMO_USER} / {password}",
+                    f"  Inbox:   {site_url}demo/  (the bell counts {DEMO_USER}'s unread messages; "
+                    f"#{rows['welcome'].pk} arrives now, #{rows['minutely'].pk} every minute; the inbox: "
+                    f"{site_url}notifications/inbox/)",
                     f"  Sink:    {sink.url('/hooks/')}  (a local webhook receiver; its lines start with 'sink <-')",
                     "Sample notifications:",
                     f"  #{rows['email'].pk}  one-shot email to newcomer@example.com (printed below by the console "
