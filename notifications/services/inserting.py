@@ -21,7 +21,7 @@ from django.db import DatabaseError, IntegrityError, connections, router, transa
 from django.db.models import Field, JSONField
 from django.utils import timezone
 
-from notifications import compat
+from notifications import compat, databases
 from notifications.models import Notification, validation
 from notifications.store.statements import preparer
 
@@ -117,11 +117,13 @@ def _statements(
     prepare = [preparer(f) for f in fields]
     per_statement = compat.insert_batch_size(connection, len(fields), len(rows))
     placeholders = "({})".format(", ".join(["%s"] * len(fields)))
-    for start in range(0, len(rows), per_statement):
-        chunk = rows[start : start + per_statement]
+    values = [[p(getattr(row, f.attname)) for f, p in zip(fields, prepare, strict=True)] for row in rows]
+    # The parameter limit, and on MariaDB/MySQL the server's packet size.
+    for chunk in databases.statement_chunks(values, per_statement, databases.statement_bytes_limit(connection)):
+        count = chunk.stop - chunk.start
         # Only quoted model metadata goes into the text; values are parameters.
-        sql = f"INSERT INTO {table} ({columns}) VALUES {', '.join([placeholders] * len(chunk))}"  # noqa: S608
-        yield sql, [p(getattr(row, f.attname)) for row in chunk for f, p in zip(fields, prepare, strict=True)]
+        sql = f"INSERT INTO {table} ({columns}) VALUES {', '.join([placeholders] * count)}"  # noqa: S608
+        yield sql, [value for row in values[chunk] for value in row]
 
 
 def _unnest_statement(
@@ -166,6 +168,8 @@ def fits_one_statement(rows: int) -> bool:
     connection = connections[alias()]
     if connection.vendor == "postgresql":
         return True  # one UNNEST statement, whatever the number of rows
+    if databases.statement_bytes_limit(connection) is not None:
+        return False  # split by the packet's size too: the rows' length says how many
     columns = len(_inserted_fields())
     return (
         compat.can_return_rows_from_bulk_insert(connection)
