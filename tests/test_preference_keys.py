@@ -55,3 +55,20 @@ def test_a_preference_saved_by_the_sites_own_code_is_normalised_and_ids_are_kept
     Preference.objects.create(recipient="Ada <Ada@Example.com>", category="news", enabled=False)
     Preference.objects.create(recipient="User:42", category="news", enabled=False)
     assert set(Preference.objects.values_list("recipient", flat=True)) == {"ada@example.com", "User:42"}
+
+
+def test_erasure_takes_the_admins_history_about_the_person_and_keeps_the_rest(admin_client, admin_user):
+    from django.contrib.admin.models import ADDITION, LogEntry
+
+    add_in_admin(admin_client, "Grace@Example.org")
+    add_in_admin(admin_client, "bob@example.org")
+    row = schedule(channels=["email"], email_to="grace@example.org", subject="Hi", body="News")
+    LogEntry.objects.log_actions(admin_user.pk, [row], ADDITION, single_object=True)
+    assert LogEntry.objects.count() == 3
+
+    counts = erase(address="GRACE@example.org")
+
+    assert counts["admin_history"] == 2
+    (left,) = LogEntry.objects.all()
+    assert left.object_repr.startswith("bob@example.org")
+    assert "grace" not in str(list(LogEntry.objects.values())).casefold()

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.apps import apps
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Q
@@ -241,6 +242,25 @@ def _attempts(who: Person, rows: list[Any]) -> Any:
     return DeliveryAttempt.objects.filter(match)
 
 
+def _admin_history(who: Person, rows: list[Any]) -> Any:
+    """The admin's history entries (`LogEntry`) about the person: those of their rows and
+    preferences, and any whose text names their address in any spelling (a preference's
+    `object_repr` is its recipient). None without django.contrib.admin."""
+    if not apps.is_installed("django.contrib.admin"):
+        return None
+    from django.contrib.admin.models import LogEntry
+    from django.contrib.contenttypes.models import ContentType
+
+    types = ContentType.objects.get_for_models(Notification, Preference)
+    preferences = Preference.objects.filter(recipient__in=who.keys).values_list("pk", flat=True)
+    match = Q(content_type=types[Notification], object_id__in=[str(pk) for pk in rows]) | Q(
+        content_type=types[Preference], object_id__in=[str(pk) for pk in preferences]
+    )
+    for spelling in spellings(who.address) if who.address else []:
+        match |= Q(object_repr__icontains=spelling) | Q(change_message__icontains=spelling)
+    return LogEntry.objects.filter(match, content_type__in=types.values())
+
+
 def _throttles(who: Person) -> Q:
     match = Q(pk__in=[])
     for key in who.keys:
@@ -264,6 +284,7 @@ def describe(who: Person, keep_suppression: bool = True) -> dict[str, int]:
         "preferences": Preference.objects.filter(recipient__in=who.keys).count(),
         "throttles": ThrottleWindow.objects.filter(_throttles(who)).count(),
         "suppressions": Suppression.objects.filter(address=stored).count() if stored else 0,
+        "admin_history": history.count() if (history := _admin_history(who, todo.whole)) is not None else 0,
     }
 
 
@@ -271,8 +292,8 @@ def erase(recipient: str = "", address: str = "", keep_suppression: bool = True)
     """Delete what the queue holds about a person; returns the counts by kind.
 
     Their rows (and the attachments' files) go; their address is taken out of rows that
-    others still receive (`notifications_changed`). Their delivery records, preferences
-    and throttle windows go. The suppression list keeps the address (so mail is still not
+    others still receive (`notifications_changed`). Their delivery records, preferences,
+    throttle windows and the admin's history entries about them (`admin_history`) go. The suppression list keeps the address (so mail is still not
     sent to an address that bounced or complained) unless `keep_suppression=False`.
     """
     who = person(recipient, address)
@@ -283,6 +304,8 @@ def erase(recipient: str = "", address: str = "", keep_suppression: bool = True)
     counts = {"notifications": purge(whole) if whole else 0, "notifications_changed": changed.changed}
     with transaction.atomic():
         counts["delivery_attempts"] = _attempts(who, whole).delete()[0]
+        history = _admin_history(who, whole)  # before the preferences it names by id go
+        counts["admin_history"] = history.delete()[0] if history is not None else 0
         counts["preferences"] = Preference.objects.filter(recipient__in=who.keys).delete()[0]
         counts["throttles"] = ThrottleWindow.objects.filter(_throttles(who)).delete()[0]
         suppressions = 0
@@ -292,4 +315,5 @@ def erase(recipient: str = "", address: str = "", keep_suppression: bool = True)
             # Deleting a suppression records its lift, which names the address too.
             SuppressionLift.objects.filter(address=stored).delete()
         counts["suppressions"] = suppressions
+    counts["admin_history"] = counts.pop("admin_history")  # last, as `describe` names it
     return counts
