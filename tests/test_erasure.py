@@ -301,3 +301,21 @@ def test_a_550_arriving_after_the_erase_does_not_suppress_the_address_again(smtp
     assert reports and reports[0].claimed == 1
     assert not Suppression.objects.exists()
     assert not DeliveryAttempt.objects.exists()
+
+
+def test_erase_reads_only_the_rows_whose_text_holds_the_address(monkeypatch):
+    from notifications.services import erasure
+
+    later = NOW + timezone.timedelta(days=1)
+    for n in range(30):
+        email(email_to=f"reader{n}@example.com", fire_at=later)
+    shared = email(email_to="bob@example.com", email_cc=["Ada <ADA@Example.com>"], fire_at=later)
+    read = []
+    names_them = erasure._names_them
+    monkeypatch.setattr(erasure, "_names_them", lambda values, key: read.append(values) or names_them(values, key))
+
+    counts = erase(address="ada@example.com")
+
+    assert counts["notifications_changed"] == 1
+    assert len(read) == 1  # the database passed over the 30 others
+    assert Notification.objects.get(pk=shared.pk).email_cc == []

@@ -25,7 +25,9 @@ from typing import Any
 from django.apps import apps
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, JSONField, Q, TextField
+from django.db.models.functions import Cast
+from django.db.models.lookups import IContains
 
 from notifications.models import (
     DeliveryAttempt,
@@ -113,7 +115,7 @@ def plan(who: Person) -> Plan:
         whole.update(Notification.objects.filter(recipient__in=who.keys).values_list("pk", flat=True))
     if not who.address:
         return Plan(sorted(whole), [])
-    named = [row[0] for row in _scan() if row[0] not in whole and _names_them(row[1:], who.address)]
+    named = [row[0] for row in _scan(who.address) if row[0] not in whole and _names_them(row[1:], who.address)]
     changed: list[Any] = []
     for start in range(0, len(named), SCAN_CHUNK):
         rows, _ = load_defensively(Notification.objects.filter(pk__in=named[start : start + SCAN_CHUNK]))
@@ -129,10 +131,16 @@ def plan(who: Person) -> Plan:
 SCANNED = ("pk", *ADDRESS_FIELDS, "from_email", "headers", "pending_recipients", "last_error", "previous_error")
 
 
-def _scan() -> Iterator[tuple[Any, ...]]:
+def _scan(key: str) -> Iterator[tuple[Any, ...]]:
+    """The `SCANNED` columns of the rows that may name `key`: those whose text holds its
+    local part (every spelling of the address does), asked of the database, so only those
+    rows are read (a LIKE over the columns' text, not every row into Python)."""
     last = None
+    found = _holding(key.rpartition("@")[0])
     while True:
         query = Notification.objects.order_by("pk")
+        if found is not None:
+            query = query.filter(found)
         if last is not None:
             query = query.filter(pk__gt=last)
         chunk = list(query.values_list(*SCANNED)[:SCAN_CHUNK])
@@ -140,6 +148,20 @@ def _scan() -> Iterator[tuple[Any, ...]]:
             return
         yield from chunk
         last = chunk[-1][0]
+
+
+def _holding(local: str) -> Q | None:
+    """Rows any of whose `SCANNED` columns holds `local` in its text (any case). None, and
+    every row read, for a local part JSON would store escaped (beyond ASCII, a quote or a
+    backslash), which a LIKE over the stored text would miss."""
+    if not local or not local.isascii() or any(c in local for c in '"\\'):
+        return None
+    match = Q()
+    for name in SCANNED[1:]:
+        field = Notification._meta.get_field(name)
+        text = Cast(name, TextField()) if isinstance(field, JSONField) else F(name)
+        match |= Q(IContains(text, local))
+    return match
 
 
 def _names_them(values: tuple[Any, ...], key: str) -> bool:
