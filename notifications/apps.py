@@ -13,9 +13,11 @@ class NotificationsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from notifications import checks  # noqa: F401 - registers the system checks
+        from notifications import (
+            checks,  # noqa: F401 - registers the system checks
+            compat,
+        )
         from notifications.channels import checks as channel_checks  # noqa: F401 - each channel's own checks
-        from notifications import compat
         from notifications.channels import validation
         from notifications.content import redaction
         from notifications.models import channel_hook

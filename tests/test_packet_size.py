@@ -26,9 +26,8 @@ BODY = ("Quarterly news: 'quoted' \\ and plain text. " * 460)[:20_000]
 def test_a_newsletter_over_the_packet_size_is_queued_whole():
     assert databases.statement_bytes_limit(connection) <= 16 * 1024 * 1024  # the server's, not ours
     messages = [EmailMessage("News", BODY, None, [f"reader{n}@example.com"]) for n in range(1000)]
-    with queue_in_front_of(SMTP_BACKEND, host="127.0.0.1", port=1, timeout=5):
-        with transaction.atomic():
-            assert get_connection().send_messages(messages) == 1000
+    with queue_in_front_of(SMTP_BACKEND, host="127.0.0.1", port=1, timeout=5), transaction.atomic():
+        assert get_connection().send_messages(messages) == 1000
     assert Notification.objects.count() == 1000
     assert set(Notification.objects.values_list("body", flat=True)) == {BODY}
 

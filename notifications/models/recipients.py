@@ -62,9 +62,9 @@ class Preference(models.Model):
             models.UniqueConstraint(fields=["recipient", "category", "channel"], name="preference_unique"),
         ]
 
-    def clean(self) -> None:
-        # Before the unique check a form runs, so a second spelling of a saved key is refused.
-        self.recipient = recipient_key(self.recipient)
+    def __str__(self) -> str:
+        where = self.channel or "every channel"
+        return f"{self.recipient}: {self.category} on {where} {'on' if self.enabled else 'off'}"
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         # Every path (the admin, a shell, a site's own code) stores the key the tick and
@@ -72,9 +72,9 @@ class Preference(models.Model):
         self.recipient = recipient_key(self.recipient)
         super().save(*args, **kwargs)
 
-    def __str__(self) -> str:
-        where = self.channel or "every channel"
-        return f"{self.recipient}: {self.category} on {where} {'on' if self.enabled else 'off'}"
+    def clean(self) -> None:
+        # Before the unique check a form runs, so a second spelling of a saved key is refused.
+        self.recipient = recipient_key(self.recipient)
 
 
 class ThrottleWindow(SettledOnMySQL, models.Model):

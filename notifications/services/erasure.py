@@ -315,8 +315,9 @@ def erase(recipient: str = "", address: str = "", keep_suppression: bool = True)
 
     Their rows (and the attachments' files) go; their address is taken out of rows that
     others still receive (`notifications_changed`). Their delivery records, preferences,
-    throttle windows and the admin's history entries about them (`admin_history`) go. The suppression list keeps the address (so mail is still not
-    sent to an address that bounced or complained) unless `keep_suppression=False`.
+    throttle windows and the admin's history entries about them (`admin_history`) go.
+    The suppression list keeps the address (so mail is still not sent to an address that
+    bounced or complained) unless `keep_suppression=False`.
     """
     who = person(recipient, address)
     todo = plan(who)
