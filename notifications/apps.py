@@ -19,14 +19,15 @@ class NotificationsConfig(AppConfig):
         )
         from notifications.channels import checks as channel_checks  # noqa: F401 - each channel's own checks
         from notifications.channels import validation
-        from notifications.content import redaction
         from notifications.models import channel_hook
+        from notifications.recipients import logs as token_logs
         from notifications.services.suppression import connect_anymail, connect_lifts
 
         channel_hook.install(validation)  # the models validate a row's channels without naming them
         connect_anymail()  # with django-anymail installed: its bounces and complaints suppress addresses
         connect_lifts()  # deleting a suppression remembers the lift: a replayed old bounce leaves it lifted
-        redaction.install()  # a 4xx/403 on an unsubscribe or preferences link logs its path: not its token
+        token_logs.install()  # a 4xx/403 on an unsubscribe or preferences link logs its path: not its token
         # An Apprise URL's credentials, under OPTIONS["urls"], masked like a *_PASSWORD setting.
-        for reporter in {debug.SafeExceptionReporterFilter, type(debug.get_default_exception_reporter_filter())}:
+        reporters: set[type] = {debug.SafeExceptionReporterFilter, type(debug.get_default_exception_reporter_filter())}
+        for reporter in reporters:
             compat.hide_setting_keys(reporter, compat.HIDDEN_OPTION_KEYS)

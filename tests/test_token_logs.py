@@ -10,7 +10,7 @@ import pytest
 from django.test import Client, override_settings
 
 from notifications.content import links
-from notifications.content.redaction import REDACTED
+from notifications.recipients.logs import REDACTED
 
 CATEGORIES = {"news": {"label": "Product news", "default": "on"}}
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("categories")]
