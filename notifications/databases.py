@@ -127,6 +127,9 @@ class DatabaseNow(Now):
 # its longest in the statement's text (mysqlclient escapes a quote, a backslash, NUL and
 # line breaks as two bytes), and this much left for the text around the values.
 PACKET_MARGIN = 64 * 1024
+# Statements shorter than this fit any server as run in practice (MariaDB's default packet
+# is 16 MiB, MySQL 8's 64 MiB, MySQL 5.5's was 1 MiB): the server is not asked.
+PACKET_FLOOR = 1024 * 1024
 
 
 def statement_bytes_limit(connection: BaseDatabaseWrapper) -> int | None:
@@ -157,14 +160,20 @@ def value_bytes(value: Any) -> int:
     return len(str(value)) + 4
 
 
-def statement_chunks(rows: Sequence[Sequence[Any]], per_statement: int, limit: int | None) -> Iterator[slice]:
-    """Slices of `rows` (each a row's parameters) that one INSERT may carry: at most
-    `per_statement` rows, and under `limit` bytes (a row longer than that goes alone, and
-    the server says so)."""
+def statement_chunks(
+    connection: BaseDatabaseWrapper, rows: Sequence[Sequence[Any]], per_statement: int
+) -> Iterator[slice]:
+    """Slices of `rows` (each a row's parameters) that one INSERT on `connection` may carry:
+    at most `per_statement` rows and, on MariaDB/MySQL, within the server's packet (a row
+    longer than that goes alone, and the server says so)."""
+    lengths = [sum(value_bytes(v) for v in row) + 4 for row in rows] if is_mysql(connection) else []
+    limit = None
+    if sum(lengths) > PACKET_FLOOR - PACKET_MARGIN:
+        limit = statement_bytes_limit(connection)
     budget = None if limit is None else max(limit - PACKET_MARGIN, 1)
     start, size = 0, 0
-    for index, row in enumerate(rows):
-        length = sum(value_bytes(v) for v in row) + 4 if budget is not None else 0
+    for index in range(len(rows)):
+        length = lengths[index] if budget is not None else 0
         if index > start and (index - start >= per_statement or (budget is not None and size + length > budget)):
             yield slice(start, index)
             start, size = index, 0

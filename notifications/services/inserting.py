@@ -71,9 +71,7 @@ def insert_many(rows: Sequence[Notification]) -> None:
     if not rows:
         return
     connection = connections[alias()]
-    now = timezone.now()
-    for row in rows:  # what pre_save gives auto_now_add / auto_now on an insert
-        row.created_at = row.updated_at = now
+    _stamp(rows)
     fields = _inserted_fields()
     returning = compat.can_return_rows_from_bulk_insert(connection)
     quote = connection.ops.quote_name
@@ -103,6 +101,12 @@ def insert_many(rows: Sequence[Notification]) -> None:
         raise DatabaseError(f"{len(missing)} inserted rows did not come back with an id")
 
 
+def _stamp(rows: Sequence[Notification]) -> None:
+    now = timezone.now()
+    for row in rows:  # what pre_save gives auto_now_add / auto_now on an insert
+        row.created_at = row.updated_at = now
+
+
 def _inserted_fields() -> list[Field[Any, Any]]:
     return [f for f in compat.concrete_fields(Notification) if not f.primary_key]
 
@@ -119,7 +123,7 @@ def _statements(
     placeholders = "({})".format(", ".join(["%s"] * len(fields)))
     values = [[p(getattr(row, f.attname)) for f, p in zip(fields, prepare, strict=True)] for row in rows]
     # The parameter limit, and on MariaDB/MySQL the server's packet size.
-    for chunk in databases.statement_chunks(values, per_statement, databases.statement_bytes_limit(connection)):
+    for chunk in databases.statement_chunks(connection, values, per_statement):
         count = chunk.stop - chunk.start
         # Only quoted model metadata goes into the text; values are parameters.
         sql = f"INSERT INTO {table} ({columns}) VALUES {', '.join([placeholders] * count)}"  # noqa: S608
@@ -163,18 +167,22 @@ def _unnest_statement(
     return sql, params
 
 
-def fits_one_statement(rows: int) -> bool:
-    """Whether `insert_many` inserts `rows` rows with one INSERT (and its ids come back with it)."""
+def fits_one_statement(rows: Sequence[Notification]) -> bool:
+    """Whether `insert_many` inserts `rows` with one INSERT (and their ids come back with it)."""
     connection = connections[alias()]
     if connection.vendor == "postgresql":
         return True  # one UNNEST statement, whatever the number of rows
-    if databases.statement_bytes_limit(connection) is not None:
-        return False  # split by the packet's size too: the rows' length says how many
-    columns = len(_inserted_fields())
-    return (
-        compat.can_return_rows_from_bulk_insert(connection)
-        and compat.insert_batch_size(connection, columns, rows) >= rows
-    )
+    fields = _inserted_fields()
+    if not compat.can_return_rows_from_bulk_insert(connection) or compat.insert_batch_size(
+        connection, len(fields), len(rows)
+    ) < len(rows):
+        return False
+    if not databases.is_mysql(connection):
+        return True
+    _stamp(rows)  # MariaDB/MySQL: and within the server's packet, the rows as insert_many sends them
+    prepare = [preparer(f) for f in fields]
+    values = [[p(getattr(row, f.attname)) for f, p in zip(fields, prepare, strict=True)] for row in rows]
+    return len(list(databases.statement_chunks(connection, values, len(rows)))) <= 1
 
 
 def _firing_key(value: Any) -> str:
