@@ -280,3 +280,25 @@ def map_large_buffers() -> bool:
     except (OSError, AttributeError):
         return False
     return _large_buffers_mapped
+
+
+# --- Django: the error reports' mask of settings (checked against 5.2 and 6.0) ----------
+# `SafeExceptionReporterFilter.hidden_settings` is the documented-by-source pattern of
+# setting names (and keys of dict settings) that the DEBUG page and the error mails to
+# ADMINS show as stars. An Apprise URL carries its service's credentials under the key
+# `urls` of NOTIFICATIONS_CHANNELS[...]["OPTIONS"], which the pattern does not match; the
+# public API (a subclass named in DEFAULT_EXCEPTION_REPORTER_FILTER) would be the site's
+# to write, and a site that forgot it would show the credentials.
+HIDDEN_OPTION_KEYS = ("URLS",)
+
+
+def hide_setting_keys(filter_class: type, keys: Sequence[str]) -> None:
+    """Widen `filter_class.hidden_settings` so a key spelled exactly as one of `keys` (any
+    case) is masked too; the rest of the setting stays readable."""
+    import re
+
+    pattern = getattr(filter_class, "hidden_settings", None)
+    if not isinstance(pattern, re.Pattern) or all(pattern.search(key) for key in keys):
+        return
+    exact = "|".join(f"^{re.escape(key)}$" for key in keys)
+    filter_class.hidden_settings = re.compile(f"{pattern.pattern}|{exact}", pattern.flags | re.IGNORECASE)  # type: ignore[attr-defined]

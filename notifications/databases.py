@@ -9,6 +9,7 @@ is written once.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from django.db import connection, connections
@@ -119,3 +120,63 @@ class DatabaseNow(Now):
 
     def as_mysql(self, compiler: Any, connection: BaseDatabaseWrapper, **extra_context: Any) -> Any:
         return self.as_sql(compiler, connection, template="UTC_TIMESTAMP(6)", **extra_context)
+
+
+# MariaDB/MySQL refuse a statement longer than `max_allowed_packet` (16 MiB by default:
+# "server has gone away", 2006). Multi-row INSERTs are split to fit: each value counted at
+# its longest in the statement's text (mysqlclient escapes a quote, a backslash, NUL and
+# line breaks as two bytes), and this much left for the text around the values.
+PACKET_MARGIN = 64 * 1024
+# Statements shorter than this fit any server as run in practice (MariaDB's default packet
+# is 16 MiB, MySQL 8's 64 MiB, MySQL 5.5's was 1 MiB): the server is not asked.
+PACKET_FLOOR = 1024 * 1024
+
+
+def statement_bytes_limit(connection: BaseDatabaseWrapper) -> int | None:
+    """The longest statement `connection` takes: MariaDB/MySQL's `max_allowed_packet` (read
+    once per connection to the server), None where the length has no practical limit."""
+    if not is_mysql(connection):
+        return None
+    connection.ensure_connection()
+    raw = connection.connection
+    known = getattr(connection, "_notifications_packet", None)
+    if known is None or known[0] is not raw:  # a new connection: its session's value
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT @@max_allowed_packet")
+            (value,) = cursor.fetchone()
+        known = (raw, int(value))
+        connection._notifications_packet = known  # type: ignore[attr-defined]
+    return int(known[1])
+
+
+def value_bytes(value: Any) -> int:
+    """At most how long `value` is in a statement's text, quotes and a separator included."""
+    if value is None:
+        return 5
+    if isinstance(value, str):
+        return 2 * len(value.encode()) + 4
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return 2 * len(value) + 12  # _binary'...'
+    return len(str(value)) + 4
+
+
+def statement_chunks(
+    connection: BaseDatabaseWrapper, rows: Sequence[Sequence[Any]], per_statement: int
+) -> Iterator[slice]:
+    """Slices of `rows` (each a row's parameters) that one INSERT on `connection` may carry:
+    at most `per_statement` rows and, on MariaDB/MySQL, within the server's packet (a row
+    longer than that goes alone, and the server says so)."""
+    lengths = [sum(value_bytes(v) for v in row) + 4 for row in rows] if is_mysql(connection) else []
+    limit = None
+    if sum(lengths) > PACKET_FLOOR - PACKET_MARGIN:
+        limit = statement_bytes_limit(connection)
+    budget = None if limit is None else max(limit - PACKET_MARGIN, 1)
+    start, size = 0, 0
+    for index in range(len(rows)):
+        length = lengths[index] if budget is not None else 0
+        if index > start and (index - start >= per_statement or (budget is not None and size + length > budget)):
+            yield slice(start, index)
+            start, size = index, 0
+        size += length
+    if start < len(rows):
+        yield slice(start, len(rows))

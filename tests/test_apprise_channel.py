@@ -182,3 +182,21 @@ def test_every_url_must_take_it(slack):
     row.refresh_from_db()
     assert len(slack.received) == 1
     assert row.last_error.startswith("slack: JSON")
+
+
+@pytest.mark.parametrize("to", ["+15551234567,+15557654321", "+15551234567;+15557654321", "+1555 1234567", "[+1555]"])
+@apprise_channel("sms", TWILIO_URL)
+def test_a_to_that_apprise_would_split_is_refused(to):
+    with pytest.raises(ValidationError) as info:
+        schedule(channels=["sms"], channel_data={"sms": {"to": to}}, subject="Code", body="4711")
+    assert "one recipient" in str(info.value.error_dict["channel_data"])
+
+
+@apprise_channel("sms", TWILIO_URL)
+def test_a_row_written_around_validation_with_several_recipients_texts_no_one(twilio):
+    row = schedule(channels=["sms"], channel_data={"sms": {"to": "+15551234567"}}, subject="Code", body="4711")
+    Notification.objects.filter(pk=row.pk).update(channel_data={"sms": {"to": "+15551234567,+15557654321"}})
+    run_tick()
+    assert twilio.received == []
+    row.refresh_from_db()
+    assert "one recipient" in row.last_error

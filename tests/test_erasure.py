@@ -262,3 +262,60 @@ def test_a_send_in_flight_leaves_no_delivery_record_of_the_erased_person():
     assert not DeliveryAttempt.objects.filter(recipient="user:1").exists()
     assert not DeliveryAttempt.objects.filter(notification_id=row.pk).exists()
     assert DeliveryAttempt.objects.filter(notification_id=other.pk, outcome="ok").exists()  # others' records stay
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_550_arriving_after_the_erase_does_not_suppress_the_address_again(smtp):
+    """The tick is at the mail server's RCPT for Ada when she is erased with her suppression
+    entry; the server then refuses her for good: the write-back of a row that is gone
+    suppresses nothing, so her address is not stored again."""
+    import asyncio
+
+    reached, erased = threading.Event(), threading.Event()
+
+    async def refuse_after_the_erase(server, session, envelope, address, rcpt_options):
+        reached.set()
+        await asyncio.to_thread(erased.wait, 30)
+        return "550 5.1.1 No such user here"
+
+    smtp.controller.handler.handle_RCPT = refuse_after_the_erase
+    email(email_to="ada@example.com")
+    reports = []
+
+    def ticking():
+        try:
+            reports.append(run_tick(now=NOW))
+        finally:
+            connection.close()  # this thread's own connection
+
+    tick = threading.Thread(target=ticking)
+    tick.start()
+    try:
+        assert reached.wait(30)
+        counts = erase(address="ada@example.com", keep_suppression=False)
+    finally:
+        erased.set()
+        tick.join(60)
+
+    assert counts["notifications"] == 1
+    assert reports and reports[0].claimed == 1
+    assert not Suppression.objects.exists()
+    assert not DeliveryAttempt.objects.exists()
+
+
+def test_erase_reads_only_the_rows_whose_text_holds_the_address(monkeypatch):
+    from notifications.services import erasure
+
+    later = NOW + timezone.timedelta(days=1)
+    for n in range(30):
+        email(email_to=f"reader{n}@example.com", fire_at=later)
+    shared = email(email_to="bob@example.com", email_cc=["Ada <ADA@Example.com>"], fire_at=later)
+    read = []
+    names_them = erasure._names_them
+    monkeypatch.setattr(erasure, "_names_them", lambda values, key: read.append(values) or names_them(values, key))
+
+    counts = erase(address="ada@example.com")
+
+    assert counts["notifications_changed"] == 1
+    assert len(read) == 1  # the database passed over the 30 others
+    assert Notification.objects.get(pk=shared.pk).email_cc == []

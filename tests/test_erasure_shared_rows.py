@@ -173,6 +173,7 @@ def test_the_dry_run_names_the_counts_of_the_run_with_the_same_numbers():
             ("inbox_messages", 0),
             ("throttles", 1),
             ("suppressions", 1),
+            ("admin_history", 0),
         ]
     )
 

@@ -4,10 +4,12 @@ reached each of them in its current window (`ThrottleWindow`)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from django.db import models
 
 from notifications.databases import SettledOnMySQL
+from notifications.models.addresses import bare, is_valid
 from notifications.rules.categories import MAX_CATEGORY_CHARS
 
 MAX_RECIPIENT_CHARS = 200  # a row's `recipient`
@@ -15,6 +17,14 @@ MAX_RECIPIENT_CHARS = 200  # a row's `recipient`
 # for mail sent without one.
 MAX_KEY_CHARS = 254
 LOOKUP_CHUNK = 500  # recipient keys per query: well within every backend's parameter limit
+
+
+def recipient_key(recipient: str) -> str:
+    """How a recipient is stored: an email address as the tick spells it (`addresses.bare`:
+    `Ada@Example.com` is `ada@example.com`), any other id as given."""
+    if isinstance(recipient, str) and "@" in recipient and is_valid(recipient):
+        return bare(recipient)
+    return recipient
 
 
 class PreferenceQuerySet(models.QuerySet["Preference"]):
@@ -55,6 +65,16 @@ class Preference(models.Model):
     def __str__(self) -> str:
         where = self.channel or "every channel"
         return f"{self.recipient}: {self.category} on {where} {'on' if self.enabled else 'off'}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # Every path (the admin, a shell, a site's own code) stores the key the tick and
+        # erase() look up: a choice saved as typed would be ignored and outlive erasure.
+        self.recipient = recipient_key(self.recipient)
+        super().save(*args, **kwargs)
+
+    def clean(self) -> None:
+        # Before the unique check a form runs, so a second spelling of a saved key is refused.
+        self.recipient = recipient_key(self.recipient)
 
 
 class ThrottleWindow(SettledOnMySQL, models.Model):

@@ -1,1 +1,2 @@
-"""What recipients use themselves: the unsubscribe page and the preference centre (`views`)."""
+"""What recipients use themselves: the unsubscribe page and the preference centre (`views`),
+and the filter that keeps their links' tokens out of Django's request logs (`logs`)."""

@@ -137,7 +137,7 @@ def _attempt(batch: list[Prepared]) -> list[Notification]:
         item.row.pk = None
         item.row._state.adding = True
     keys = sorted({item.row.key for item in batch if item.row.key})
-    alone = not keys and inserting.fits_one_statement(len(batch))
+    alone = not keys and inserting.fits_one_statement([item.row for item in batch])
     try:
         with contextlib.nullcontext() if alone else transaction.atomic(using=inserting.alias()):
             taken = {row.key: row for row in Notification.objects.filter(key__in=keys).order_by()} if keys else {}

@@ -22,9 +22,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.apps import apps
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, JSONField, Q, TextField
+from django.db.models.functions import Cast
+from django.db.models.lookups import IContains
 
 from notifications.models import (
     DeliveryAttempt,
@@ -113,7 +116,7 @@ def plan(who: Person) -> Plan:
         whole.update(Notification.objects.filter(recipient__in=who.keys).values_list("pk", flat=True))
     if not who.address:
         return Plan(sorted(whole), [])
-    named = [row[0] for row in _scan() if row[0] not in whole and _names_them(row[1:], who.address)]
+    named = [row[0] for row in _scan(who.address) if row[0] not in whole and _names_them(row[1:], who.address)]
     changed: list[Any] = []
     for start in range(0, len(named), SCAN_CHUNK):
         rows, _ = load_defensively(Notification.objects.filter(pk__in=named[start : start + SCAN_CHUNK]))
@@ -129,10 +132,16 @@ def plan(who: Person) -> Plan:
 SCANNED = ("pk", *ADDRESS_FIELDS, "from_email", "headers", "pending_recipients", "last_error", "previous_error")
 
 
-def _scan() -> Iterator[tuple[Any, ...]]:
+def _scan(key: str) -> Iterator[tuple[Any, ...]]:
+    """The `SCANNED` columns of the rows that may name `key`: those whose text holds its
+    local part (every spelling of the address does), asked of the database, so only those
+    rows are read (a LIKE over the columns' text, not every row into Python)."""
     last = None
+    found = _holding(key.rpartition("@")[0])
     while True:
         query = Notification.objects.order_by("pk")
+        if found is not None:
+            query = query.filter(found)
         if last is not None:
             query = query.filter(pk__gt=last)
         chunk = list(query.values_list(*SCANNED)[:SCAN_CHUNK])
@@ -140,6 +149,20 @@ def _scan() -> Iterator[tuple[Any, ...]]:
             return
         yield from chunk
         last = chunk[-1][0]
+
+
+def _holding(local: str) -> Q | None:
+    """Rows any of whose `SCANNED` columns holds `local` in its text (any case). None, and
+    every row read, for a local part JSON would store escaped (beyond ASCII, a quote or a
+    backslash), which a LIKE over the stored text would miss."""
+    if not local or not local.isascii() or any(c in local for c in '"\\'):
+        return None
+    match = Q()
+    for name in SCANNED[1:]:
+        field = Notification._meta.get_field(name)
+        text = Cast(name, TextField()) if isinstance(field, JSONField) else F(name)
+        match |= Q(IContains(text, local))
+    return match
 
 
 def _names_them(values: tuple[Any, ...], key: str) -> bool:
@@ -242,6 +265,25 @@ def _attempts(who: Person, rows: list[Any]) -> Any:
     return DeliveryAttempt.objects.filter(match)
 
 
+def _admin_history(who: Person, rows: list[Any]) -> Any:
+    """The admin's history entries (`LogEntry`) about the person: those of their rows and
+    preferences, and any whose text names their address in any spelling (a preference's
+    `object_repr` is its recipient). None without django.contrib.admin."""
+    if not apps.is_installed("django.contrib.admin"):
+        return None
+    from django.contrib.admin.models import LogEntry
+    from django.contrib.contenttypes.models import ContentType
+
+    types = ContentType.objects.get_for_models(Notification, Preference)
+    preferences = Preference.objects.filter(recipient__in=who.keys).values_list("pk", flat=True)
+    match = Q(content_type=types[Notification], object_id__in=[str(pk) for pk in rows]) | Q(
+        content_type=types[Preference], object_id__in=[str(pk) for pk in preferences]
+    )
+    for spelling in spellings(who.address) if who.address else []:
+        match |= Q(object_repr__icontains=spelling) | Q(change_message__icontains=spelling)
+    return LogEntry.objects.filter(match, content_type__in=types.values())
+
+
 def _throttles(who: Person) -> Q:
     match = Q(pk__in=[])
     for key in who.keys:
@@ -266,6 +308,7 @@ def describe(who: Person, keep_suppression: bool = True) -> dict[str, int]:
         "inbox_messages": InboxMessage.objects.filter(recipient__in=who.keys).count(),
         "throttles": ThrottleWindow.objects.filter(_throttles(who)).count(),
         "suppressions": Suppression.objects.filter(address=stored).count() if stored else 0,
+        "admin_history": history.count() if (history := _admin_history(who, todo.whole)) is not None else 0,
     }
 
 
@@ -273,9 +316,10 @@ def erase(recipient: str = "", address: str = "", keep_suppression: bool = True)
     """Delete what the queue holds about a person; returns the counts by kind.
 
     Their rows (and the attachments' files) go; their address is taken out of rows that
-    others still receive (`notifications_changed`). Their delivery records, inbox messages, preferences
-    and throttle windows go. The suppression list keeps the address (so mail is still not
-    sent to an address that bounced or complained) unless `keep_suppression=False`.
+    others still receive (`notifications_changed`). Their delivery records, inbox messages,
+    preferences, throttle windows and the admin's history entries about them
+    (`admin_history`) go. The suppression list keeps the address (so mail is still not sent
+    to an address that bounced or complained) unless `keep_suppression=False`.
     """
     who = person(recipient, address)
     todo = plan(who)
@@ -285,6 +329,8 @@ def erase(recipient: str = "", address: str = "", keep_suppression: bool = True)
     counts = {"notifications": purge(whole) if whole else 0, "notifications_changed": changed.changed}
     with transaction.atomic():
         counts["delivery_attempts"] = _attempts(who, whole).delete()[0]
+        history = _admin_history(who, whole)  # before the preferences it names by id go
+        counts["admin_history"] = history.delete()[0] if history is not None else 0
         counts["preferences"] = Preference.objects.filter(recipient__in=who.keys).delete()[0]
         counts["inbox_messages"] = InboxMessage.objects.filter(recipient__in=who.keys).delete()[0]
         counts["throttles"] = ThrottleWindow.objects.filter(_throttles(who)).delete()[0]
@@ -295,4 +341,5 @@ def erase(recipient: str = "", address: str = "", keep_suppression: bool = True)
             # Deleting a suppression records its lift, which names the address too.
             SuppressionLift.objects.filter(address=stored).delete()
         counts["suppressions"] = suppressions
+    counts["admin_history"] = counts.pop("admin_history")  # last, as `describe` names it
     return counts

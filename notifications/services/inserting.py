@@ -21,7 +21,7 @@ from django.db import DatabaseError, IntegrityError, connections, router, transa
 from django.db.models import Field, JSONField
 from django.utils import timezone
 
-from notifications import compat
+from notifications import compat, databases
 from notifications.models import Notification, validation
 from notifications.store.statements import preparer
 
@@ -71,9 +71,7 @@ def insert_many(rows: Sequence[Notification]) -> None:
     if not rows:
         return
     connection = connections[alias()]
-    now = timezone.now()
-    for row in rows:  # what pre_save gives auto_now_add / auto_now on an insert
-        row.created_at = row.updated_at = now
+    _stamp(rows)
     fields = _inserted_fields()
     returning = compat.can_return_rows_from_bulk_insert(connection)
     quote = connection.ops.quote_name
@@ -103,6 +101,12 @@ def insert_many(rows: Sequence[Notification]) -> None:
         raise DatabaseError(f"{len(missing)} inserted rows did not come back with an id")
 
 
+def _stamp(rows: Sequence[Notification]) -> None:
+    now = timezone.now()
+    for row in rows:  # what pre_save gives auto_now_add / auto_now on an insert
+        row.created_at = row.updated_at = now
+
+
 def _inserted_fields() -> list[Field[Any, Any]]:
     return [f for f in compat.concrete_fields(Notification) if not f.primary_key]
 
@@ -117,11 +121,13 @@ def _statements(
     prepare = [preparer(f) for f in fields]
     per_statement = compat.insert_batch_size(connection, len(fields), len(rows))
     placeholders = "({})".format(", ".join(["%s"] * len(fields)))
-    for start in range(0, len(rows), per_statement):
-        chunk = rows[start : start + per_statement]
+    values = [[p(getattr(row, f.attname)) for f, p in zip(fields, prepare, strict=True)] for row in rows]
+    # The parameter limit, and on MariaDB/MySQL the server's packet size.
+    for chunk in databases.statement_chunks(connection, values, per_statement):
+        count = chunk.stop - chunk.start
         # Only quoted model metadata goes into the text; values are parameters.
-        sql = f"INSERT INTO {table} ({columns}) VALUES {', '.join([placeholders] * len(chunk))}"  # noqa: S608
-        yield sql, [p(getattr(row, f.attname)) for row in chunk for f, p in zip(fields, prepare, strict=True)]
+        sql = f"INSERT INTO {table} ({columns}) VALUES {', '.join([placeholders] * count)}"  # noqa: S608
+        yield sql, [value for row in values[chunk] for value in row]
 
 
 def _unnest_statement(
@@ -161,16 +167,22 @@ def _unnest_statement(
     return sql, params
 
 
-def fits_one_statement(rows: int) -> bool:
-    """Whether `insert_many` inserts `rows` rows with one INSERT (and its ids come back with it)."""
+def fits_one_statement(rows: Sequence[Notification]) -> bool:
+    """Whether `insert_many` inserts `rows` with one INSERT (and their ids come back with it)."""
     connection = connections[alias()]
     if connection.vendor == "postgresql":
         return True  # one UNNEST statement, whatever the number of rows
-    columns = len(_inserted_fields())
-    return (
-        compat.can_return_rows_from_bulk_insert(connection)
-        and compat.insert_batch_size(connection, columns, rows) >= rows
-    )
+    fields = _inserted_fields()
+    if not compat.can_return_rows_from_bulk_insert(connection) or compat.insert_batch_size(
+        connection, len(fields), len(rows)
+    ) < len(rows):
+        return False
+    if not databases.is_mysql(connection):
+        return True
+    _stamp(rows)  # MariaDB/MySQL: and within the server's packet, the rows as insert_many sends them
+    prepare = [preparer(f) for f in fields]
+    values = [[p(getattr(row, f.attname)) for f, p in zip(fields, prepare, strict=True)] for row in rows]
+    return len(list(databases.statement_chunks(connection, values, len(rows)))) <= 1
 
 
 def _firing_key(value: Any) -> str:

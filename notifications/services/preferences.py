@@ -10,8 +10,7 @@ from django.db import IntegrityError, transaction
 from notifications.channels import registry
 from notifications.conf import categories
 from notifications.models import Preference
-from notifications.models.addresses import bare, is_valid
-from notifications.models.recipients import MAX_KEY_CHARS
+from notifications.models.recipients import MAX_KEY_CHARS, recipient_key
 from notifications.rules import categories as rules
 
 
@@ -23,14 +22,6 @@ def recipient_errors(recipient: Any) -> list[str]:
     if "\x00" in recipient:
         return ["A recipient may not hold a NUL character."]
     return []
-
-
-def recipient_key(recipient: str) -> str:
-    """How a recipient is stored: an email address as the tick spells it (`addresses.bare`:
-    `Ada@Example.com` is `ada@example.com`), any other id as given."""
-    if isinstance(recipient, str) and "@" in recipient and is_valid(recipient):
-        return bare(recipient)
-    return recipient
 
 
 def set_preference(recipient: str, category: str, enabled: bool, channel: str = "") -> Preference:

@@ -317,7 +317,7 @@ def _write(
     claimed = Notification.objects.filter(claim_token__in=tokens)
     pks = [o.row.pk for o in outcomes]
     present = lock_in_order(pks + [pk for batch in unloadable for pk in batch.rows])  # the rows that still exist
-    if present is None and (log or inserts):  # SQLite (its write lock holds them all): read before the DELETE
+    if present is None and (log or inserts or refused):  # SQLite (its write lock holds them all): read before the DELETE
         present = set(Notification.objects.filter(pk__in=pks).values_list("pk", flat=True))
     matched = 0  # rows the fenced statements found still claimed by the batches
     if doomed:
@@ -330,15 +330,17 @@ def _write(
         matched += claimed.bulk_update(deferred, DEFER_FIELDS)
     if released:
         matched += claimed.filter(pk__in=released).update(claim_token=None, claimed_until=None)
-    trimmed = (log or inserts) and matched < len(doomed) + len(kept) + len(deferred) + len(released)
+    trimmed = (log or inserts or refused) and matched < len(doomed) + len(kept) + len(deferred) + len(released)
     if trimmed:
         # Some row went while it was in flight (erased, cancelled), or an erasure took its
         # firing back: its firing's records go with it, as its row did (SPEC: rows in flight
-        # write nothing back afterwards).
+        # write nothing back afterwards), and so do its refusals: suppressing them would
+        # put back the address of a person erased with keep_suppression=False.
         taken_back = Notification.objects.filter(states.TAKEN_BACK, pk__in=pks).values_list("pk", flat=True)
         present = (present or set()) - set(taken_back)
         attempts = _of_rows_left(attempts, outcomes, present)
-        log = insert_statements(DeliveryAttempt, attempts)
+        log = insert_statements(DeliveryAttempt, attempts) if log else log
+        refused = [r for o in outcomes if o.row.pk in present for result in o.results for r in result.refused]
     if log:
         with connection.cursor() as cursor:
             for sql, params in log:
@@ -346,7 +348,7 @@ def _write(
     if inserts:
         insert_delivered(_of_rows_left(inserts, outcomes, present or set()) if trimmed else inserts)
     dead = _dead_letter_unloadable(unloadable, policy or Policy.from_settings()) if unloadable else 0
-    if refused:  # addresses refused for good, whatever became of the claim
+    if refused:  # addresses refused for good, by the rows still there to write back
         suppress(refused)
     # Last: the totals' rows are shared by every tick, so their locks are held briefly.
     if counts:

@@ -45,6 +45,9 @@ if TYPE_CHECKING:
 TO = "{to}"
 # Characters of a recipient kept as they are in a URL (a phone number's +, an address's @).
 TO_SAFE = "+@"
+# What Apprise splits a target list on (its STRING_DELIMITERS: commas, semicolons, brackets,
+# whitespace), and what would change the URL's path: a `to` holding one is several recipients.
+_NOT_ONE = re.compile(r"[\[\];,\s/?#]")
 # Longest error kept from what a service said: `last_error` is a line, not a log.
 MAX_ERROR_CHARS = 300
 # Pieces of a URL that are not secrets: separators, and words too short to be a token.
@@ -93,8 +96,8 @@ class AppriseChannel(Channel):
         to = data.get("to")
         if not isinstance(to, str) or not to.strip():
             raise ValidationError("Give the recipient as 'to': the channel's URLs send to {to}.")
-        if any(c in to for c in "\r\n/?#"):
-            raise ValidationError("'to' must be one recipient (no /, ?, # or line breaks).")
+        if _NOT_ONE.search(to.strip()):
+            raise ValidationError("'to' must be one recipient: no commas, semicolons, brackets, spaces, /, ? or #.")
 
     def row_errors(self, row: Notification) -> dict[str, list[str]]:
         errors = super().row_errors(row)

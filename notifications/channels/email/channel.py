@@ -89,14 +89,16 @@ class AttachmentMissing(NotificationsError):
         self.error_class = error_class
 
 
-def message_links(row: Notification) -> Links:
-    """The message's unsubscribe and preference links: for the row's `recipient`, or
-    without one for its first address (a message has one List-Unsubscribe)."""
-    key = row.recipient
-    if not key:
-        first = next(iter(all_addresses(row)), "")
-        key = addresses.bare(first) if first else ""
-    return links_for(key, row.category)
+def message_links(row: Notification, reaching: Sequence[str]) -> Links:
+    """The message's unsubscribe and preference links: for the row's `recipient`; without
+    one, for the one person the message reaches (`reaching`: the addresses it goes to,
+    suppressed and opted-out ones left out). A shared message (several people, no
+    `recipient`) carries none: one List-Unsubscribe for everyone would let any reader turn
+    another's mail off and open their choices."""
+    if row.recipient:
+        return links_for(row.recipient, row.category)
+    people = {addresses.bare(address) for address in reaching}
+    return links_for(people.pop(), row.category) if len(people) == 1 else Links()
 
 
 def build_message(
@@ -243,19 +245,19 @@ class EmailChannel(EmailAnswers, Channel):
     def deliver(self, firing: Firing) -> ChannelResult:
         row = firing.notification
         self._local.line = None  # the sent log's line (`describe`), once known
-        links = message_links(row)
-        try:
-            content = render_content(row, extra=links.context())
-        except TemplateRenderError as exc:
-            # The same template fails the same way next time: no retry can help. The
-            # message names the rule broken, never the payload.
-            return ChannelResult(self.name, f"email: template error: {exc}", ErrorClass.PERMANENT)
         owed = row.owed_recipients
         with self._lock:
             opted_out = self._opted_out.pop(row.pk, set())
         to, cc, bcc = (self._deliverable(v, owed, opted_out) for v in (row.email_to, row.email_cc, row.email_bcc))
         if not (to or cc or bcc):
             return ChannelResult(self.name, ALL_SUPPRESSED, ErrorClass.PERMANENT)
+        links = message_links(row, to + cc + bcc)
+        try:
+            content = render_content(row, extra=links.context())
+        except TemplateRenderError as exc:
+            # The same template fails the same way next time: no retry can help. The
+            # message names the rule broken, never the payload.
+            return ChannelResult(self.name, f"email: template error: {exc}", ErrorClass.PERMANENT)
         self._local.line = (", ".join(to + cc + bcc), content.subject)
         size = attachments.total_size(row.attachments)
         if not size:

@@ -1,0 +1,87 @@
+"""How long `erase(address=...)` takes to find a person among many rows (issue 45 #10).
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres python -m bench.erase_scan --rows 100000
+
+Fills a throwaway database with `--rows` email rows to other people (plus a few of the
+person's own, one of them shared), then times `erase()` and its dry run (`describe`, the
+admin's confirmation page) for one address, `--repeats` times each; prints the median.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+from bench.common import throwaway_database
+
+PERSON = "grace@example.org"
+
+
+def fill(rows: int) -> None:
+    from django.utils import timezone
+
+    from notifications.models import Notification
+
+    later = timezone.now() + timezone.timedelta(days=30)
+    batch = [
+        Notification(
+            channels=["email"],
+            email_to=[f"Reader {n} <reader{n}@example.com>"],
+            email_cc=[f"cc{n}@example.net"] if n % 3 == 0 else [],
+            subject="News",
+            body="Hello",
+            timezone="UTC",
+            next_fire_at=later,
+        )
+        for n in range(rows)
+    ]
+    Notification.objects.bulk_create(batch, batch_size=2000)
+
+
+def mine() -> None:
+    from notifications.api import schedule
+
+    schedule(channels=["email"], email_to="Grace <GRACE@example.org>", subject="Hi", body="x")
+    schedule(channels=["email"], email_to=["bob@example.com"], email_bcc=[PERSON], subject="Hi", body="x")
+
+
+def timed(call) -> float:
+    started = time.perf_counter()
+    call()
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
+    with throwaway_database(os.environ.get("DATABASE_URL")) as database:
+        os.environ["BENCH_DATABASE"] = json.dumps(database)
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+        from django.db import connection
+
+        from notifications.services import erasure
+
+        call_command("migrate", verbosity=0)
+        fill(args.rows)
+        dry, run = [], []
+        for _ in range(args.repeats):
+            mine()
+            dry.append(timed(lambda: erasure.describe(erasure.person(address=PERSON))))
+            run.append(timed(lambda: erasure.erase(address=PERSON)))
+        print(
+            f"{connection.vendor}, {args.rows:,} rows: describe {statistics.median(dry):.3f}s, "
+            f"erase {statistics.median(run):.3f}s (median of {args.repeats})"
+        )
+
+
+if __name__ == "__main__":
+    main()
