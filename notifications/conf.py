@@ -93,6 +93,9 @@ class Defaults:
     # Rows one digest holds at most: once this many have joined, it goes out at once
     # (notifications.store.digests).
     DIGEST_MAX_ITEMS: int = 50
+    # The HTTP API (notifications.http_api): rows one batch may hold, bytes one request body may hold.
+    API_MAX_BATCH: int = 1000
+    API_MAX_BODY: int = 1024 * 1024
 
 
 # A derived lease outlives everything a tick does with its rows: the budget, a last batch

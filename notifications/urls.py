@@ -5,12 +5,18 @@ and set NOTIFICATIONS_PUBLIC_URL: the links in email are built on it. No login: 
 link is the key (`notifications.content.links`).
 """
 
-from django.urls import path
+import importlib.util
+
+from django.urls import URLPattern, URLResolver, include, path
 
 from notifications import public
 
 app_name = "notifications"
-urlpatterns = [
+urlpatterns: list[URLPattern | URLResolver] = [
     path("unsubscribe/<str:token>/", public.unsubscribe, name="unsubscribe"),
     path("preferences/<str:token>/", public.preference_centre, name="preferences"),
 ]
+
+# The HTTP API for other services (docs/api.md), when its extra (django-ninja) is installed.
+if importlib.util.find_spec("ninja") is not None:
+    urlpatterns.append(path("api/v1/", include("notifications.http_api.urls")))

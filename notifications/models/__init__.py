@@ -10,6 +10,7 @@
 - `recipients`: `Preference` (a recipient's choice per category and channel) and
   `ThrottleWindow` (a throttled category's firings per recipient).
 - `suppression`: `Suppression`, addresses email is no longer sent to, and `SuppressionLift`.
+- `tokens`: the HTTP API's `ApiToken` and `IdempotencyRecord`.
 """
 
 from notifications.models.flow import RateBucket, Target
@@ -27,9 +28,12 @@ from notifications.models.notification import (
 from notifications.models.recipients import Preference, ThrottleWindow
 from notifications.models.states import State
 from notifications.models.suppression import Suppression, SuppressionLift
+from notifications.models.tokens import ApiToken, IdempotencyRecord
 
 __all__ = [
     "USER_FIELDS",
+    "ApiToken",
+    "IdempotencyRecord",
     "DeliveryAttempt",
     "Notification",
     "NotificationQuerySet",
