@@ -272,3 +272,16 @@ def test_the_token_command_prints_the_token_alone_on_its_last_line():
     assert "billing" in listing.getvalue() and token not in listing.getvalue()
     call_command("notifications_token", "revoke", "billing", stdout=io.StringIO())
     assert tokens.authenticate(token) is None
+
+
+def test_the_admin_lists_tokens_without_a_secret_and_revokes_them(admin_client):
+    record, token = tokens.create("billing", ["schedule"])
+    page = admin_client.get("/admin/notifications/apitoken/")
+    assert page.status_code == 200 and b"billing" in page.content
+    assert token.encode() not in page.content and record.token_hash.encode() not in page.content
+    change = admin_client.get(f"/admin/notifications/apitoken/{record.pk}/change/")
+    assert record.token_hash.encode() not in change.content
+    admin_client.post(
+        "/admin/notifications/apitoken/", {"action": "revoke", "_selected_action": [record.pk]}
+    )
+    assert tokens.authenticate(token) is None
