@@ -285,3 +285,24 @@ def test_the_admin_lists_tokens_without_a_secret_and_revokes_them(admin_client):
         "/admin/notifications/apitoken/", {"action": "revoke", "_selected_action": [record.pk]}
     )
     assert tokens.authenticate(token) is None
+
+
+@pytest.mark.django_db(transaction=False)
+def test_without_ninja_the_api_is_not_mounted_and_a_site_that_set_it_up_is_warned(monkeypatch, settings):
+    import importlib.util
+
+    from notifications.http_api.checks import check_api_installed
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ninja" else real(name, *a))
+    assert check_api_installed() == []  # the site did not ask for the API: nothing to say
+    settings.NOTIFICATIONS_API_MAX_BATCH = 10
+    [warning] = check_api_installed()
+    assert warning.id == "notifications.W060" and "django-ninja" in warning.msg
+    import notifications.urls
+
+    monkeypatch.setitem(__import__("sys").modules, "ninja", None)
+    urls = importlib.reload(notifications.urls)
+    assert [p.name for p in urls.urlpatterns] == ["unsubscribe", "preferences"]
+    monkeypatch.undo()
+    importlib.reload(notifications.urls)
