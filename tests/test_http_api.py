@@ -61,10 +61,10 @@ class Client:
             assert answer.headers["Content-Type"] == "application/problem+json"
             problem = answer.json()
             assert problem["status"] == answer.status_code and problem["title"] and problem["detail"]
-        if path.startswith("/notifications") and answer.status_code != 405:  # an operation of the document: the answer conforms
-            self.document.validate_response(
-                RequestsOpenAPIRequest(answer.request), RequestsOpenAPIResponse(answer)
-            )
+        if (
+            path.startswith("/notifications") and answer.status_code != 405
+        ):  # an operation of the document: the answer conforms
+            self.document.validate_response(RequestsOpenAPIRequest(answer.request), RequestsOpenAPIResponse(answer))
         return answer
 
 
@@ -125,7 +125,9 @@ def test_a_taken_key_is_409_and_replace_and_keep_work(api):
 def test_a_batch_is_all_or_nothing_with_errors_by_index(api):
     good = api("POST", "/notifications/batch", {"rows": [HOOK, {**HOOK, "key": "b"}]})
     assert good.status_code == 201 and len(good.json()["ids"]) == 2
-    bad = api("POST", "/notifications/batch", {"rows": [HOOK, {**HOOK, "webhook_url": "ftp://x/"}, {**HOOK, "key": "b"}]})
+    bad = api(
+        "POST", "/notifications/batch", {"rows": [HOOK, {**HOOK, "webhook_url": "ftp://x/"}, {**HOOK, "key": "b"}]}
+    )
     assert bad.status_code == 422
     assert set(bad.json()["errors"]) == {"1.webhook_url"}
     odd = api("POST", "/notifications/batch", {"rows": [HOOK, {**HOOK, "colour": 1}]})
@@ -143,7 +145,11 @@ def test_a_batch_over_the_limit_is_refused(api):
 def test_attachments_come_as_base64_with_schedule_s_limits(api):
     content = base64.b64encode(b"%PDF-1.4 hello").decode()
     mail = {"channels": ["email"], "email_to": "ada@example.com", "subject": "Hi", "body": "See attached."}
-    made = api("POST", "/notifications", {**mail, "attachments": [{"filename": "a.pdf", "content": content, "mimetype": "application/pdf"}]})
+    made = api(
+        "POST",
+        "/notifications",
+        {**mail, "attachments": [{"filename": "a.pdf", "content": content, "mimetype": "application/pdf"}]},
+    )
     assert made.status_code == 201
     stored = Notification.objects.get(pk=made.json()["id"]).attachments
     assert stored[0]["name"] == "a.pdf" and stored[0]["size"] == len(b"%PDF-1.4 hello")
@@ -226,7 +232,9 @@ def test_an_idempotency_key_in_progress_is_409(api, monkeypatch):
 
     monkeypatch.setattr(endpoints, "schedule_notification", slow)
     answers = []
-    first = threading.Thread(target=lambda: answers.append(api("POST", "/notifications", HOOK, headers={"Idempotency-Key": "k"})))
+    first = threading.Thread(
+        target=lambda: answers.append(api("POST", "/notifications", HOOK, headers={"Idempotency-Key": "k"}))
+    )
     first.start()
     assert entered.wait(30)
     assert api("POST", "/notifications", HOOK, headers={"Idempotency-Key": "k"}).status_code == 409
@@ -281,9 +289,7 @@ def test_the_admin_lists_tokens_without_a_secret_and_revokes_them(admin_client):
     assert token.encode() not in page.content and record.token_hash.encode() not in page.content
     change = admin_client.get(f"/admin/notifications/apitoken/{record.pk}/change/")
     assert record.token_hash.encode() not in change.content
-    admin_client.post(
-        "/admin/notifications/apitoken/", {"action": "revoke", "_selected_action": [record.pk]}
-    )
+    admin_client.post("/admin/notifications/apitoken/", {"action": "revoke", "_selected_action": [record.pk]})
     assert tokens.authenticate(token) is None
 
 
@@ -306,3 +312,13 @@ def test_without_ninja_the_api_is_not_mounted_and_a_site_that_set_it_up_is_warne
     assert [p.name for p in urls.urlpatterns] == ["unsubscribe", "preferences"]
     monkeypatch.undo()
     importlib.reload(notifications.urls)
+
+
+@override_settings(NOTIFICATIONS_API_RATE_LIMIT="2/m")
+def test_a_token_over_its_rate_is_429_with_retry_after(api, base, document):
+    assert api("GET", "/notifications/1").status_code == 404
+    assert api("GET", "/notifications/1").status_code == 404
+    limited = api("GET", "/notifications/1")
+    assert limited.status_code == 429 and 1 <= int(limited.headers["Retry-After"]) <= 60
+    # another token has its own bucket
+    assert Client(base, document, tokens.create("other", ["read"])[1])("GET", "/notifications/1").status_code == 404

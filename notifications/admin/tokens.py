@@ -21,7 +21,7 @@ class ApiTokenAdmin(ModelAdmin):
     list_filter = [("revoked_at", admin.EmptyFieldListFilter)]
     search_fields = ["name"]
     fields = ["name", "scopes", "created_at", "last_used_at", "revoked_at"]
-    readonly_fields = fields
+    readonly_fields = ["name", "scopes", "created_at", "last_used_at", "revoked_at"]
     actions = ["revoke"]
 
     @admin.display(description="scopes")

@@ -58,7 +58,7 @@ api = Api(
 )
 
 # The errors each kind of operation may answer (all problem details).
-READ_ERRORS = frozenset({401, 403, 404, 405, 422})
+READ_ERRORS = frozenset({401, 403, 404, 405, 422, 429})
 WRITE_ERRORS = READ_ERRORS | {400, 409, 413, 415}
 
 
@@ -133,7 +133,9 @@ def _arguments(data: NotificationIn, field_prefix: str = "") -> dict[str, Any]:
                 content = base64.b64decode(item["content"], validate=True)
             except (binascii.Error, ValueError):
                 raise problems.Problem(
-                    422, "An attachment's content is not base64.", {f"{field_prefix}attachments": [f"{index}: not base64."]}
+                    422,
+                    "An attachment's content is not base64.",
+                    {f"{field_prefix}attachments": [f"{index}: not base64."]},
                 ) from None
             decoded.append((item["filename"], content, item["mimetype"] or None))
         fields["attachments"] = decoded
@@ -163,7 +165,7 @@ def _shown(row: Notification) -> dict[str, Any]:
 
 
 @api.post("/notifications", auth=TokenAuth("schedule"), response={201: CreatedOut, WRITE_ERRORS: ProblemOut})
-def create(request: HttpRequest, data: NotificationIn) -> Status:
+def create(request: HttpRequest, data: NotificationIn) -> Status[Any]:
     """Schedule one notification: schedule()'s keyword arguments as JSON."""
     fields = _arguments(data)
     row = _validated(lambda: schedule_notification(**fields))
@@ -171,7 +173,7 @@ def create(request: HttpRequest, data: NotificationIn) -> Status:
 
 
 @api.post("/notifications/batch", auth=TokenAuth("schedule"), response={201: BatchOut, WRITE_ERRORS: ProblemOut})
-def create_many(request: HttpRequest, batch: BatchIn) -> Status:
+def create_many(request: HttpRequest, batch: BatchIn) -> Status[Any]:
     """Schedule many notifications, all or none, as schedule_many(); errors name `<index>.<field>`."""
     most = positive_int("API_MAX_BATCH")
     if len(batch.rows) > most:
@@ -198,7 +200,7 @@ def read(request: HttpRequest, id: int) -> dict[str, Any]:
 
 
 @api.post("/notifications/{id}/cancel", auth=TokenAuth("manage"), response={204: None, WRITE_ERRORS: ProblemOut})
-def cancel_one(request: HttpRequest, id: int) -> Status:
+def cancel_one(request: HttpRequest, id: int) -> Status[Any]:
     """Delete the row; a firing in flight writes nothing back."""
     if not cancel(_row(id)):
         raise problems.Problem(404, "No such notification.")
@@ -212,19 +214,25 @@ def _acting(action: Callable[[Notification], Notification], pk: int) -> dict[str
         raise problems.Problem(404, "No such notification.") from None
 
 
-@api.post("/notifications/{id}/pause", auth=TokenAuth("manage"), response={200: NotificationOut, WRITE_ERRORS: ProblemOut})
+@api.post(
+    "/notifications/{id}/pause", auth=TokenAuth("manage"), response={200: NotificationOut, WRITE_ERRORS: ProblemOut}
+)
 def pause_one(request: HttpRequest, id: int) -> dict[str, Any]:
     """Pause the row: not claimed until resumed."""
     return _acting(pause, id)
 
 
-@api.post("/notifications/{id}/resume", auth=TokenAuth("manage"), response={200: NotificationOut, WRITE_ERRORS: ProblemOut})
+@api.post(
+    "/notifications/{id}/resume", auth=TokenAuth("manage"), response={200: NotificationOut, WRITE_ERRORS: ProblemOut}
+)
 def resume_one(request: HttpRequest, id: int) -> dict[str, Any]:
     """Unpause the row."""
     return _acting(resume, id)
 
 
-@api.post("/notifications/{id}/run-now", auth=TokenAuth("manage"), response={200: NotificationOut, WRITE_ERRORS: ProblemOut})
+@api.post(
+    "/notifications/{id}/run-now", auth=TokenAuth("manage"), response={200: NotificationOut, WRITE_ERRORS: ProblemOut}
+)
 def run_now_one(request: HttpRequest, id: int) -> dict[str, Any]:
     """Make the row due now."""
     return _acting(run_now, id)

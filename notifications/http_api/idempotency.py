@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+
 from django.db import IntegrityError, transaction
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
@@ -57,7 +58,9 @@ def _claim(token: ApiToken, key: str, fingerprint: str) -> IdempotencyRecord:
     for _ in range(3):  # an expired record in the way is deleted, then the insert tried again
         try:
             with transaction.atomic():
-                record = IdempotencyRecord.objects.create(token=token, key=key, request_hash=fingerprint, created_at=now)
+                record = IdempotencyRecord.objects.create(
+                    token=token, key=key, request_hash=fingerprint, created_at=now
+                )
             record.ours = True  # type: ignore[attr-defined]
             return record
         except IntegrityError:

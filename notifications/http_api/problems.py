@@ -15,16 +15,24 @@ CONTENT_TYPE = "application/problem+json"
 class Problem(Exception):
     """An answer that is an error: raised anywhere in the API, rendered by `response`."""
 
-    def __init__(self, status: int, detail: str, errors: dict[str, list[str]] | None = None) -> None:
+    def __init__(
+        self, status: int, detail: str, errors: dict[str, list[str]] | None = None, retry_after: int | None = None
+    ) -> None:
         super().__init__(detail)
         self.status = status
         self.detail = detail
         self.errors = errors
+        self.retry_after = retry_after
 
 
 def response(status: int, detail: str, errors: dict[str, list[str]] | None = None) -> HttpResponse:
     """The problem-details response of `status`."""
-    body: dict[str, Any] = {"type": "about:blank", "status": status, "title": HTTPStatus(status).phrase, "detail": detail}
+    body: dict[str, Any] = {
+        "type": "about:blank",
+        "status": status,
+        "title": HTTPStatus(status).phrase,
+        "detail": detail,
+    }
     if errors is not None:
         body["errors"] = errors
     answer = HttpResponse(json.dumps(body), status=status, content_type=CONTENT_TYPE)
@@ -34,4 +42,7 @@ def response(status: int, detail: str, errors: dict[str, list[str]] | None = Non
 
 
 def of(exc: Problem) -> HttpResponse:
-    return response(exc.status, exc.detail, exc.errors)
+    answer = response(exc.status, exc.detail, exc.errors)
+    if exc.retry_after is not None:
+        answer["Retry-After"] = str(exc.retry_after)
+    return answer

@@ -33,8 +33,8 @@ from notifications.models.tokens import ApiToken, IdempotencyRecord
 __all__ = [
     "USER_FIELDS",
     "ApiToken",
-    "IdempotencyRecord",
     "DeliveryAttempt",
+    "IdempotencyRecord",
     "Notification",
     "NotificationQuerySet",
     "Preference",

@@ -48,3 +48,6 @@ class IdempotencyRecord(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["token", "key"], name="notifications_idempotency_key")]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.status or 'in progress'})"

@@ -33,7 +33,9 @@ def parse_scopes(text: str) -> list[str]:
     scopes = [s.strip() for s in text.split(",") if s.strip()]
     unknown = [s for s in scopes if s not in SCOPES]
     if unknown or not scopes:
-        raise ValidationError({"scopes": [f"Give scopes among {', '.join(SCOPES)} (not {', '.join(unknown) or 'none'})."]})
+        raise ValidationError(
+            {"scopes": [f"Give scopes among {', '.join(SCOPES)} (not {', '.join(unknown) or 'none'})."]}
+        )
     return list(dict.fromkeys(scopes))
 
 
