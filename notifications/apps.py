@@ -14,7 +14,6 @@ class NotificationsConfig(AppConfig):
         from notifications import checks  # noqa: F401 - registers the system checks
         from notifications.channels import checks as channel_checks  # noqa: F401 - each channel's own checks
         from notifications.channels import validation
-        from notifications.http_api import checks as api_checks  # noqa: F401 - the API's own check
         from notifications.models import channel_hook
         from notifications.services.suppression import connect_anymail, connect_lifts
 

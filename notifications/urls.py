@@ -9,12 +9,12 @@ import importlib.util
 
 from django.urls import URLPattern, URLResolver, include, path
 
-from notifications import public
+from notifications.recipients import views
 
 app_name = "notifications"
 urlpatterns: list[URLPattern | URLResolver] = [
-    path("unsubscribe/<str:token>/", public.unsubscribe, name="unsubscribe"),
-    path("preferences/<str:token>/", public.preference_centre, name="preferences"),
+    path("unsubscribe/<str:token>/", views.unsubscribe, name="unsubscribe"),
+    path("preferences/<str:token>/", views.preference_centre, name="preferences"),
 ]
 
 # The HTTP API for other services (docs/api.md), when its extra (django-ninja) is installed.

@@ -297,7 +297,7 @@ def test_the_admin_lists_tokens_without_a_secret_and_revokes_them(admin_client):
 def test_without_ninja_the_api_is_not_mounted_and_a_site_that_set_it_up_is_warned(monkeypatch, settings):
     import importlib.util
 
-    from notifications.http_api.checks import check_api_installed
+    from notifications.checks.api import check_api_installed
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ninja" else real(name, *a))

@@ -1,4 +1,4 @@
-"""The API's system check: a site that configured the API (an `NOTIFICATIONS_API_*`
+"""The HTTP API's system check (`notifications.http_api`): a site that configured the API (an `NOTIFICATIONS_API_*`
 setting) without its extra installed is told so with a warning; nothing else stops."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 from django.conf import settings
 from django.core import checks
 
-API_SETTINGS = ("NOTIFICATIONS_API_MAX_BATCH", "NOTIFICATIONS_API_MAX_BODY")
+API_SETTINGS = ("NOTIFICATIONS_API_MAX_BATCH", "NOTIFICATIONS_API_MAX_BODY", "NOTIFICATIONS_API_RATE_LIMIT")
 
 
 @checks.register()
