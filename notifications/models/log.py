@@ -18,7 +18,7 @@ SUMMARY_CHARS = 300
 class DeliveryAttempt(SettledOnMySQL, models.Model):
     """One channel's attempt at one firing. Append-only; outlives its notification."""
 
-    class Outcome(models.TextChoices):
+    class AttemptOutcome(models.TextChoices):
         OK = "ok", "Delivered"
         FAILED = "failed", "Failed"
         SKIPPED = "skipped", "Skipped (the recipient turned it off)"
@@ -43,7 +43,7 @@ class DeliveryAttempt(SettledOnMySQL, models.Model):
     # erased by it after the row itself is gone.
     recipient = models.CharField(max_length=200, blank=True, default="", db_default="", db_index=True)
     summary = models.CharField(max_length=SUMMARY_CHARS, blank=True, default="", db_default="")
-    outcome = models.CharField(max_length=16, choices=Outcome.choices)
+    outcome = models.CharField(max_length=16, choices=AttemptOutcome.choices)
     error = models.TextField(blank=True)
     error_class = models.CharField(max_length=16, blank=True)
     http_status = models.PositiveSmallIntegerField("HTTP status", null=True, blank=True)

@@ -152,7 +152,7 @@ def attempt_records(firing: Firing | None, results: list[ChannelResult], targets
             recipient=firing.notification.recipient,
             sent_to=clip(r.sent_to, SENT_TO_CHARS),
             summary=clip(r.summary, SUMMARY_CHARS),
-            outcome=DeliveryAttempt.Outcome.OK if r.ok else DeliveryAttempt.Outcome.FAILED,
+            outcome=DeliveryAttempt.AttemptOutcome.OK if r.ok else DeliveryAttempt.AttemptOutcome.FAILED,
             error=r.error or "",
             error_class=r.error_class.value if r.error_class and not r.ok else "",
             http_status=r.http_status,

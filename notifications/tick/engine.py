@@ -48,7 +48,7 @@ class Tick:
         pipeline = Pipeline(self.settings, self.stop, report, fixed_now=now, on_outcome=on_outcome)
         pipeline.run()
         report.finished_at = timezone.now()
-        otel.record_tick((report.finished_at - report.started_at).total_seconds(), report.claimed)
+        otel.tick_duration((report.finished_at - report.started_at).total_seconds(), report.claimed)
         # History past retention goes until none is left or the budget is spent; a stopping
         # tick prunes one batch.
         until = None if self.stop.is_set() else pipeline.started + self.settings.budget

@@ -121,13 +121,13 @@ class Workers:
 
     def outcome_of(self, job: Job, channel_results: list[ChannelResult]) -> tuple[Outcome, list[ChannelResult]]:
         """What the channels' results come to, and the results the delivery log records."""
-        outcome = settling.record_firing(job.row, channel_results, job.batch.now, self.policy, self.tracking)
+        outcome = settling.settle_firing(job.row, channel_results, job.batch.now, self.policy, self.tracking)
         return outcome, channel_results
 
     def internal_error(self, job: Job, exc: Exception) -> Outcome:
         """An unexpected exception is a full failure of the row, so poison walks to the dead letters."""
         logger.exception("notification %s: internal error", job.row.pk)
-        return settling.record_internal_error(job.row, exc, job.batch.now, self.policy)
+        return settling.settle_internal_error(job.row, exc, job.batch.now, self.policy)
 
     def deliver(self, job: Job) -> list[ChannelResult]:
         """The row's channels in parallel: the first in this thread, any others in the pool.
