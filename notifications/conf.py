@@ -103,6 +103,12 @@ class Defaults:
     INBOX_RECIPIENT: str | None = None
     INBOX_POLL_SECONDS: float = 30
     INBOX_ALLOWED_ORIGINS: list[str] = []
+    # The HTTP API (notifications.http_api): rows one batch may hold, bytes one request body may hold.
+    API_MAX_BATCH: int = 1000
+    API_MAX_BODY: int = 1024 * 1024
+    # Requests one API token may make, as NOTIFICATIONS_RATE_LIMITS spells a rate ("20/s,10000/d");
+    # shared by every host through the database. Blank: no limit.
+    API_RATE_LIMIT: str = ""
 
 
 # A derived lease outlives everything a tick does with its rows: the budget, a last batch

@@ -7,13 +7,15 @@ link is the key (`notifications.content.links`). The inbox is the signed-in user
 (`notifications.inbox.web`).
 """
 
-from django.urls import path
+import importlib.util
+
+from django.urls import URLPattern, URLResolver, include, path
 
 from notifications.inbox.web import views as inbox
 from notifications.recipients import views
 
 app_name = "notifications"
-urlpatterns = [
+urlpatterns: list[URLPattern | URLResolver] = [
     path("unsubscribe/<str:token>/", views.unsubscribe, name="unsubscribe"),
     path("preferences/<str:token>/", views.preference_centre, name="preferences"),
     # The signed-in user's inbox (docs/inbox.md): the page and its JSON endpoints.
@@ -22,3 +24,7 @@ urlpatterns = [
     path("inbox/messages", inbox.messages, name="inbox-messages"),
     path("inbox/mark", inbox.mark, name="inbox-mark"),
 ]
+
+# The HTTP API for other services (docs/api.md), when its extra (django-ninja) is installed.
+if importlib.util.find_spec("ninja") is not None:
+    urlpatterns.append(path("api/v1/", include("notifications.http_api.urls")))

@@ -9,7 +9,7 @@ number as a W id. A bad value is reported here rather than by a crash mid-tick.
 
 One module a topic: `numbers` (the tick's own settings), `settings` (names the app does
 not know), `site_channels` (NOTIFICATIONS_CHANNELS), `recipients`, `database`,
-`scheduler`, `health` (`check --database`); what is one channel's (the webhook's keys and
+`scheduler`, `health` (`check --database`), `api` (the HTTP API's extra); what is one channel's (the webhook's keys and
 networks, the email's mailer, timeouts and attachments) is that channel's own
 `ChannelAnswers.check`, run by `notifications.channels.checks`.
 
@@ -76,6 +76,7 @@ networks, the email's mailer, timeouts and attachments) is that channel's own
 | W051 | INBOX_ALLOWED_ORIGINS holds an entry that is no https:// origin as browsers send it: it allows nothing |
 | W052 | INBOX_RECIPIENT names no importable function: the inbox's page and endpoints fail |
 | W053 | INBOX_POLL_SECONDS is not a positive number up to a day: the badge asks every 30 s |
+| W060 | an API_* setting is set but django-ninja is not installed: the HTTP API is not mounted |
 | W100 | no tick has finished lately (database check) |
 | W101 | a host's clock is further than MAX_CLOCK_OFFSET from the database's (database check) |
 
@@ -84,6 +85,7 @@ tick can hold) is reported by its setting's id as any other invalid value is.
 """
 
 from notifications.checks import (  # noqa: F401 - importing a module registers its checks
+    api,
     database,
     health,
     numbers,

@@ -12,6 +12,7 @@
 - `suppression`: `Suppression`, addresses email is no longer sent to, and `SuppressionLift`.
 - `inbox`: `InboxMessage`, a message in a person's inbox inside the site.
 - `tasks`: `TaskRun`, a `django.tasks` task's record beside its queue row.
+- `tokens`: the HTTP API's `ApiToken` and `IdempotencyRecord`.
 """
 
 from notifications.models.flow import RateBucket, Target
@@ -32,11 +33,14 @@ from notifications.models.recipients import Preference, ThrottleWindow
 from notifications.models.states import State
 from notifications.models.suppression import Suppression, SuppressionLift
 from notifications.models.tasks import TaskRun
+from notifications.models.tokens import ApiToken, IdempotencyRecord
 
 __all__ = [
     "DEFAULT_QUEUE",
     "USER_FIELDS",
+    "ApiToken",
     "DeliveryAttempt",
+    "IdempotencyRecord",
     "InboxMessage",
     "Notification",
     "NotificationQuerySet",

@@ -12,20 +12,25 @@ from datetime import datetime, timedelta
 from django.db import transaction
 
 from notifications.databases import delete_sliced, let_others_write
-from notifications.models import DeliveryAttempt, InboxMessage, TickRun
+from notifications.models import DeliveryAttempt, IdempotencyRecord, InboxMessage, TickRun
+from notifications.models.tokens import IDEMPOTENCY_RETENTION
 from notifications.store import tallies
 
 PRUNE_BATCH = 1000  # records of each table per transaction
 
 
 def prune_history(now: datetime, retention_days: float, batch: int = PRUNE_BATCH) -> int:
-    """Delete at most `batch` delivery records (and tick records) past retention, the
+    """Delete at most `batch` delivery records (and tick records, and the HTTP API's expired
+    idempotency records) past retention, the
     oldest first; how many delivery records went. A tick adds one tick record, so a batch of
     them per call keeps up; delivery records come by the thousand (see `prune`)."""
     cutoff = now - timedelta(days=retention_days)
     old = DeliveryAttempt.objects.filter(attempted_at__lt=cutoff).order_by("attempted_at").values("pk")[:batch]
     deleted = delete_sliced(old)
     delete_sliced(TickRun.objects.filter(finished_at__lt=cutoff).order_by("finished_at").values("pk")[:batch])
+    # The HTTP API's Idempotency-Key records are replayed for a day, then go.
+    expired = IdempotencyRecord.objects.filter(created_at__lt=now - IDEMPOTENCY_RETENTION)
+    delete_sliced(expired.order_by("created_at").values("pk")[:batch])
     return deleted
 
 
