@@ -317,7 +317,7 @@ def _write(
     claimed = Notification.objects.filter(claim_token__in=tokens)
     pks = [o.row.pk for o in outcomes]
     present = lock_in_order(pks + [pk for batch in unloadable for pk in batch.rows])  # the rows that still exist
-    if present is None and (log or inserts or refused):  # SQLite (its write lock holds them all): read before the DELETE
+    if present is None and (log or inserts or refused):  # SQLite (its write lock holds all): read first
         present = set(Notification.objects.filter(pk__in=pks).values_list("pk", flat=True))
     matched = 0  # rows the fenced statements found still claimed by the batches
     if doomed:
