@@ -9,10 +9,11 @@ from django.utils import timezone
 
 from notifications.databases import SettledOnMySQL
 from notifications.models.notification import Notification
+from notifications.rules import answers
 
-# Sizes of the sent log's columns: longer values are cut (`Channel.describe` says how).
-SENT_TO_CHARS = 500
-SUMMARY_CHARS = 300
+# Sizes of the sent log's columns: longer values are cut (`notifications.channels.answers`).
+SENT_TO_CHARS = answers.SENT_TO_CHARS
+SUMMARY_CHARS = answers.SUMMARY_CHARS
 
 
 class DeliveryAttempt(SettledOnMySQL, models.Model):

@@ -73,3 +73,15 @@ class HangingChannel(SMSChannel):
 class NotAChannel:
     def __init__(self, **options: Any) -> None:
         pass
+
+
+class OddAnswerChannel(SMSChannel):
+    """Returns what its OPTIONS say, unchecked: a site channel's odd answers (issue 45)."""
+
+    def __init__(self, *, answer: dict[str, Any] | None = None, **options: Any) -> None:
+        super().__init__(answer=answer, **options)
+        self.answer = answer or {}
+
+    def deliver(self, firing: Firing) -> ChannelResult:
+        record(self.name, firing)
+        return ChannelResult(self.name, **self.answer)
