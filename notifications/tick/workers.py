@@ -15,13 +15,14 @@ import logging
 import queue
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import wait
 from typing import TYPE_CHECKING
 
 from django.utils import timezone
 
 from notifications.channels import Channel, ChannelResult, ErrorClass, Firing, answers
 from notifications.outcomes import settling
+from notifications.tick.pool import DaemonPool
 
 if TYPE_CHECKING:
     from notifications.conf import Policy
@@ -64,7 +65,7 @@ class Workers:
         self.policy = policy  # retries and backoff, for the outcome rules
         self.tracking = {name for name, channel in channels.items() if channel.tracks_recipients}
         per_worker = max(CHANNEL_THREADS_PER_WORKER, len(channels))
-        self.pool = ThreadPoolExecutor(per_worker * concurrency, thread_name_prefix="notifications-send")
+        self.pool = DaemonPool(per_worker * concurrency, "notifications-send")
         self.names = itertools.count()
 
     def start(self) -> None:
@@ -75,7 +76,7 @@ class Workers:
         ).start()
 
     def close(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.pool.shutdown()
 
     def work(self) -> None:
         """A worker thread: take a row, deliver it, hand back its outcome. No database.

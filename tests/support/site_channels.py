@@ -85,3 +85,15 @@ class OddAnswerChannel(SMSChannel):
     def deliver(self, firing: Firing) -> ChannelResult:
         record(self.name, firing)
         return ChannelResult(self.name, **self.answer)
+
+
+class BlockedChannel(SMSChannel):
+    """Blocks for good on an Event nothing sets (a provider SDK stuck without a timeout):
+    only a process that leaves its thread behind can exit."""
+
+    never = threading.Event()
+
+    def deliver(self, firing: Firing) -> ChannelResult:
+        record(self.name, firing)
+        self.never.wait()
+        return ChannelResult(self.name)
