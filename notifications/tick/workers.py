@@ -166,12 +166,20 @@ class Workers:
 
     def deliver_in_turn(self, job: Job) -> list[ChannelResult]:
         """Routing `first`: the channels in the order listed, each under its own deadline,
-        until one succeeds; those after it are not sent. The results of those tried."""
+        until one succeeds; those after it are not sent. The results of those tried.
+
+        Each send runs in the pool and is waited for until its deadline (plus the grace):
+        a channel that ignores it is reported as timed out and left behind, and the next
+        channel is called (the monitor allows a row routed `first` a deadline per channel)."""
         firing = job.firing
         assert firing is not None
         tried = []
         for name in firing.channels:
-            result = job.results[name] = self.send(name, firing)
+            future = self.pool.submit(self.send, name, firing)
+            done, _ = wait([future], timeout=self.timeout + DEADLINE_GRACE)
+            if not done:
+                future.cancel()
+            result = job.results[name] = future.result() if done else self.timed_out(name)
             tried.append(result)
             if result.ok:
                 break
