@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, DataError, IntegrityError, connection, transaction
 from django.utils import timezone
 
 from notifications import otel, registry
@@ -111,7 +111,7 @@ class WriteBack:
                     unloadable=[Unloadable(b.token, b.now, b.unloadable) for b in batches if b.unloadable],
                     policy=self.policy,
                 )
-            except reconnecting.DATABASE_ERRORS as exc:
+            except (*reconnecting.DATABASE_ERRORS, ValueError, TypeError) as exc:
                 if not _of_the_values(exc):
                     raise
                 return self.write_alone(batches, exc)
@@ -170,7 +170,7 @@ class WriteBack:
             save_outcomes(
                 [(batch.token, [outcome])], attempts, _counts_of(outcome, batch.targets.get(outcome.row.pk, {}))
             )
-        except reconnecting.DATABASE_ERRORS as error:
+        except (*reconnecting.DATABASE_ERRORS, ValueError, TypeError) as error:
             if not _of_the_values(error):
                 raise
             return self.unstorable(batch, outcome, error)
@@ -189,7 +189,7 @@ class WriteBack:
         )
         try:
             save_outcomes([(batch.token, [failed])], [], _counts_of(failed, batch.targets.get(row.pk, {})))
-        except reconnecting.DATABASE_ERRORS as error:
+        except (*reconnecting.DATABASE_ERRORS, ValueError, TypeError) as error:
             if not _of_the_values(error):
                 raise
             logger.error(
@@ -238,11 +238,20 @@ class Unstorable(Exception):
     """A row's outcome its columns refused (`WriteBack.unstorable`)."""
 
 
+# MariaDB/MySQL's refusals of a value in strict mode (the driver may raise them as an
+# OperationalError): incorrect string or other value, too long, out of range, truncated,
+# NULL in a NOT NULL column, invalid UTF-8.
+MYSQL_VALUE_REFUSED = {1048, 1264, 1265, 1292, 1300, 1366, 1406}
+# What a write raises for a row's values: the database refused one (DataError, a
+# constraint), or Django could not even convert it for its column (ValueError, TypeError).
+VALUE_ERRORS = (DataError, IntegrityError, ValueError, TypeError)
+
+
 def _of_the_values(exc: Exception) -> bool:
-    """Whether a write failed on what the rows hold (a value a column refuses, a constraint)
-    rather than on the connection, a lost deadlock or a read-only server: writing the rows
-    one by one finds the row it was."""
-    return not (reconnecting.is_lost_connection(exc) or reconnecting.is_deadlock(exc) or reconnecting.is_read_only(exc))
+    """Whether a write failed on what the rows hold rather than on the database (a lost
+    connection, a deadlock, a read-only or failing server): writing the rows one by one
+    finds the row it was."""
+    return isinstance(exc, VALUE_ERRORS) or reconnecting.error_code(exc) in MYSQL_VALUE_REFUSED
 
 
 def attempt_records(firing: Firing | None, results: list[ChannelResult], targets: Targets) -> list[DeliveryAttempt]:
