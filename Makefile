@@ -100,7 +100,8 @@ check: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
-	$(VENV)/bin/lint-imports  # the layers of pyproject.toml: pure rules, workers without a database
+	$(VENV)/bin/lint-imports  # the layers of pyproject.toml: pure rules, workers without a database, no cycle
+	$(VENV)/bin/lint-imports --config .ci/bench-imports.toml  # no cycle in bench/ either
 	$(PY) manage.py check --fail-level WARNING
 	$(PY) manage.py makemigrations --check --dry-run
 

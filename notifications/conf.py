@@ -61,7 +61,7 @@ class Defaults:
     CIRCUIT_BREAKER: dict[str, float] = {"failures": 10, "cooldown": 60, "max_cooldown": 3600}
     # Per target ("email", a webhook host, "*" for every other webhook host): "N/s,N/d" ...
     RATE_LIMITS: dict[str, str] = {}
-    # Where the tick sends email (see notifications.mailers): a dotted backend path (None: the
+    # Where the tick sends email (see notifications.channels.email.mailers): a dotted backend path (None: the
     # site's EMAIL_BACKEND, or Django's SMTP backend while that is the queue's own), or on
     # Django 6.1+ a MAILERS alias; NOTIFICATIONS_MAILERS gives aliases (a row's `mailer`)
     # to sites before MAILERS, in its shape: {"alias": {"BACKEND": ..., "OPTIONS": {...}}}.
@@ -79,7 +79,7 @@ class Defaults:
     # Bearer token a Prometheus scraper sends to `notifications.metrics.view` (blank: staff
     # users only). See docs/operations.md.
     METRICS_TOKEN: str = ""
-    # The site's own channels beside email and webhook (notifications.registry):
+    # The site's own channels beside email and webhook (notifications.channels.registry):
     # {"sms": {"BACKEND": "dotted.path.Class", "OPTIONS": {...}}}.
     CHANNELS: dict[str, dict[str, Any]] = {}
     # Kinds of notification a recipient may choose (notifications.rules.categories):

@@ -13,7 +13,7 @@ Every message sent through it (`send_mail`, `EmailMessage.send()`, a password re
 `mail_admins`) becomes one row, channel `email`, due now, when the caller's transaction
 commits: a message sent inside a transaction that rolls back is never queued, one that
 commits is queued once. The tick then sends it through the real backend
-(`notifications.mailers` says which), with retries, the delivery log and the admin.
+(`notifications.channels.email.mailers` says which), with retries, the delivery log and the admin.
 Message by message, as Django's own backends send: one without recipients is skipped; an
 invalid one (attachments over the limits included) raises when it is sent, or with
 `fail_silently` is skipped while the others are queued.
@@ -50,7 +50,7 @@ from notifications.rules import headers as header_rules
 class QueuedEmailBackend(BaseEmailBackend):
     """An email backend that queues each message as a notification row (see the module)."""
 
-    queues_notifications = True  # how notifications.mailers tells the queue from a real backend
+    queues_notifications = True  # how notifications.channels.email.mailers tells the queue from a real backend
 
     def __init__(self, fail_silently: bool = False, *, priority: str = "normal", **kwargs: Any) -> None:
         # fail_silently is taken here, not passed on: Django 6.1's base class warns about it.

@@ -25,7 +25,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 try:
     from opentelemetry import metrics as otel_metrics
@@ -33,9 +33,6 @@ try:
 except ImportError:  # optional: everything below is a no-op
     otel_metrics = None  # type: ignore[assignment]
     otel_trace = None  # type: ignore[assignment]
-
-if TYPE_CHECKING:
-    from notifications.channels.base import ChannelResult, Firing
 
 SCOPE = "notifications"
 SYSTEM = "notifications"
@@ -113,7 +110,7 @@ def _instrument(name: str, make: str, **kwargs: Any) -> Any:
 
 
 class _NoSpan:
-    def finish(self, result: ChannelResult) -> None:
+    def finish(self, *, error: str | None, error_type: str) -> None:
         pass
 
 
@@ -126,28 +123,25 @@ class _Delivery:
     def __init__(self, span: Any) -> None:
         self.span = span
 
-    def finish(self, result: ChannelResult) -> None:
+    def finish(self, *, error: str | None, error_type: str) -> None:
+        """The send's result: `error` None when it went out; else why, and its
+        `error.type` (the HTTP status, else the error class)."""
         span = self.span
-        if not span.is_recording():
+        if error is None or not span.is_recording():
             return
-        if result.ok:
-            return
-        error_type = str(result.http_status) if result.http_status else (result.error_class or "error")
-        span.set_attribute("error.type", str(error_type))
-        if result.error:
-            span.set_attribute("notifications.error", result.error)
-        span.set_status(otel_trace.Status(otel_trace.StatusCode.ERROR, result.error))
+        span.set_attribute("error.type", error_type)
+        if error:
+            span.set_attribute("notifications.error", error)
+        span.set_status(otel_trace.Status(otel_trace.StatusCode.ERROR, error))
 
 
 @contextmanager
-def delivery(channel: str, firing: Firing) -> Iterator[_Delivery | _NoSpan]:
-    """A span around one channel's send of `firing` (no-op without opentelemetry)."""
+def delivery(channel: str, *, target: str, message_id: str, notification_id: int) -> Iterator[_Delivery | _NoSpan]:
+    """A span around one channel's send of a firing to `target` (no-op without opentelemetry)."""
     tracer = _tracer()
     if tracer is None:
         yield _NO_SPAN
         return
-    row = firing.notification
-    target = firing.targets.get(channel) or channel
     with tracer.start_as_current_span(
         f"send {target}",
         kind=otel_trace.SpanKind.PRODUCER,
@@ -161,9 +155,9 @@ def delivery(channel: str, firing: Firing) -> Iterator[_Delivery | _NoSpan]:
                     "messaging.operation.name": "send",
                     "messaging.operation.type": "send",
                     "messaging.destination.name": target,
-                    "messaging.message.id": firing.firing_id,
+                    "messaging.message.id": message_id,
                     "notifications.channel": channel,
-                    "notifications.notification.id": int(row.pk or 0),
+                    "notifications.notification.id": notification_id,
                 }
             )
         yield _Delivery(span)

@@ -39,8 +39,7 @@ from django.test.utils import override_settings
 from requests.adapters import HTTPAdapter
 from urllib3.response import HTTPResponse
 
-from notifications import registry
-from notifications.channels import Channel, ChannelResult, ErrorClass, Firing
+from notifications.channels import Channel, ChannelResult, ErrorClass, Firing, registry
 from notifications.channels.email.channel import site_mailers
 from notifications.channels.http import transport
 from notifications.conf import TickSettings, app_settings

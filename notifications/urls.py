@@ -7,10 +7,10 @@ link is the key (`notifications.content.links`).
 
 from django.urls import path
 
-from notifications import public
+from notifications.recipients import views
 
 app_name = "notifications"
 urlpatterns = [
-    path("unsubscribe/<str:token>/", public.unsubscribe, name="unsubscribe"),
-    path("preferences/<str:token>/", public.preference_centre, name="preferences"),
+    path("unsubscribe/<str:token>/", views.unsubscribe, name="unsubscribe"),
+    path("preferences/<str:token>/", views.preference_centre, name="preferences"),
 ]

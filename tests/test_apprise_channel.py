@@ -14,8 +14,8 @@ from apprise.plugins.twilio import NotifyTwilio
 from django.core.exceptions import ValidationError
 from django.test import override_settings
 
-from notifications import registry
 from notifications.api import schedule
+from notifications.channels import registry
 from notifications.models import DeliveryAttempt, Notification
 from notifications.tick.engine import run_tick
 from tests.support.servers import Reply

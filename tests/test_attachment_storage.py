@@ -22,7 +22,6 @@ from django.test.utils import override_settings
 from django.utils import timezone
 
 from notifications.api import cancel, run_tick, schedule
-from notifications.checks import check_settings
 from notifications.models import DeliveryAttempt, Notification, attachments
 from notifications.models.attachments import Attachment
 from tests.support.mail_servers import SMTP_BACKEND, SMTPServer, queue_in_front_of
@@ -50,7 +49,7 @@ def storage_settings(backend: str, **options) -> override_settings:
 
 def w028(**overrides) -> list[checks.CheckMessage]:
     with override_settings(**overrides):
-        return [m for m in check_settings() if m.id in ("notifications.W028", "notifications.E028")]
+        return [m for m in checks.run_checks() if m.id in ("notifications.W028", "notifications.E028")]
 
 
 def recipients_view(message: EmailMessage):

@@ -22,8 +22,7 @@ from django.core.checks import run_checks
 from django.db import connection
 from django.test import override_settings
 
-from notifications import registry
-from notifications.channels import Channel, ChannelResult, Firing
+from notifications.channels import Channel, ChannelResult, Firing, registry
 from notifications.models import Notification
 from notifications.tick.engine import run_tick
 
@@ -217,6 +216,15 @@ def test_a_channel_brings_its_own_system_checks():
         NOTIFICATIONS_CHANNELS={"ops": {"BACKEND": f"{HERE}.CheckedChannel", "OPTIONS": {"token": "t"}}}
     ):
         assert run_checks() == []
+
+
+@override_settings(
+    NOTIFICATIONS_WEBHOOK_SECRET=42,
+    NOTIFICATIONS_CHANNELS={"hooks": {"BACKEND": "notifications.channels.webhook.channel.WebhookChannel"}},
+)
+def test_a_channel_that_reuses_a_built_in_class_reports_the_site_wide_settings_once():
+    """The webhook's checks read site-wide settings: a second name for its class adds no copy."""
+    assert [m.id for m in run_checks()] == ["notifications.E009"]
 
 
 def watchdogs() -> int:

@@ -15,7 +15,7 @@ from notifications import services
 from notifications.channels import Firing
 from notifications.channels.webhook import guard, transport
 from notifications.channels.webhook.channel import BLOCKED, WebhookChannel
-from notifications.checks import check_settings
+from notifications.checks.numbers import check_settings
 from notifications.conf import LEASE_MARGIN, Defaults, Policy, TickSettings, app_settings
 from notifications.health.queue import queue_health
 from notifications.tick.engine import Tick, run_tick

@@ -32,10 +32,8 @@ CHANGELIST = "/admin/notifications/notification/"
 
 def secret_messages() -> list[tuple[str, str]]:
     """(id, message) of the secret's checks: E009, E010, W010."""
-    from notifications import checks as app_checks
-
     wanted = ("notifications.E009", "notifications.E010", "notifications.W010")
-    return [(m.id, m.msg) for m in app_checks.check_settings() if m.id in wanted]
+    return [(m.id, m.msg) for m in checks.run_checks() if m.id in wanted]
 
 
 # --- manage.py check -----------------------------------------------------------------------------

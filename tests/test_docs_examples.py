@@ -52,10 +52,10 @@ from django.urls import clear_url_caches, resolve, reverse
 from django.utils import timezone
 from standardwebhooks import Webhook
 
-from notifications import public
 from notifications.api import schedule
 from notifications.channels import Channel, ChannelResult
 from notifications.models import Notification
+from notifications.recipients import views
 from tests.test_embedding import embedding_blocks
 
 REPO = Path(__file__).resolve().parent.parent
@@ -386,7 +386,7 @@ def _recipients(reader: Reader) -> None:
     # The URLconf of step 3 serves the recipients' pages where the links point.
     url = reverse("notifications:unsubscribe", args=["token"])
     assert url == "/notifications/unsubscribe/token/"
-    assert resolve(url).func is public.unsubscribe
+    assert resolve(url).func is views.unsubscribe
 
 
 def _preferences(reader: Reader) -> None:

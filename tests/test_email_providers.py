@@ -303,7 +303,7 @@ def test_the_receiver_url_from_the_readme_suppresses_a_bounce(client):
 
 
 def email_checks() -> list[tuple[str, str]]:
-    from notifications.checks import check_email
+    from notifications.channels.email.checks import check_email
 
     return [(m.id, m.msg) for m in check_email()]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.test import override_settings
 
-from notifications.checks import check_settings
+from notifications.checks.numbers import check_settings
 
 
 def ids(messages) -> list[str]:

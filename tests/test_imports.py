@@ -295,3 +295,13 @@ def test_receiving_loads_only_what_it_needs():
         "notifications.rules.signing",
     }
     assert result["event"] == {"test": 2432232314}
+
+
+# Issue 41: a reader finds what is where from the package's top; each concern past these
+# few public modules has a package of its own (channels, recipients, checks, ...).
+MOST_TOP_LEVEL_MODULES = 15
+
+
+def test_few_modules_sit_directly_in_the_package():
+    top_level = sorted(path.name for path in PACKAGE.glob("*.py"))
+    assert len(top_level) <= MOST_TOP_LEVEL_MODULES, top_level

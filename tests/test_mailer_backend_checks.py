@@ -18,7 +18,7 @@ from django.test.utils import override_settings
 from django.utils import timezone
 
 from notifications.api import run_tick, schedule
-from notifications.checks import check_mailer
+from notifications.channels.email.checks import check_mailer
 from notifications.models import DeliveryAttempt, Notification
 from tests.support.mail_servers import QUEUE_BACKEND
 

@@ -1,4 +1,4 @@
-"""Which mailer the tick sends through (notifications.mailers), and the checks that guard it.
+"""Which mailer the tick sends through (notifications.channels.email.mailers), and the checks that guard it.
 
 A row's own `mailer` alias, NOTIFICATIONS_MAILER, NOTIFICATIONS_EMAIL_BACKEND, the site's
 default; never the queue itself: `manage.py check` says so (W022) and the tick holds the
@@ -9,14 +9,14 @@ NOTIFICATIONS_MAILERS'.
 from __future__ import annotations
 
 import pytest
-from django.core import mail
+from django.core import checks, mail
 from django.core.exceptions import ValidationError
 from django.test.utils import override_settings
 from django.utils import timezone
 
 from notifications.api import run_tick, schedule
-from notifications.checks import check_mailer, check_settings
-from notifications.mailers import choose
+from notifications.channels.email.checks import check_mailer
+from notifications.channels.email.mailers import choose
 from notifications.models import Notification
 from tests.support.mail_servers import QUEUE_BACKEND, SMTP_BACKEND
 
@@ -129,4 +129,4 @@ def test_an_unknown_mailer_alias_is_refused_on_save():
 )
 def test_attachment_and_priority_settings_are_checked(setting, value, id):
     with override_settings(**{setting: value}):
-        assert [m.id for m in check_settings() if m.id == id] == [id]
+        assert [m.id for m in checks.run_checks() if m.id == id] == [id]

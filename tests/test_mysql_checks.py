@@ -11,7 +11,12 @@ import pytest
 from django.core import checks
 from django.db import connection
 
-from notifications.checks import check_mysql_server, check_mysql_settings, mysql_option_messages, mysql_server_messages
+from notifications.checks.database import (
+    check_mysql_server,
+    check_mysql_settings,
+    mysql_option_messages,
+    mysql_server_messages,
+)
 
 only_mysql = pytest.mark.skipif("connection.vendor != 'mysql'", reason="MariaDB/MySQL: runs in the MariaDB pass")
 

@@ -130,7 +130,7 @@ def test_built_in_labels_are_translated_and_a_site_label_is_checked():
     from django.core import checks
     from django.utils.functional import Promise
 
-    from notifications import registry
+    from notifications.channels import registry
 
     for name in ("email", "webhook"):
         cls = registry.channel_class(registry.entries()[name])

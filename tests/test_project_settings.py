@@ -113,7 +113,7 @@ def test_the_cron_line_appends_its_output_to_a_log_file(tmp_path):
 def test_the_cron_interval_is_still_read_from_the_job():
     from django.test import override_settings
 
-    from notifications.checks import cron_interval
+    from notifications.checks.scheduler import cron_interval
 
     job = ("*/5 * * * *", "django.core.management.call_command", ["runtick"], {}, ">> /tmp/tick.log 2>&1")
     with override_settings(CRONJOBS=[job]):

@@ -397,7 +397,7 @@ def test_a_window_written_around_validation_dead_letters_the_row(webhook_server)
 
 
 def quiet_check_messages() -> list[tuple[str, str, str | None]]:
-    from notifications.checks import check_settings
+    from notifications.checks.numbers import check_settings
 
     return [(m.id, m.msg, m.hint) for m in check_settings() if m.id == "notifications.E017"]
 

@@ -62,7 +62,7 @@ def test_a_site_channel_delivers_and_the_row_is_done():
     NOTIFICATIONS_CHANNELS={"sms": {"BACKEND": f"{SUPPORT}.SMSChannel", "OPTIONS": {"sender": "Billing"}}}
 )
 def test_options_are_keyword_arguments_kept_as_options_and_the_name_is_known():
-    from notifications import registry
+    from notifications.channels import registry
 
     sms = registry.channel("sms")
     assert isinstance(sms, site_channels.SMSChannel)
@@ -276,7 +276,7 @@ def test_routing_is_validated():
 
 
 def run_checks() -> list[checks.CheckMessage]:
-    from notifications.checks import check_channels
+    from notifications.checks.site_channels import check_channels
 
     return check_channels()
 
@@ -307,7 +307,7 @@ def test_checks_pass_a_good_channel_setting():
 
 @override_settings(NOTIFICATIONS_CHANNELS={"email": {"BACKEND": f"{SUPPORT}.SMSChannel"}})
 def test_a_built_in_name_is_never_taken_over():
-    from notifications import registry
+    from notifications.channels import registry
 
     assert type(registry.channel("email")).__name__ == "EmailChannel"
 

@@ -10,7 +10,7 @@ from django.http import HttpRequest
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from notifications import registry
+from notifications.channels import registry
 from notifications.models import (
     NotificationQuerySet,
     states,

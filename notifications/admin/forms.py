@@ -11,7 +11,8 @@ from django.utils import timezone
 from django.utils.html import conditional_escape
 from django.utils.translation import gettext_lazy as _
 
-from notifications import registry, services
+from notifications import services
+from notifications.channels import registry
 from notifications.models import USER_FIELDS, Notification, Routing
 from notifications.models.validation import max_payload_depth, payload_too_deep, text_errors
 

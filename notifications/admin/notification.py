@@ -30,7 +30,7 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
-from notifications import registry, services
+from notifications import services
 from notifications.admin import charts, digests, display, partial_causes, row_text, subjects
 from notifications.admin.attachments import AttachmentsAdminMixin
 from notifications.admin.base import ModelAdmin, TabularInline
@@ -51,6 +51,7 @@ from notifications.admin.status import (
     target_line,
     when,
 )
+from notifications.channels import registry
 from notifications.databases import sliced_ids
 from notifications.health.queue import count_states, queue_health
 from notifications.models import (

@@ -10,8 +10,8 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext
 
-from notifications import registry
 from notifications.admin import display, subjects
+from notifications.channels import registry
 from notifications.content.queued import restore
 from notifications.models import Notification
 

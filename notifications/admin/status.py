@@ -8,9 +8,9 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext, ngettext
 
-from notifications import registry
 from notifications.admin import display, partial_causes
 from notifications.admin.display import moment
+from notifications.channels import registry
 from notifications.channels.holds import configuration_hold
 from notifications.conf import app_settings, parse_secrets
 from notifications.models import (

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 class Audience:
     # What a person reads for the channel (the preference centre), translated: `_("Email")`.
     # A site's channel takes it from its NOTIFICATIONS_CHANNELS entry's "LABEL"; without
-    # either, the name, capitalised (`notifications.registry.label`).
+    # either, the name, capitalised (`notifications.channels.registry.label`).
     label: Any = None
     # Its results name recipients the receiver deferred while it took the message for
     # others (`ChannelResult.deferred`): the firing then owes this channel those alone

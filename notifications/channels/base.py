@@ -1,7 +1,7 @@
 """The contract every channel keeps: send one firing, report, never raise.
 
 A channel is a subclass of `Channel` registered under a name: the built-in `email` and
-`webhook`, or a site's own in `NOTIFICATIONS_CHANNELS` (`notifications.registry`):
+`webhook`, or a site's own in `NOTIFICATIONS_CHANNELS` (`notifications.channels.registry`):
 
     class SMS(Channel):
         def __init__(self, *, sender: str, **options):
@@ -23,7 +23,7 @@ who asks, each group a small class with defaults that need no thought, combined 
 preferences) and `AdminView` (the admin's lines). A channel overrides what it must.
 
 Two kinds of objects. `ChannelRules` answer questions about a row and hold no connection
-and start no thread: `notifications.registry.channel(name)` keeps one per name for
+and start no thread: `notifications.channels.registry.channel(name)` keeps one per name for
 validation, the admin and flow control (`Channel.stateless` makes it). A `Channel` is a
 sender of one tick: the tick makes one per name (`open`), calls `prepare` with each claimed
 batch in its own thread, `send` from worker threads (so `deliver` must be thread-safe and
@@ -179,7 +179,10 @@ class Channel(ChannelRules, abc.ABC):
     def send(self, firing: Firing) -> ChannelResult:
         """Deliver `firing`; any exception becomes an `internal:` error, never a raise."""
         started = time.monotonic()
-        with otel.delivery(self.name, firing) as span:  # a no-op without opentelemetry
+        target = firing.targets.get(self.name) or self.name
+        with otel.delivery(  # a no-op without opentelemetry
+            self.name, target=target, message_id=firing.firing_id, notification_id=int(firing.notification.pk or 0)
+        ) as span:
             try:
                 result = self.deliver(firing)
                 if not isinstance(result, ChannelResult):
@@ -189,7 +192,9 @@ class Channel(ChannelRules, abc.ABC):
                     self.name, error=f"{self.name}: internal: {type(exc).__name__}", error_class=ErrorClass.TRANSIENT
                 )
             result.duration = time.monotonic() - started
-            span.finish(result)
+            # A failure's kind (the span's `error.type`): the HTTP status, else the error class.
+            kind = str(result.http_status) if result.http_status else str(result.error_class or "error")
+            span.finish(error=result.error, error_type=kind)
         if not (result.sent_to or result.summary):
             try:
                 result.sent_to, result.summary = self.describe(firing)

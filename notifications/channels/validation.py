@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from notifications import registry
+from notifications.channels import registry
 
 if TYPE_CHECKING:
     from notifications.channels.base import ChannelRules
@@ -30,7 +30,7 @@ def _choices(choices: tuple[str, ...]) -> str:
 
 
 def list_errors(channels: Any) -> list[str]:
-    """A non-empty list of registered channels (`notifications.registry`), each once."""
+    """A non-empty list of registered channels (`notifications.channels.registry`), each once."""
     known = registry.names()
     if not isinstance(channels, list) or not channels:
         return [f"Give a non-empty list of channels: {', '.join(map(repr, known))}."]

@@ -26,7 +26,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from notifications import registry
+from notifications.channels import registry
 from notifications.conf import app_settings
 from notifications.flow.targets import ascii_host
 from notifications.models import RateBucket

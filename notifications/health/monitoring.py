@@ -22,7 +22,7 @@ from datetime import datetime
 from django.db.models import Count, Max, Min, Q, Sum
 from django.utils import timezone
 
-from notifications import registry
+from notifications.channels import registry
 from notifications.conf import positive_int
 from notifications.health.queue import count_states
 from notifications.models import Notification, Tally, Target, TickRun, states

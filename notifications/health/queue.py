@@ -18,8 +18,7 @@ from typing import Any
 from django.db.models import Aggregate, Count, Min, QuerySet
 from django.utils import timezone
 
-from notifications import registry
-from notifications.channels import SettingHold
+from notifications.channels import SettingHold, registry
 from notifications.conf import Defaults, app_settings, positive_int
 from notifications.health.flow import FlowHealth, flow_health
 from notifications.models import Notification, TickRun, states

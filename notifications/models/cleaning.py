@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from notifications.models.notification import Notification
 
 Look = Callable[[Any], bool]
-_looks: list[tuple[Field[Any, Any], Look]] | None = None
+_looks: dict[type[Notification], list[tuple[Field[Any, Any], Look]]] = {}  # per model class
 
 
 def clean_fields(row: Notification, exclude: Collection[str] | None = None) -> None:
@@ -35,7 +35,7 @@ def clean_fields(row: Notification, exclude: Collection[str] | None = None) -> N
     each field's value as `field.clean` returns it."""
     exclude = exclude or ()
     errors: dict[str, Any] = {}
-    for field, look in _all_looks():
+    for field, look in _all_looks(type(row)):
         if field.name in exclude:
             continue
         raw = getattr(row, field.attname)
@@ -51,13 +51,12 @@ def clean_fields(row: Notification, exclude: Collection[str] | None = None) -> N
         raise ValidationError(errors)
 
 
-def _all_looks() -> list[tuple[Field[Any, Any], Look]]:
-    global _looks
-    if _looks is None:
-        from notifications.models.notification import Notification  # imported here: it imports this module
-
-        _looks = [(f, _look(f)) for f in Notification._meta.fields if not getattr(f, "generated", False)]
-    return _looks
+def _all_looks(model: type[Notification]) -> list[tuple[Field[Any, Any], Look]]:
+    """Each field of the row's model with its look, worked out once per model."""
+    found = _looks.get(model)
+    if found is None:
+        found = _looks[model] = [(f, _look(f)) for f in model._meta.fields if not getattr(f, "generated", False)]
+    return found
 
 
 def _never(value: Any) -> bool:

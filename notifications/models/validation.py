@@ -22,7 +22,9 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from django.apps import apps
 from django.core.exceptions import ValidationError
+from django.db import connections, router
 from django.utils import timezone
 
 from notifications.conf import (
@@ -33,7 +35,7 @@ from notifications.conf import (
     is_backoff,
     is_positive,
 )
-from notifications.databases import MARIADB_JSON_DEPTH
+from notifications.databases import MARIADB_JSON_DEPTH, json_depth_limit
 from notifications.models import attachments, channel_hook
 from notifications.rules import quiet, schedule
 
@@ -154,12 +156,9 @@ def max_payload_depth() -> int:
 
 
 def _max_payload_depth() -> int:
-    from django.db import connections, router
-
-    from notifications.databases import json_depth_limit
-    from notifications.models.notification import Notification  # imported here: it imports this module
-
-    limit = json_depth_limit(connections[router.db_for_write(Notification) or "default"])
+    # The model by its label: this module is the model's (Notification.clean asks it).
+    queue = apps.get_model("notifications", "Notification")
+    limit = json_depth_limit(connections[router.db_for_write(queue) or "default"])
     return MAX_PAYLOAD_DEPTH if limit is None else min(MAX_PAYLOAD_DEPTH, limit)
 
 

@@ -7,7 +7,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
-from notifications import registry
+from notifications.channels import registry
 from notifications.conf import categories
 from notifications.models import Preference
 from notifications.models.addresses import bare, is_valid

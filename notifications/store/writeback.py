@@ -23,8 +23,8 @@ from typing import Any, NamedTuple, Protocol
 from django.db import DatabaseError, DataError, IntegrityError, connection, transaction
 from django.utils import timezone
 
-from notifications import otel, registry
-from notifications.channels import ChannelResult, Firing
+from notifications import otel
+from notifications.channels import ChannelResult, Firing, registry
 from notifications.conf import Policy
 from notifications.models import DeliveryAttempt, Notification, Suppression, states
 from notifications.models.addresses import is_address, storable

@@ -33,8 +33,8 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from notifications import outcomes, registry, store
-from notifications.channels import Channel
+from notifications import outcomes, store
+from notifications.channels import Channel, registry
 from notifications.channels.holds import configuration_hold
 from notifications.conf import TickSettings
 from notifications.flow.control import FlowControl

@@ -4,19 +4,20 @@ connection and starts no thread; `EmailChannel` adds the sending."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
-from notifications import mailers
 from notifications.channels.base import ChannelRules, SettingHold
-from notifications.channels.email import holds, rules
+from notifications.channels.email import checks, holds, mailers, rules
 from notifications.conf import categories, public_url
 from notifications.content.links import unbuildable
 from notifications.models import addresses, attachments, states
 
 if TYPE_CHECKING:
+    from django.core.checks import CheckMessage
+
     from notifications.conf import TickSettings
     from notifications.models import Notification
 
@@ -33,6 +34,11 @@ class EmailRules(ChannelRules):
     takes_attachments = True
     bounds_body = True
     admin_fieldset = _("Email")
+
+    @classmethod
+    def check(cls, name: str, options: dict[str, Any]) -> list[CheckMessage]:
+        """The mailer the tick sends through, its timeout and the attachments' storage."""
+        return checks.check_mailer() + checks.check_email() + checks.check_attachment_storage()
 
     def row_errors(self, row: Notification) -> dict[str, list[str]]:
         return rules.row_errors(row)

@@ -1,7 +1,7 @@
 """Email through `django.core.mail` and the site's mailers (SMTP, console, anymail...).
 
 One backend connection per worker thread and mailer, opened once per tick: the mailer
-`notifications.mailers` chooses for the row (its own `mailer` alias, NOTIFICATIONS_MAILER,
+`notifications.channels.email.mailers` chooses for the row (its own `mailer` alias, NOTIFICATIONS_MAILER,
 NOTIFICATIONS_EMAIL_BACKEND, or the site's default; on Django 6.1+ through the `MAILERS`
 API). Messages go to `connection.send_messages()`, never through a deprecated argument.
 A row's From (`from_email`, else DEFAULT_FROM_EMAIL), extra headers and attachments (read
@@ -41,14 +41,16 @@ from notifications.channels.base import Channel, ChannelResult, ErrorClass, Firi
 from notifications.channels.email import inflight, providers
 from notifications.channels.email.answers import EmailRules
 from notifications.channels.email.answers import all_addresses as all_addresses
+from notifications.channels.email.mailers import open_connection
+from notifications.channels.email.mailers import (
+    site_mailers as site_mailers,  # the checks' and the test double's answer too
+)
 from notifications.conf import positive_number
 from notifications.content.email import Content, render_content
 from notifications.content.links import Links, links_for
 from notifications.content.queued import ANYMAIL_ATTRIBUTES, SHAPE_ATTRIBUTES, restore
 from notifications.content.templating import TemplateRenderError
 from notifications.exceptions import NotificationsError
-from notifications.mailers import open_connection
-from notifications.mailers import site_mailers as site_mailers  # the checks' and the test double's answer too
 from notifications.models import Suppression, addresses, attachments
 from notifications.rules import headers as header_rules
 
@@ -65,7 +67,7 @@ _TRANSACTION_REFUSED = (smtplib.SMTPSenderRefused, smtplib.SMTPDataError)
 
 def open_mailer(alias: str = "") -> BaseEmailBackend:
     """A new connection of the backend a row whose `mailer` is `alias` goes through
-    (`notifications.mailers`: the row's alias, NOTIFICATIONS_MAILER, NOTIFICATIONS_EMAIL_BACKEND,
+    (`notifications.channels.email.mailers`: the row's alias, NOTIFICATIONS_MAILER, NOTIFICATIONS_EMAIL_BACKEND,
     or the site's default mailer). On Django 6.1+ aliases come from `mail.mailers`; no
     deprecated call is made."""
     return open_connection(alias)

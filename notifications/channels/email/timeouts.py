@@ -19,7 +19,7 @@ from typing import Any
 from django.conf import settings
 from django.utils.module_loading import import_string
 
-from notifications.mailers import SMTP_BACKEND, choose, email_setting, site_mailers
+from notifications.channels.email.mailers import SMTP_BACKEND, choose, email_setting, site_mailers
 
 ANYMAIL_DEFAULT_TIMEOUT = 30  # seconds: anymail's REQUESTS_TIMEOUT when a site sets none
 
@@ -36,7 +36,7 @@ class MailTimeout:
 
 
 def mail_timeout() -> MailTimeout | None:
-    """The timeout of the mailer the tick sends through (`notifications.mailers.choose`: the
+    """The timeout of the mailer the tick sends through (`notifications.channels.email.mailers.choose`: the
     site's default, or NOTIFICATIONS_MAILER / NOTIFICATIONS_EMAIL_BACKEND), or None when its
     backend does not wait on the network (console, locmem, file) or is one the app does not know."""
     choice = choose()

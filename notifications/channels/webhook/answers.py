@@ -4,15 +4,17 @@ and starts no thread; `WebhookChannel` adds the sending."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.utils.translation import gettext_lazy as _
 
 from notifications.channels.base import ChannelRules, SettingHold
-from notifications.channels.webhook import display, holds, rules
+from notifications.channels.webhook import checks, display, holds, rules
 from notifications.rules import hosts
 
 if TYPE_CHECKING:
+    from django.core.checks import CheckMessage
+
     from notifications.conf import TickSettings
     from notifications.models import Notification
 
@@ -27,6 +29,11 @@ class WebhookRules(ChannelRules):
     dispatch_rank = 1
     admin_fieldset = _("Webhook")
     headline_is_generic = True  # every webhook is a notification.fired
+
+    @classmethod
+    def check(cls, name: str, options: dict[str, Any]) -> list[CheckMessage]:
+        """The site's signing keys and the networks webhooks may reach."""
+        return checks.check_secrets() + checks.check_networks()
 
     def headline(self, row: Notification) -> str:
         return EVENT_TYPE

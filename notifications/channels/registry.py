@@ -231,7 +231,7 @@ def reset(**kwargs: Any) -> None:
             logger.exception("%s[%r]: the channel cannot be closed", SETTING, name)
 
 
-setting_changed.connect(reset, dispatch_uid="notifications.registry.reset")
+setting_changed.connect(reset, dispatch_uid="notifications.channels.registry.reset")
 
 
 def open_for_tick(settings: TickSettings) -> dict[str, Channel]:

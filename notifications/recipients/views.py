@@ -25,7 +25,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
-from notifications import registry
+from notifications.channels import registry
 from notifications.conf import categories
 from notifications.content import links
 from notifications.rules import categories as rules

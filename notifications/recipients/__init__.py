@@ -1,0 +1,1 @@
+"""What recipients use themselves: the unsubscribe page and the preference centre (`views`)."""
