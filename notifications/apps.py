@@ -16,6 +16,7 @@ class NotificationsConfig(AppConfig):
         from notifications.channels import validation
         from notifications.models import channel_hook
         from notifications.services.suppression import connect_anymail, connect_lifts
+        from notifications.tasks import checks as task_checks  # noqa: F401 - W070 on Django 5.2
 
         channel_hook.install(validation)  # the models validate a row's channels without naming them
         connect_anymail()  # with django-anymail installed: its bounces and complaints suppress addresses

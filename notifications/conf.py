@@ -346,6 +346,7 @@ class TickSettings:
     max_payload_bytes: int  # bytes of a payload's compact JSON
     max_clock_offset: float  # seconds of clock skew before it is reported
     quiet_hours: str  # the site's quiet window for rows without one of their own; blank: none
+    queues: tuple[str, ...] = ()  # the queues whose rows this tick claims (runtick --queue); empty: all
 
     @classmethod
     def read(cls) -> TickSettings:

@@ -180,7 +180,7 @@ def count_deliveries(counts: Mapping[tuple[str, str, str], int]) -> None:
         )
 
 
-def record_tick(seconds: float, claimed: int) -> None:
+def tick_duration(seconds: float, claimed: int) -> None:
     """Record one tick's duration."""
     if otel_metrics is None:
         return

@@ -462,7 +462,7 @@ def add_attempts(row: Notification, count: int, start: datetime) -> list[Deliver
             notification_id=row.pk,
             firing_id=row.firing_id,
             channel="webhook",
-            outcome=DeliveryAttempt.Outcome.FAILED,
+            outcome=DeliveryAttempt.AttemptOutcome.FAILED,
             error=f"webhook: HTTP 5{i:02d}",
             error_class="transient",
             http_status=500 + i,
@@ -495,7 +495,7 @@ def test_attempt_history_admin_is_read_only_and_filters(admin_client):
     purged = make("dead")
     add_attempts(purged, 2, timezone.now() - timedelta(minutes=5))
     DeliveryAttempt.objects.filter(notification_id=row.pk, http_status=500).update(
-        outcome=DeliveryAttempt.Outcome.OK, error="", error_class="", http_status=200
+        outcome=DeliveryAttempt.AttemptOutcome.OK, error="", error_class="", http_status=200
     )
     Notification.objects.filter(pk=purged.pk).delete()
 

@@ -32,10 +32,10 @@ def test_takes_what_fits_and_refuses_what_does_not():
     assert budget.take(60, timeout=0) == 60
     assert budget.take(30, timeout=0) == 30
     assert budget.take(20, timeout=0) is None  # 110 > 100
-    assert budget.held == 90
+    assert budget.taken == 90
     budget.give_back(60)
     assert budget.take(20, timeout=0) == 20
-    assert budget.held == 50
+    assert budget.taken == 50
 
 
 def test_a_request_larger_than_the_budget_goes_alone():
@@ -46,7 +46,7 @@ def test_a_request_larger_than_the_budget_goes_alone():
     assert budget.take(500, timeout=0) == 100  # the whole budget
     assert budget.take(1, timeout=0) is None
     budget.give_back(100)
-    assert budget.held == 0
+    assert budget.taken == 0
 
 
 def test_a_waiting_taker_gets_its_turn_when_bytes_come_back():
@@ -63,9 +63,9 @@ def test_a_waiting_taker_gets_its_turn_when_bytes_come_back():
 def test_holding_gives_back_even_when_the_block_raises():
     budget = ByteBudget(100)
     with pytest.raises(RuntimeError), budget.holding(70, timeout=0) as ready:
-        assert ready and budget.held == 70
+        assert ready and budget.taken == 70
         raise RuntimeError
-    assert budget.held == 0
+    assert budget.taken == 0
 
 
 # --- through a tick -------------------------------------------------------------------------
@@ -77,7 +77,7 @@ class NotingBackend(LocmemBackend):
     held: list[int] = []
 
     def send_messages(self, messages):
-        type(self).held.append(inflight.budget().held)
+        type(self).held.append(inflight.budget().taken)
         return super().send_messages(messages)
 
 

@@ -257,7 +257,7 @@ def test_django_insert_statements_store_what_bulk_create_stores(make_row):
             notification_id=row.pk,
             firing_id=firing,
             channel=channel,
-            outcome=DeliveryAttempt.Outcome.FAILED,
+            outcome=DeliveryAttempt.AttemptOutcome.FAILED,
             error="webhook: HTTP 503",
             error_class="transient",
             http_status=None if channel == "email" else 503,

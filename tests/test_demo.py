@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 
+import django
 import pytest
 from django.conf import settings
 from django.contrib.auth import authenticate
@@ -125,3 +126,13 @@ def test_idle_ticks_are_said_once_not_every_interval(demo):
     stretches = [line for line in lines[settled:] if " idle since " in line]
     # One line per stretch: the recurring row's minute may end one and start another.
     assert 1 <= len(stretches) <= 2 and idle[0] in stretches[0], stretches
+
+
+@pytest.mark.skipif(django.VERSION < (6, 0), reason="django.tasks is Django 6.0+: this is Django 5.2")
+def test_the_demo_enqueues_a_task_the_first_tick_runs(demo):
+    proc, lines = demo
+    enqueued = wait_for_line(proc, lines, r"^Task enqueued: (\S+) \(notifications_project\.tasks\.count_waiting\)")
+    path = r"\(notifications_project\.tasks\.count_waiting\)"
+    wait_for_line(proc, lines, rf"^task {enqueued[1]} {path}: SUCCESSFUL, \d+$")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0

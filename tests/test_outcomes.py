@@ -353,7 +353,7 @@ def test_channel_raising_for_one_row_fails_that_row_only(make_row, monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "where", ["notifications.models.validation.field_errors", "notifications.outcomes.settling.record_firing"]
+    "where", ["notifications.models.validation.field_errors", "notifications.outcomes.settling.settle_firing"]
 )
 def test_unexpected_exception_is_a_full_failure_and_walks_to_the_dead_letters(make_row, monkeypatch, where):
     poison = make_row(email_to="poison@example.com", fire_at=DUE - timedelta(minutes=5))

@@ -15,7 +15,7 @@ from django.utils import timezone
 from notifications.api import run_tick, schedule
 from notifications.conf import Policy
 from notifications.models import Notification
-from notifications.outcomes import Kind, record_internal_error
+from notifications.outcomes import Kind, settle_internal_error
 from tests.support.servers import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the tick's threads see committed rows
@@ -44,7 +44,7 @@ def test_the_internal_error_of_a_row_whose_retry_overflows_is_a_dead_letter():
     row = schedule(channels=["email"], email_to="a@example.com", subject="s", body="b")
     row.backoff = PAST_THE_CALENDAR  # in memory, as a row written around validation loads
 
-    outcome = record_internal_error(row, RuntimeError("boom"), timezone.now(), Policy.from_settings())
+    outcome = settle_internal_error(row, RuntimeError("boom"), timezone.now(), Policy.from_settings())
 
     assert outcome.kind == Kind.DEAD_LETTERED
     assert row.next_fire_at is None and row.dead_lettered_at is not None

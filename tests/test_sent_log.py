@@ -54,7 +54,7 @@ def test_a_webhook_is_logged_by_host_and_event_never_its_path_or_query(webhook_s
     run_tick()
 
     (attempt,) = DeliveryAttempt.objects.filter(notification_id=row.pk)
-    assert attempt.outcome == DeliveryAttempt.Outcome.OK
+    assert attempt.outcome == DeliveryAttempt.AttemptOutcome.OK
     assert webhook_server.received[0].headers["user-agent"] == "django-notification-queue"  # the distribution's name
     host = url.split("//", 1)[1].split("/", 1)[0]
     assert (attempt.sent_to, attempt.summary) == (host, "notification.fired")
@@ -69,7 +69,7 @@ def test_a_failed_attempt_says_who_it_was_for_too(settings):
     row = schedule(channels=["email"], email_to=mail_doubles.DOWN_TO, subject="Invoice 7", body="x")
     run_tick()
     (attempt,) = DeliveryAttempt.objects.filter(notification_id=row.pk)
-    assert attempt.outcome == DeliveryAttempt.Outcome.FAILED
+    assert attempt.outcome == DeliveryAttempt.AttemptOutcome.FAILED
     assert (attempt.sent_to, attempt.summary) == (mail_doubles.DOWN_TO, "Invoice 7")
 
 

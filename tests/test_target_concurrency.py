@@ -240,11 +240,11 @@ def test_a_claim_never_holds_more_for_one_target_than_it_can_finish_in_the_budge
     """Were every row of a claim for one stuck target, it would drain within the budget."""
     settings = Tick(limit=100, budget=50).settings  # 5 deadlines: 16 x 5 = 80 rows per target, 256 x 5 in all
 
-    assert claim_size(settings, 0, held=0, busiest=0) == 80
-    assert claim_size(settings, 0, held=80, busiest=80) == 0
-    assert claim_size(settings, 0, held=400, busiest=10) == 70
-    assert claim_size(settings, 0, held=1250, busiest=1) == 30  # the total bound
-    assert claim_size(settings, 45, held=0, busiest=0) == 16  # the last deadline's worth
+    assert claim_size(settings, 0, in_hand=0, busiest=0) == 80
+    assert claim_size(settings, 0, in_hand=80, busiest=80) == 0
+    assert claim_size(settings, 0, in_hand=400, busiest=10) == 70
+    assert claim_size(settings, 0, in_hand=1250, busiest=1) == 30  # the total bound
+    assert claim_size(settings, 45, in_hand=0, busiest=0) == 16  # the last deadline's worth
 
 
 @override_settings(NOTIFICATIONS_CONCURRENCY=WORKERS, NOTIFICATIONS_TARGET_CONCURRENCY=CAP)

@@ -16,7 +16,7 @@ from django.utils import timezone
 from notifications.api import schedule
 from notifications.channels import ErrorClass, Firing
 from notifications.channels.webhook.channel import MALFORMED_URL, WebhookChannel
-from notifications.channels.webhook.rules import url_errors
+from notifications.channels.webhook.row_errors import url_errors
 from notifications.models import Notification
 
 pytestmark = pytest.mark.django_db

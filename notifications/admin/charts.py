@@ -125,7 +125,9 @@ def _activity_series(values: dict[str, list[float]], starts: list[datetime], ste
 # a covering index only when it can see that the query's condition is the index's own
 # (with a parameter it reads each record too: 20 times slower over 100,000 failures).
 FAILED_LITERALLY = Func(
-    F("outcome"), template=f"%(expressions)s = '{DeliveryAttempt.Outcome.FAILED.value}'", output_field=BooleanField()
+    F("outcome"),
+    template=f"%(expressions)s = '{DeliveryAttempt.AttemptOutcome.FAILED.value}'",
+    output_field=BooleanField(),
 )
 
 

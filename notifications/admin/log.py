@@ -61,7 +61,7 @@ def row_id(value: str | None) -> int | None:
 def outcome_badge(attempt: DeliveryAttempt) -> SafeString:
     """`Delivered`, or `Failed` with its error class (`transient`: another attempt could help)."""
     badge = format_html('<span class="nq-outcome-{}">{}</span>', attempt.outcome, attempt.get_outcome_display())
-    if attempt.outcome == DeliveryAttempt.Outcome.OK or not attempt.error_class:
+    if attempt.outcome == DeliveryAttempt.AttemptOutcome.OK or not attempt.error_class:
         return badge
     return format_html('{} <span class="nq-quiet">{}</span>', badge, attempt.error_class)
 

@@ -488,13 +488,13 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
         if obj.pk is None or obj.routing != Routing.FIRST:
             return None
         attempts = DeliveryAttempt.objects.filter(notification_id=obj.pk)
-        last = attempts.filter(outcome=DeliveryAttempt.Outcome.OK).order_by("-attempted_at", "-pk").first()
+        last = attempts.filter(outcome=DeliveryAttempt.AttemptOutcome.OK).order_by("-attempted_at", "-pk").first()
         if last is None:
             return gettext("none yet")
         tried = attempts.filter(firing_id=last.firing_id, attempted_at=last.attempted_at).order_by("pk")
         return ", ".join(
             gettext("%(channel)s delivered") % {"channel": a.channel}
-            if a.outcome == DeliveryAttempt.Outcome.OK
+            if a.outcome == DeliveryAttempt.AttemptOutcome.OK
             else gettext("%(channel)s failed") % {"channel": a.channel}
             for a in tried
         )

@@ -22,7 +22,7 @@ def latest_failure() -> Case:
     other rows). A partial failure has one failed channel at most (a row has two), so the
     latest failed attempt is that channel's."""
     failed = DeliveryAttempt.objects.filter(
-        notification_id=OuterRef("pk"), outcome=DeliveryAttempt.Outcome.FAILED
+        notification_id=OuterRef("pk"), outcome=DeliveryAttempt.AttemptOutcome.FAILED
     ).order_by("-attempted_at", "-id")
     return Case(When(failed_channels__isnull=False, then=Subquery(failed.values("error")[:1])), default=None)
 
@@ -39,7 +39,7 @@ def causes_of(row: Notification) -> dict[str, str]:
         return {failed[0]: cached}
     causes: dict[str, str] = {}
     attempts = DeliveryAttempt.objects.filter(
-        notification_id=row.pk, channel__in=failed, outcome=DeliveryAttempt.Outcome.FAILED
+        notification_id=row.pk, channel__in=failed, outcome=DeliveryAttempt.AttemptOutcome.FAILED
     ).order_by("-attempted_at", "-id")
     for channel, error in attempts.values_list("channel", "error")[: 10 * len(failed)]:
         causes.setdefault(channel, error)

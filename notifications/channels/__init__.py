@@ -1,5 +1,5 @@
 """Delivery channels. Each `send` returns a ChannelResult and never raises."""
 
-from notifications.channels.base import Channel, ChannelResult, ChannelRules, ErrorClass, Firing, SettingHold
+from notifications.channels.base import Channel, ChannelAnswers, ChannelResult, ErrorClass, Firing, SettingHold
 
-__all__ = ["Channel", "ChannelResult", "ChannelRules", "ErrorClass", "Firing", "SettingHold"]
+__all__ = ["Channel", "ChannelAnswers", "ChannelResult", "ErrorClass", "Firing", "SettingHold"]

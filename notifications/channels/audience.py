@@ -20,6 +20,9 @@ class Audience:
     # others (`ChannelResult.deferred`): the firing then owes this channel those alone
     # (`Notification.pending_recipients`). Email's SMTP greylisting.
     tracks_recipients: bool = False
+    # It sends to people, who may choose it per category (the preference centre). False for
+    # a channel no person receives (`task` runs the site's own code).
+    reaches_people: bool = True
 
     def recipient_keys(self, row: Notification) -> list[str]:
         """Whose preferences decide whether this channel sends `row`

@@ -18,11 +18,11 @@ A channel is a subclass of `Channel` registered under a name: the built-in `emai
 
 That is all a site channel writes. What the rest of the app asks of a channel is grouped by
 who asks, each group a small class with defaults that need no thought, combined in
-`ChannelRules`: `RowRules` (saving a row: `validate` and the errors it yields),
-`FlowRules` (flow control and holds: `target`, `held`), `Audience` (recipients'
+`ChannelAnswers`: `RowAnswers` (saving a row: `validate` and the errors it yields),
+`FlowAnswers` (flow control and holds: `target`, `held`), `Audience` (recipients'
 preferences) and `AdminView` (the admin's lines). A channel overrides what it must.
 
-Two kinds of objects. `ChannelRules` answer questions about a row and hold no connection
+Two kinds of objects. `ChannelAnswers` answer questions about a row and hold no connection
 and start no thread: `notifications.channels.registry.channel(name)` keeps one per name for
 validation, the admin and flow control (`Channel.stateless` makes it). A `Channel` is a
 sender of one tick: the tick makes one per name (`open`), calls `prepare` with each claimed
@@ -44,8 +44,8 @@ from typing import TYPE_CHECKING, Any
 from notifications import otel
 from notifications.channels.admin_view import AdminView
 from notifications.channels.audience import Audience
-from notifications.channels.flow_rules import FlowRules, SettingHold
-from notifications.channels.row_rules import RowRules
+from notifications.channels.flow_answers import FlowAnswers, SettingHold
+from notifications.channels.row_answers import RowAnswers
 
 if TYPE_CHECKING:
     from django.core.checks import CheckMessage
@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from notifications.conf import TickSettings
     from notifications.models import Notification
 
-__all__ = ["DEFAULT_TIMEOUT", "Channel", "ChannelResult", "ChannelRules", "ErrorClass", "Firing", "SettingHold"]
+__all__ = ["DEFAULT_TIMEOUT", "Channel", "ChannelAnswers", "ChannelResult", "ErrorClass", "Firing", "SettingHold"]
 
 
 # Seconds a channel's send may take when no tick says otherwise (NOTIFICATIONS_CHANNEL_TIMEOUT's default).
@@ -128,7 +128,7 @@ class ChannelResult:
         return self.error is None
 
 
-class ChannelRules(RowRules, FlowRules, Audience, AdminView):
+class ChannelAnswers(RowAnswers, FlowAnswers, Audience, AdminView):
     """What a channel says about a row outside a send, grouped by who asks (see the module's
     docstring). Holds no connection and starts no thread: one lives as long as the settings."""
 
@@ -145,7 +145,7 @@ class ChannelRules(RowRules, FlowRules, Audience, AdminView):
         return []
 
 
-class Channel(ChannelRules, abc.ABC):
+class Channel(ChannelAnswers, abc.ABC):
     """A way out for a firing. One instance per name and tick; `send` runs in worker threads.
 
     Constructed with the `OPTIONS` of its `NOTIFICATIONS_CHANNELS` entry as keyword
@@ -170,8 +170,8 @@ class Channel(ChannelRules, abc.ABC):
         return channel
 
     @classmethod
-    def stateless(cls, name: str, options: dict[str, Any]) -> ChannelRules:
-        """The object that answers this channel's rules outside a tick (`ChannelRules`). A
+    def stateless(cls, name: str, options: dict[str, Any]) -> ChannelAnswers:
+        """The object that answers this channel's rules outside a tick (`ChannelAnswers`). A
         site channel's own instance (its rules may read its OPTIONS, and `validate` is its
         method); a built-in channel returns one that holds nothing of a sender's."""
         return cls.open(name, options)

@@ -1,4 +1,4 @@
-"""Each registered channel's own system checks (`ChannelRules.check`), as a `ModelAdmin`
+"""Each registered channel's own system checks (`ChannelAnswers.check`), as a `ModelAdmin`
 brings its own through `checks_class`: a channel says what is wrong with its OPTIONS or
 its settings; `notifications.checks.site_channels` keeps what concerns the registry itself (W030,
 W031, E032, E033).

@@ -14,13 +14,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from notifications.channels.base import ChannelRules
+    from notifications.channels.base import ChannelAnswers
     from notifications.conf import TickSettings
     from notifications.models import Notification
 
 
 def configuration_hold(
-    row: Notification, channel: Callable[[str], ChannelRules | None], settings: TickSettings | None = None
+    row: Notification, channel: Callable[[str], ChannelAnswers | None], settings: TickSettings | None = None
 ) -> str | None:
     """Why a setting keeps one of the channels `row` owes from sending it now, or None.
     `channel`: a channel by name (None for a name no channel has)."""

@@ -9,7 +9,7 @@ constructed with, and optionally the `LABEL` a person reads for it (`label`). `e
 `webhook` are registered here like any other channel, so the rest of the app asks the
 registry rather than naming them.
 
-Two kinds of objects: `channel(name)` is one long-lived `ChannelRules` per name for what a
+Two kinds of objects: `channel(name)` is one long-lived `ChannelAnswers` per name for what a
 channel says about a row outside a tick (its validation, its target, its admin display),
 holding no connection and starting no thread (`Channel.stateless`), rebuilt whenever the
 setting changes (`override_settings` works; what it drops is closed); `open_for_tick()`
@@ -39,7 +39,7 @@ from django.utils.module_loading import import_string
 from notifications.conf import app_settings
 
 if TYPE_CHECKING:
-    from notifications.channels.base import Channel, ChannelRules
+    from notifications.channels.base import Channel, ChannelAnswers
     from notifications.conf import TickSettings
 
 logger = logging.getLogger("notifications")
@@ -50,6 +50,7 @@ SETTING = "NOTIFICATIONS_CHANNELS"
 BUILT_IN: dict[str, str] = {
     "email": "notifications.channels.email.channel.EmailChannel",
     "webhook": "notifications.channels.webhook.channel.WebhookChannel",
+    "task": "notifications.channels.task.channel.TaskChannel",  # django.tasks (notifications.tasks)
 }
 BASE_CLASS = "notifications.channels.base.Channel"
 BROKEN_CLASS = "notifications.channels.broken.BrokenChannel"
@@ -146,7 +147,7 @@ def construct(entry: Entry, settings: TickSettings | None = None) -> Channel:
     return _built(entry, lambda cls: cls.open(entry.name, dict(entry.options), settings), settings)
 
 
-def rules_of(entry: Entry) -> ChannelRules:
+def rules_of(entry: Entry) -> ChannelAnswers:
     """What `entry`'s channel says about a row outside a tick (`Channel.stateless`): no
     connection, no thread. A class that cannot be loaded or constructed: as `construct`."""
     return _built(entry, lambda cls: cls.stateless(entry.name, dict(entry.options)), None)
@@ -174,12 +175,17 @@ def _broken(entry: Entry, problem: str, settings: TickSettings | None) -> Channe
 # --- what the app asks of the registry ----------------------------------------------------
 
 _lock = threading.Lock()
-_cache: dict[str, ChannelRules] | None = None
+_cache: dict[str, ChannelAnswers] | None = None
 
 
 def names() -> tuple[str, ...]:
     """Every channel a row may name: the built-in ones, then the site's, in setting order."""
     return tuple(_instances())
+
+
+def audience_names() -> list[str]:
+    """The channels people receive and choose per category (`Audience.reaches_people`)."""
+    return [name for name, rules in _instances().items() if rules.reaches_people]
 
 
 def known(name: Any) -> bool:
@@ -190,13 +196,13 @@ def is_built_in(name: str) -> bool:
     return name in BUILT_IN
 
 
-def channel(name: str) -> ChannelRules | None:
+def channel(name: str) -> ChannelAnswers | None:
     """The rules of channel `name` (for validation, targets and display), long-lived and
     stateless; None for a name no usable channel has."""
     return _instances().get(name)
 
 
-def _instances() -> dict[str, ChannelRules]:
+def _instances() -> dict[str, ChannelAnswers]:
     """name -> its rules, built on first use and again after NOTIFICATIONS_CHANNELS changes
     (`setting_changed`: override_settings). A site class that cannot be imported or
     constructed is a `BrokenChannel` (the checks say why). The tick asks several times per

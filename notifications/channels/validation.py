@@ -1,4 +1,4 @@
-"""The channels' part of validating a row: every registered channel's `RowRules`, asked
+"""The channels' part of validating a row: every registered channel's `RowAnswers`, asked
 through the registry. Installed into the models by `NotificationsConfig.ready()`
 (`notifications.models.channel_hook`), so `Notification.full_clean()` runs it on every
 save without the models naming the registry or any channel.
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from notifications.channels import registry
 
 if TYPE_CHECKING:
-    from notifications.channels.base import ChannelRules
+    from notifications.channels.base import ChannelAnswers
     from notifications.models import Notification
 
 Errors = dict[str, list[str]]
@@ -71,7 +71,7 @@ def policy_errors(row: Notification) -> Errors:
     return errors
 
 
-def _named(named: list[str]) -> list[ChannelRules]:
+def _named(named: list[str]) -> list[ChannelAnswers]:
     """The registered channels of the names in `named`, in order."""
     return [found for found in map(registry.channel, named) if found is not None] if named else []
 

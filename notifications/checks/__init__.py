@@ -11,7 +11,7 @@ One module a topic: `numbers` (the tick's own settings), `settings` (names the a
 not know), `site_channels` (NOTIFICATIONS_CHANNELS), `recipients`, `database`,
 `scheduler`, `health` (`check --database`); what is one channel's (the webhook's keys and
 networks, the email's mailer, timeouts and attachments) is that channel's own
-`ChannelRules.check`, run by `notifications.channels.checks`.
+`ChannelAnswers.check`, run by `notifications.channels.checks`.
 
 | id   | what |
 |------|------|

@@ -1,5 +1,5 @@
 """NOTIFICATIONS_CHANNELS as the registry reads it: each entry's shape, name and class (E032,
-E033, W030, W031). What a channel says of its own OPTIONS is its own `ChannelRules.check`
+E033, W030, W031). What a channel says of its own OPTIONS is its own `ChannelAnswers.check`
 (`notifications.channels.checks`)."""
 
 from __future__ import annotations

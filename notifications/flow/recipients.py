@@ -13,7 +13,7 @@ A row of a category (`NOTIFICATIONS_CATEGORIES`) that is not required goes throu
   counted here that flow control then defers is given back (`give_back`): it counts when
   it goes out.
 - A firing all of whose channels were skipped settles like a success
-  (`outcomes.record_skipped`); a row with channels left owes only those in this tick.
+  (`outcomes.settle_skipped`); a row with channels left owes only those in this tick.
 
 Preferences are read in one query per batch; a throttle costs one statement per recipient
 and category the batch holds. A site with no categories pays nothing.
@@ -39,8 +39,8 @@ from notifications.store import tallies
 
 logger = logging.getLogger("notifications.tick")
 
-SKIPPED = DeliveryAttempt.Outcome.SKIPPED
-THROTTLED = DeliveryAttempt.Outcome.THROTTLED
+SKIPPED = DeliveryAttempt.AttemptOutcome.SKIPPED
+THROTTLED = DeliveryAttempt.AttemptOutcome.THROTTLED
 
 
 @dataclass
@@ -94,10 +94,10 @@ def screen(
             result.send.append(row)
         else:
             try:
-                result.settled.append(outcomes.record_skipped(row, now))
+                result.settled.append(outcomes.settle_skipped(row, now))
             except Exception as exc:  # a schedule that cannot advance: a poison row costs only itself
                 logger.exception("notification %s: internal error", row.pk)
-                result.settled.append(outcomes.record_internal_error(row, exc, now, Policy.from_settings()))
+                result.settled.append(outcomes.settle_internal_error(row, exc, now, Policy.from_settings()))
                 continue
             reason = THROTTLED if THROTTLED in gone.values() else SKIPPED
             by_category[(row.category, str(reason))] += 1

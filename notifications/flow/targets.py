@@ -20,7 +20,7 @@ from notifications.models import Notification
 from notifications.rules.hosts import DEFAULT_PORTS, ascii_host, host_target
 
 if TYPE_CHECKING:
-    from notifications.channels.base import ChannelRules
+    from notifications.channels.base import ChannelAnswers
 
 # One row's targets: channel -> where it delivers, for the channels its firing owes.
 Targets = Mapping[str, str]
@@ -43,7 +43,7 @@ __all__ = [
 
 # A channel by name, None for a name no channel has: the registry's (`registry.channel`),
 # or a tick's own instances (`dict.get` of `registry.open_for_tick`).
-Lookup = Callable[[str], "ChannelRules | None"]
+Lookup = Callable[[str], "ChannelAnswers | None"]
 
 
 def channel_target(row: Notification, channel: str, lookup: Lookup = registry.channel) -> str:

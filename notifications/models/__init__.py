@@ -10,11 +10,13 @@
 - `recipients`: `Preference` (a recipient's choice per category and channel) and
   `ThrottleWindow` (a throttled category's firings per recipient).
 - `suppression`: `Suppression`, addresses email is no longer sent to, and `SuppressionLift`.
+- `tasks`: `TaskRun`, a `django.tasks` task's record beside its queue row.
 """
 
 from notifications.models.flow import RateBucket, Target
 from notifications.models.log import DeliveryAttempt, Tally, TickRun
 from notifications.models.notification import (
+    DEFAULT_QUEUE,
     USER_FIELDS,
     Notification,
     NotificationQuerySet,
@@ -27,8 +29,10 @@ from notifications.models.notification import (
 from notifications.models.recipients import Preference, ThrottleWindow
 from notifications.models.states import State
 from notifications.models.suppression import Suppression, SuppressionLift
+from notifications.models.tasks import TaskRun
 
 __all__ = [
+    "DEFAULT_QUEUE",
     "USER_FIELDS",
     "DeliveryAttempt",
     "Notification",
@@ -42,6 +46,7 @@ __all__ = [
     "SuppressionLift",
     "Tally",
     "Target",
+    "TaskRun",
     "ThrottleWindow",
     "TickRun",
     "attachment_files",

@@ -9,17 +9,17 @@ from django.utils import timezone
 
 from notifications.databases import SettledOnMySQL
 from notifications.models.notification import Notification
-from notifications.rules import answers
+from notifications.rules import remote_text
 
-# Sizes of the sent log's columns: longer values are cut (`notifications.channels.answers`).
-SENT_TO_CHARS = answers.SENT_TO_CHARS
-SUMMARY_CHARS = answers.SUMMARY_CHARS
+# Sizes of the sent log's columns: longer values are cut (`notifications.channels.results`).
+SENT_TO_CHARS = remote_text.SENT_TO_CHARS
+SUMMARY_CHARS = remote_text.SUMMARY_CHARS
 
 
 class DeliveryAttempt(SettledOnMySQL, models.Model):
     """One channel's attempt at one firing. Append-only; outlives its notification."""
 
-    class Outcome(models.TextChoices):
+    class AttemptOutcome(models.TextChoices):
         OK = "ok", "Delivered"
         FAILED = "failed", "Failed"
         SKIPPED = "skipped", "Skipped (the recipient turned it off)"
@@ -44,7 +44,7 @@ class DeliveryAttempt(SettledOnMySQL, models.Model):
     # erased by it after the row itself is gone.
     recipient = models.CharField(max_length=200, blank=True, default="", db_default="", db_index=True)
     summary = models.CharField(max_length=SUMMARY_CHARS, blank=True, default="", db_default="")
-    outcome = models.CharField(max_length=16, choices=Outcome.choices)
+    outcome = models.CharField(max_length=16, choices=AttemptOutcome.choices)
     error = models.TextField(blank=True)
     error_class = models.CharField(max_length=16, blank=True)
     http_status = models.PositiveSmallIntegerField("HTTP status", null=True, blank=True)

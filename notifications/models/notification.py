@@ -23,6 +23,9 @@ from notifications.models.keys import KeyConstraint, KeyField
 from notifications.models.states import State
 from notifications.rules import expiry, quiet, schedule
 
+# The queue of notifications, and of tasks enqueued without a queue of their own (Django's too).
+DEFAULT_QUEUE = "default"
+
 
 def default_timezone() -> str:
     return settings.TIME_ZONE or "UTC"
@@ -308,6 +311,9 @@ class Notification(SettledOnMySQL, models.Model):
     # NULL: not in one (yet). Rows that share it also share their firing's state.
     digest_id = models.UUIDField(null=True, blank=True, editable=False)
 
+    # The queue the row runs in: `runtick --queue NAME` claims only the rows of the queues it
+    # names. Notifications are in `default`; a task in its own queue (`notifications.tasks`).
+    queue_name = models.CharField(max_length=100, default=DEFAULT_QUEUE, db_default=DEFAULT_QUEUE, editable=False)
     next_fire_at = models.DateTimeField(null=True, blank=True, help_text="Blank parks the row.")
     last_fired_at = models.DateTimeField(null=True, blank=True, editable=False)
     error_count = models.PositiveIntegerField(default=0, editable=False)

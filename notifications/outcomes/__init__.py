@@ -1,13 +1,13 @@
 """What a firing came to, in memory: the rules that settle a claimed row. No query.
 
 - `kinds`: `Kind`, `Outcome` and the tick's counts (`TICK_COUNTS`).
-- `settling`: a firing's channel results applied to its row (`record_firing`,
-  `record_skipped`, `record_internal_error`), and rows not sent now (`defer`, `release`,
+- `settling`: a firing's channel results applied to its row (`settle_firing`,
+  `settle_skipped`, `settle_internal_error`), and rows not sent now (`defer`, `release`,
   `expire`, `dead_letter`). The tick's worker threads call it: it imports nothing that
   reaches the database.
 - `holding`: rows held back before they are sent (`Hold`, `held_back`,
-  `held_for_setting`, `record_held`, `CONFIGURATION_HOLD`) and rows that bypassed
-  validation (`record_invalid`).
+  `held_for_setting`, `settle_held`, `CONFIGURATION_HOLD`) and rows that bypassed
+  validation (`settle_invalid`).
 
 Each function changes the row in memory and says what should become of it; the tick's
 write-back (`notifications.store.writeback.save_outcomes`) stores a batch of them at
@@ -21,18 +21,18 @@ from notifications.outcomes.holding import (
     Hold,
     held_back,
     held_for_setting,
-    record_held,
-    record_invalid,
+    settle_held,
+    settle_invalid,
 )
 from notifications.outcomes.kinds import TICK_COUNTS, Kind, Outcome
 from notifications.outcomes.settling import (
     dead_letter,
     defer,
     expire,
-    record_firing,
-    record_internal_error,
-    record_skipped,
     release,
+    settle_firing,
+    settle_internal_error,
+    settle_skipped,
 )
 
 __all__ = [
@@ -46,10 +46,10 @@ __all__ = [
     "expire",
     "held_back",
     "held_for_setting",
-    "record_firing",
-    "record_held",
-    "record_internal_error",
-    "record_invalid",
-    "record_skipped",
     "release",
+    "settle_firing",
+    "settle_held",
+    "settle_internal_error",
+    "settle_invalid",
+    "settle_skipped",
 ]

@@ -1,6 +1,6 @@
 """Rows held back before they are sent, in memory: too late, inside quiet hours, or held
-for a setting of the site (`Hold`, `held_back`, `held_for_setting`, `record_held`), and
-rows that bypassed validation (`record_invalid`). No query, and no question to a channel
+for a setting of the site (`Hold`, `held_back`, `held_for_setting`, `settle_held`), and
+rows that bypassed validation (`settle_invalid`). No query, and no question to a channel
 or to validation: the tick hands in what they said. The tick asks before flow control,
 so such rows take no rate-limit slot and are never a circuit's probe.
 """
@@ -68,7 +68,7 @@ def held_for_setting(trouble: str, now: datetime) -> Hold:
     return Hold(Kind.DEFERRED, reason=f"held: {trouble}", until=now + CONFIGURATION_HOLD)
 
 
-def record_held(row: Notification, hold: Hold, now: datetime) -> Outcome:
+def settle_held(row: Notification, hold: Hold, now: datetime) -> Outcome:
     """Apply a `Hold` to `row`: nothing was sent, no retry is spent."""
     if hold.kind == Kind.DEFERRED and hold.until is not None:
         if hold.new_due_time:
@@ -81,7 +81,7 @@ def record_held(row: Notification, hold: Hold, now: datetime) -> Outcome:
     return expire(row, now, hold.reason)
 
 
-def record_invalid(row: Notification, reason: str, now: datetime, policy: Policy) -> Outcome:
+def settle_invalid(row: Notification, reason: str, now: datetime, policy: Policy) -> Outcome:
     """A row that bypassed validation cannot be delivered: dead-letter it with the reason
     (`notifications.models.validation.describe` of its errors)."""
     return dead_letter(row, now, reason, policy, skip_forward=False)

@@ -1,5 +1,5 @@
 """Settling one firing, in memory: what a claimed row's channel results (or a reason not
-to send it) come to, applied to the row (`record_firing` & co., `defer`, `release`,
+to send it) come to, applied to the row (`settle_firing` & co., `defer`, `release`,
 `expire`, `dead_letter`), as an `Outcome` that the write-back
 (`notifications.store.writeback.save_outcomes`) stores. No query: the worker threads
 call it (`notifications.tick.workers`).
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("notifications")
 
 
-def record_firing(
+def settle_firing(
     row: Notification, results: list[ChannelResult], now: datetime, policy: Policy, tracking: Container[str] = ()
 ) -> Outcome:
     """Apply the channels' results to `row` and say what became of it (`tracking`: the
@@ -55,7 +55,7 @@ def record_firing(
     return _fail(row, now, error, policy, results=results, retry_after=retry_after)
 
 
-def record_skipped(row: Notification, now: datetime) -> Outcome:
+def settle_skipped(row: Notification, now: datetime) -> Outcome:
     """Every channel of the firing was skipped (the recipient turned its category off, or
     a throttle): nothing was sent and nothing failed, so it settles like a success: a
     one-shot row goes, a recurring one moves to its next occurrence. No retry is spent."""
@@ -75,7 +75,7 @@ def _owe_recipients(row: Notification, results: list[ChannelResult], tracking: C
         row.pending_recipients = None
 
 
-def record_internal_error(row: Notification, exc: BaseException, now: datetime, policy: Policy) -> Outcome:
+def settle_internal_error(row: Notification, exc: BaseException, now: datetime, policy: Policy) -> Outcome:
     """An unexpected exception is a full failure of the row, so poison walks to the dead letters.
 
     Never raises: the tick waits for every claimed row's outcome, so one that cannot even

@@ -100,7 +100,8 @@ def preference_centre(request: HttpRequest, token: str) -> HttpResponse:
     if recipient is None:
         return _invalid(request)
     known = categories()
-    entries = registry.entries()
+    people = set(registry.audience_names())
+    entries = {name: entry for name, entry in registry.entries().items() if name in people}
     current = preferences(recipient)
     if request.method == "POST":
         for key, category in known.items():

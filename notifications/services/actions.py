@@ -90,13 +90,13 @@ def act(
     # In id order (one lock order for every caller: no deadlock between two), a digest's
     # rows in one chunk (no tick between chunks sends half of it).
     earliest: datetime | None = None
-    held = 0.0
+    locked_for = 0.0  # seconds the last chunk's transaction held its locks
     for number, chunk in enumerate(digests.chunks(_pks(rows), ACTION_BATCH)):
         if number:
-            let_others_write(held)
+            let_others_write(locked_for)
         began = time.monotonic()
         changed = _act_on_chunk(action, chunk, now, result, on_chunk)
-        held = time.monotonic() - began
+        locked_for = time.monotonic() - began
         if action.wakes:
             due = min((r.next_fire_at for r in changed if r.next_fire_at), default=None)
             earliest = due if earliest is None or (due is not None and due < earliest) else earliest
@@ -206,16 +206,16 @@ def purge(rows: Iterable[Notification], on_batch: Callable[[int, int], None] | N
     pks = _pks(rows)
     total = len(set(pks))
     deleted = 0
-    held = 0.0
+    locked_for = 0.0  # seconds the last chunk's transaction held its locks
     for number, chunk in enumerate(digests.chunks(pks, PURGE_BATCH)):  # a digest's rows go together
         if number:
-            let_others_write(held)
+            let_others_write(locked_for)
         began = time.monotonic()
         with transaction.atomic():
             lock_in_order(chunk)  # a DELETE locks in its scan's order: take them in the one order first
             _, per_model = Notification.objects.filter(pk__in=chunk).delete()
         deleted += per_model.get(Notification._meta.label, 0)
-        held = time.monotonic() - began
+        locked_for = time.monotonic() - began
         if on_batch is not None:
             on_batch(deleted, total)
     return deleted

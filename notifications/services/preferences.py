@@ -49,8 +49,10 @@ def set_preference(recipient: str, category: str, enabled: bool, channel: str = 
         errors["category"] = [f"Unknown category {str(category)[:100]!r}: use a key of NOTIFICATIONS_CATEGORIES."]
     elif known[category].required:
         errors["category"] = [f"{known[category].label} is required: it is always sent and cannot be turned off."]
-    if not isinstance(channel, str) or (channel and channel not in registry.entries()):
-        errors["channel"] = [f"Unknown channel {str(channel)[:20]!r}: use one of {', '.join(registry.entries())}."]
+    if not isinstance(channel, str) or (channel and channel not in registry.audience_names()):
+        errors["channel"] = [
+            f"Unknown channel {str(channel)[:20]!r}: use one of {', '.join(registry.audience_names())}."
+        ]
     if errors:
         raise ValidationError(errors)
     for _ in range(3):  # a concurrent first save of the same preference: update it instead
@@ -71,4 +73,4 @@ def preferences(recipient: str) -> dict[str, dict[str, bool]]:
     channel, which beats the category's default; required categories are always on."""
     recipient = recipient_key(recipient)
     choices = Preference.objects.choices_of([recipient]).get(recipient, {})
-    return rules.table(categories().values(), list(registry.entries()), choices)
+    return rules.table(categories().values(), registry.audience_names(), choices)

@@ -12,12 +12,15 @@ from notifications.store import claims, digests, reconnecting
 logger = logging.getLogger("notifications.tick")
 
 
-def next_batch(now: datetime, limit: int, lease: float, *, with_digests: bool) -> claims.Claim:
+def next_batch(
+    now: datetime, limit: int, lease: float, *, with_digests: bool, queues: tuple[str, ...] = ()
+) -> claims.Claim:
     """Claim up to `limit` due rows (`claims.claim`), then, `with_digests`, up to `limit`
     digests with the same token (`digests.claim_into`: `Claim.more_digests` says whether
-    more may be due). A digests' claim that fails beyond its retries hands the rows back,
-    due again at once, and raises: nothing of the batch reached a worker."""
-    claimed = claims.claim(now, limit, lease)
+    more may be due); `queues`: only rows of those queues (empty: all; digests are in
+    `default`). A digests' claim that fails beyond its retries hands the rows back, due
+    again at once, and raises: nothing of the batch reached a worker."""
+    claimed = claims.claim(now, limit, lease, queues=queues)
     claimed.due = claimed.size
     if not with_digests:
         return claimed

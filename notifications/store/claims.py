@@ -86,15 +86,18 @@ def classes(now: datetime) -> list[Q]:
     ]
 
 
-def selection(now: datetime, limit: int, *, lock: bool = False) -> tuple[str, list[Any]]:
+def selection(now: datetime, limit: int, *, lock: bool = False, queues: tuple[str, ...] = ()) -> tuple[str, list[Any]]:
     """SQL (and parameters) of the ids of the next `limit` claimable rows in claim order.
 
     `lock`: each branch takes its rows FOR UPDATE SKIP LOCKED (PostgreSQL, in a transaction).
+    `queues`: only rows of those queues (`runtick --queue`; empty: every queue).
     """
     branches: list[str] = []
     params: list[Any] = []
     for rank, condition in enumerate(classes(now)):
         due = Notification.objects.due(now, lease_clock=DatabaseNow()).filter(condition)
+        if queues:
+            due = due.filter(queue_name__in=queues)
         # Rows that joined a digest go out with it, whole (notifications.services.digests).
         due = due.filter(digest_id__isnull=True).order_by("next_fire_at", "id")
         query = due.values("id", "next_fire_at")[:limit]
@@ -116,10 +119,10 @@ def due_query(now: datetime, limit: int) -> QuerySet[Notification, Any]:
     return Notification.objects.filter(pk__in=RawSQL(*selection(now, limit))).values("pk")  # noqa: S611 - see selection
 
 
-def selected_ids(now: datetime, limit: int, *, lock: bool) -> list[Any]:
+def selected_ids(now: datetime, limit: int, *, lock: bool, queues: tuple[str, ...] = ()) -> list[Any]:
     """The ids `selection` picks, read by a statement of their own (MariaDB/MySQL)."""
     with connection.cursor() as cursor:
-        cursor.execute(*selection(now, limit, lock=lock))
+        cursor.execute(*selection(now, limit, lock=lock, queues=queues))
         return [row[0] for row in cursor.fetchall()]
 
 
@@ -129,7 +132,7 @@ def claim_order(now: datetime) -> list[Any]:
     return [Case(*whens, default=Value(2), output_field=IntegerField()), "next_fire_at", "id"]
 
 
-def claim(now: datetime, limit: int, lease: float) -> Claim:
+def claim(now: datetime, limit: int, lease: float, *, queues: tuple[str, ...] = ()) -> Claim:
     """Claim up to `limit` due rows, in claim order, for `lease` seconds, and load them.
 
     A lost connection or deadlock is retried with a fresh token (`reconnecting.retry`);
@@ -143,7 +146,7 @@ def claim(now: datetime, limit: int, lease: float) -> Claim:
     def attempt() -> Claim:
         token = uuid.uuid4()
         tokens.append(token)
-        if not mark(token, now, limit, lease):
+        if not mark(token, now, limit, lease, queues=queues):
             return Claim(token)
         claimed = Notification.objects.filter(claim_token=token).order_by(*claim_order(now))
         rows, unloadable = load_defensively(claimed)
@@ -190,7 +193,7 @@ def release_held(key: str, now: datetime) -> int:
     return Notification.objects.filter(held_for=key).update(next_fire_at=now, held_for=None, updated_at=now)
 
 
-def mark(token: uuid.UUID, now: datetime, limit: int, lease: float) -> int:
+def mark(token: uuid.UUID, now: datetime, limit: int, lease: float, *, queues: tuple[str, ...] = ()) -> int:
     """Set `token` on up to `limit` due rows, in claim order; return how many.
 
     One conditional UPDATE. PostgreSQL skips rows another tick is claiming (FOR UPDATE
@@ -211,12 +214,12 @@ def mark(token: uuid.UUID, now: datetime, limit: int, lease: float) -> int:
     atomic: Any = transaction.atomic() if lock else contextlib.nullcontext()
     with atomic:
         if not connection.features.allow_sliced_subqueries_with_in:  # MariaDB/MySQL
-            ids = selected_ids(now, limit, lock=lock)
+            ids = selected_ids(now, limit, lock=lock, queues=queues)
             if not ids:
                 return 0
             claimable = Notification.objects.due(now, lease_clock=DatabaseNow()).filter(pk__in=ids)
             return claimable.update(claim_token=token, claimed_until=lease_end(lease))
-        due = RawSQL(*selection(now, limit, lock=lock))  # noqa: S611 - the ORM's own SQL, values as parameters
+        due = RawSQL(*selection(now, limit, lock=lock, queues=queues))  # noqa: S611 - the ORM's own SQL, values as parameters
         return Notification.objects.filter(pk__in=due).update(claim_token=token, claimed_until=lease_end(lease))
 
 

@@ -30,7 +30,7 @@ from notifications.models import DeliveryAttempt, Notification, Suppression, sta
 from notifications.models.addresses import is_address, storable
 from notifications.models.log import SENT_TO_CHARS, SUMMARY_CHARS
 from notifications.outcomes import Kind, Outcome, settling
-from notifications.rules.answers import REASON_CHARS, clip, one_line
+from notifications.rules.remote_text import REASON_CHARS, clip, one_line
 from notifications.store import digests, reconnecting, tallies
 from notifications.store.claims import release_tokens
 from notifications.store.statements import insert_statements, lock_in_order
@@ -133,7 +133,7 @@ class WriteBack:
         """The write of `batches` failed on what some row holds (`exc`: a value its column
         refuses): write each firing alone, and one whose own write fails again as an
         internal failure of that row (`unstorable`), so one row's outcome never keeps its
-        batch claimed to be sent again when the lease ends. Rare: `channels.answers`
+        batch claimed to be sent again when the lease ends. Rare: `channels.results`
         cleans what channels return before it gets here.
 
         When the connection fails meanwhile, what was written leaves the batches (so it
@@ -184,7 +184,7 @@ class WriteBack:
         logger.error("notification %s: its outcome could not be stored (%s); failed", row.pk, type(exc).__name__)
         if not row.digest_rows:  # a digest settles as one: its rows are the ones in memory
             row = Notification.objects.filter(pk=row.pk, claim_token=batch.token).first() or row
-        failed = settling.record_internal_error(
+        failed = settling.settle_internal_error(
             row, Unstorable(f"its outcome could not be stored ({type(exc).__name__})"), batch.now, self.policy
         )
         try:
@@ -268,7 +268,7 @@ def attempt_records(firing: Firing | None, results: list[ChannelResult], targets
             recipient=firing.notification.recipient,
             sent_to=clip(r.sent_to, SENT_TO_CHARS),
             summary=clip(r.summary, SUMMARY_CHARS),
-            outcome=DeliveryAttempt.Outcome.OK if r.ok else DeliveryAttempt.Outcome.FAILED,
+            outcome=DeliveryAttempt.AttemptOutcome.OK if r.ok else DeliveryAttempt.AttemptOutcome.FAILED,
             error=r.error or "",
             error_class=r.error_class.value if r.error_class and not r.ok else "",
             http_status=r.http_status,

@@ -121,7 +121,7 @@ class Dispatcher:
         self._cond = threading.Condition()
         self._queues: dict[str, deque[Job]] = {}
         self._running: Counter[str] = Counter()
-        self._held: Counter[str] = Counter()  # rows per target, waiting or running
+        self._rows_per_target: Counter[str] = Counter()  # rows per target, waiting or running
         self._started: set[Job] = set()  # rows a worker is delivering
         self._limit = min(self.cap, self.target_cap)  # rows in flight per target now
         self._closed = False
@@ -132,7 +132,7 @@ class Dispatcher:
         with self._cond:
             for job in jobs:
                 self._queues.setdefault(job.target, deque()).append(job)
-                self._held[job.target] += 1
+                self._rows_per_target[job.target] += 1
             self.waiting += len(jobs)
             self._cond.notify(min(len(jobs), self.idle))
 
@@ -190,11 +190,11 @@ class Dispatcher:
         self._started.discard(job)
 
     def _release(self, target: str, rows: int) -> None:
-        left = self._held[target] - rows
+        left = self._rows_per_target[target] - rows
         if left > 0:
-            self._held[target] = left
+            self._rows_per_target[target] = left
         else:
-            del self._held[target]  # so that busiest() looks at targets with rows only
+            del self._rows_per_target[target]  # so that busiest() looks at targets with rows only
 
     def _pick(self) -> str | None:
         best, best_running = None, 0
@@ -222,12 +222,12 @@ class Dispatcher:
     def busiest(self) -> int:
         """The most rows one target has, waiting or in flight (what bounds the next claim)."""
         with self._cond:
-            return max(self._held.values(), default=0)
+            return max(self._rows_per_target.values(), default=0)
 
     def useful_workers(self) -> int:
-        """Workers the rows held can keep busy: up to `target_cap` per target, `workers` in all."""
+        """Workers the rows in hand can keep busy: up to `target_cap` per target, `workers` in all."""
         with self._cond:
-            return min(self.workers, sum(min(rows, self.target_cap) for rows in self._held.values()))
+            return min(self.workers, sum(min(rows, self.target_cap) for rows in self._rows_per_target.values()))
 
     def set_capped(self, capped: bool) -> None:
         with self._cond:

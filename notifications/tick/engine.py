@@ -33,10 +33,19 @@ logger = logging.getLogger("notifications.tick")
 class Tick:
     """One tick: the settings, read once, and the event that stops it early."""
 
-    def __init__(self, *, limit: int | None = None, budget: float | None = None, stop: threading.Event | None = None):
+    def __init__(
+        self,
+        *,
+        limit: int | None = None,
+        budget: float | None = None,
+        stop: threading.Event | None = None,
+        queues: tuple[str, ...] = (),
+    ):
         settings = TickSettings.read()  # the one read of the settings for this tick
         if limit is not None:
             settings = replace(settings, limit=int(limit))
+        if queues:
+            settings = replace(settings, queues=tuple(queues))
         if budget is not None:
             settings = settings.with_budget(float(budget))  # ValueError: a lease set by hand too short for it
         self.settings = settings
@@ -48,7 +57,7 @@ class Tick:
         pipeline = Pipeline(self.settings, self.stop, report, fixed_now=now, on_outcome=on_outcome)
         pipeline.run()
         report.finished_at = timezone.now()
-        otel.record_tick((report.finished_at - report.started_at).total_seconds(), report.claimed)
+        otel.tick_duration((report.finished_at - report.started_at).total_seconds(), report.claimed)
         # History past retention goes until none is left or the budget is spent; a stopping
         # tick prunes one batch.
         until = None if self.stop.is_set() else pipeline.started + self.settings.budget
@@ -83,6 +92,8 @@ def run_tick(
     budget: float | None = None,
     stop: threading.Event | None = None,
     on_outcome: Callable[[Outcome], None] | None = None,
+    queues: tuple[str, ...] = (),
 ) -> TickReport:
-    """Run one tick. `now` fixes the clock (tests); `stop` ends it early, losing nothing."""
-    return Tick(limit=limit, budget=budget, stop=stop).run(now=now, on_outcome=on_outcome)
+    """Run one tick. `now` fixes the clock (tests); `stop` ends it early, losing nothing;
+    `queues` limits it to the rows of those queues (empty: all)."""
+    return Tick(limit=limit, budget=budget, stop=stop, queues=queues).run(now=now, on_outcome=on_outcome)

@@ -40,7 +40,7 @@ from notifications.conf import TickSettings
 from notifications.flow.control import FlowControl
 from notifications.flow.recipients import give_back, screen
 from notifications.flow.targets import RowTargets, dispatch_target, targets_by_channel
-from notifications.models import Notification
+from notifications.models import DEFAULT_QUEUE, Notification
 from notifications.outcomes import Outcome
 from notifications.store import Claim
 from notifications.tick.announce import announce
@@ -68,16 +68,16 @@ HIGH_WATER_BATCHES = 3
 HIGH_WATER_ROWS_PER_WORKER = 4
 
 
-def claim_size(settings: TickSettings, elapsed: float, held: int, busiest: int) -> int:
+def claim_size(settings: TickSettings, elapsed: float, in_hand: int, busiest: int) -> int:
     """Claim no more than the workers can finish before the budget runs out.
 
     With every endpoint stuck, rows take ceil(n / concurrency) timeouts, and the rows
-    of one target ceil(n / TARGET_CONCURRENCY); capping the rows held (`held` in all,
+    of one target ceil(n / TARGET_CONCURRENCY); capping the rows in hand (`in_hand` in all,
     `busiest` for the target with the most, which the whole claim might join) keeps a
     tick close to its budget whatever the endpoints do.
     """
     waves = max(1, math.floor((settings.budget - elapsed) / settings.channel_timeout))  # the timeout is positive
-    return min(settings.limit, settings.concurrency * waves - held, settings.target_concurrency * waves - busiest)
+    return min(settings.limit, settings.concurrency * waves - in_hand, settings.target_concurrency * waves - busiest)
 
 
 class Pipeline:
@@ -118,7 +118,7 @@ class Pipeline:
         self.low_water = LOW_WATER_ROWS_PER_WORKER * settings.concurrency
         self.high_water = max(HIGH_WATER_BATCHES * settings.limit, HIGH_WATER_ROWS_PER_WORKER * settings.concurrency)
         # The state of the loop.
-        self.held = 0  # rows claimed and not yet given an outcome
+        self.in_hand = 0  # rows claimed and not yet given an outcome
         self.exhausted = False  # a claim came back short: nothing more is due
         self.digests_wanted = True  # digests may be due: see take
         self.next_starved_claim = self.next_check = time.monotonic()
@@ -135,7 +135,7 @@ class Pipeline:
                 if self.stop.is_set():
                     self.release_waiting()
                 if not self.claim_if_needed():
-                    if self.held == 0 and self.done_claiming():
+                    if self.in_hand == 0 and self.done_claiming():
                         break
                     # Poll rather than block on the queue: one wake-up per interval collects
                     # every row finished meanwhile, instead of one wake-up per row.
@@ -143,7 +143,7 @@ class Pipeline:
                 # After a claim too: workers that take rows as fast as they are claimed must
                 # not keep the finished ones from being written back until claiming ends.
                 self.collect_finished()
-                self.failure = self.failure or self.write_back(force=self.held == 0)
+                self.failure = self.failure or self.write_back(force=self.in_hand == 0)
             self.write_back(force=True, last=True)
             if self.failure is not None:
                 raise self.failure
@@ -195,7 +195,9 @@ class Pipeline:
     def claim_if_needed(self) -> bool:
         """Claim the next batch when the workers need it; True if a claim was made."""
         elapsed = time.monotonic() - self.started
-        size = 0 if self.done_claiming() else claim_size(self.settings, elapsed, self.held, self.dispatcher.busiest())
+        size = (
+            0 if self.done_claiming() else claim_size(self.settings, elapsed, self.in_hand, self.dispatcher.busiest())
+        )
         more = size > 0 and self.dispatcher.waiting < self.high_water
         self.dispatcher.set_capped(more)
         if not more or self.flow.paused() or not self.claim_wanted(size):
@@ -203,9 +205,16 @@ class Pipeline:
         batch_now = self.fixed_now or timezone.now()
         try:
             # Lost connections and deadlocks retried; digests while they may be due (see take).
-            claimed = store.next_batch(batch_now, size, self.settings.lease, with_digests=self.digests_wanted)
+            claimed = store.next_batch(
+                batch_now,
+                size,
+                self.settings.lease,
+                with_digests=self.digests_wanted
+                and (not self.settings.queues or DEFAULT_QUEUE in self.settings.queues),
+                queues=self.settings.queues,
+            )
         except store.DATABASE_ERRORS as exc:
-            if not self.held and not self.writes.finished:
+            if not self.in_hand and not self.writes.finished:
                 raise  # nothing to finish: the caller reports it
             self.give_up_claiming(exc)
             return False
@@ -219,7 +228,7 @@ class Pipeline:
 
     def give_up_claiming(self, exc: Exception, release: uuid.UUID | None = None) -> None:
         """The database failed a claim beyond its retries: claim nothing more, but finish
-        and write back the rows held (a tick that died here would leave them claimed
+        and write back the rows in hand (a tick that died here would leave them claimed
         until the lease ends and send them again). `release`: a batch claimed but never
         handed to a worker, released if the database lets us."""
         code = store.error_code(exc)
@@ -258,11 +267,13 @@ class Pipeline:
         # Once per firing, carried on; asked of the tick's own channels, as everything is.
         rows = claimed.rows + [refused.row for refused in claimed.refused]
         targets = {row.pk: targets_by_channel(row, self.channels.get) for row in rows}
-        ready, held = self.hold_back(claimed.rows, batch_now)
-        held = [self.refuse(refused, batch_now) for refused in claimed.refused] + held
+        ready, settled = self.hold_back(claimed.rows, batch_now)
+        settled = [self.refuse(refused, batch_now) for refused in claimed.refused] + settled
         ready = self.file_for_digests(ready, claimed.token, batch_now)
-        self.held += len(ready) + len(held)
-        batch = Batch(claimed.token, batch_now, len(ready) + len(held), unloadable=claimed.unloadable, targets=targets)
+        self.in_hand += len(ready) + len(settled)
+        batch = Batch(
+            claimed.token, batch_now, len(ready) + len(settled), unloadable=claimed.unloadable, targets=targets
+        )
         if not batch.left and batch.unloadable:  # every loadable row joined a digest
             self.writes.finished.append(batch)
         screened = screen(ready, self.channels, batch_now, targets)  # recipients' choices, throttles
@@ -270,7 +281,7 @@ class Pipeline:
         for row in screened.send:  # a row some recipients' choices left owing fewer channels
             targets[row.pk] = {name: targets[row.pk][name] for name in row.owed_channels}
         send, deferred = self.flow.admit(screened.send, batch_now, targets)  # open circuits, rate limits
-        for outcome in held + screened.settled + deferred:
+        for outcome in settled + screened.settled + deferred:
             self.results.put((Job(batch, outcome.row, ""), outcome, []))
         self.dispatcher.put(
             [
@@ -286,15 +297,15 @@ class Pipeline:
         """A claimed row unfit to send: dead-lettered saying why (written around validation),
         or an internal error (its check raised). Settled before flow control, as held rows are."""
         if refused.error is not None:
-            return outcomes.record_internal_error(refused.row, refused.error, now, self.settings.policy)
-        return outcomes.record_invalid(refused.row, refused.reason, now, self.settings.policy)
+            return outcomes.settle_internal_error(refused.row, refused.error, now, self.settings.policy)
+        return outcomes.settle_invalid(refused.row, refused.reason, now, self.settings.policy)
 
     def hold_back(self, rows: list[Notification], now: datetime) -> tuple[list[Notification], list[Outcome]]:
         """Rows that may go now, and outcomes for those that must not: too late, inside quiet
         hours, held for a setting. Settled before flow control, so they take no rate-limit
         slot and are never a circuit's probe."""
         policy = self.settings.policy
-        ready, held = [], []
+        ready, settled = [], []
         for row in rows:
             try:
                 hold = outcomes.held_back(row, now, self.settings)
@@ -302,13 +313,13 @@ class Pipeline:
                     hold = outcomes.held_for_setting(trouble, now)
             except Exception as exc:  # a poison row costs only itself
                 logger.exception("notification %s: internal error", row.pk)
-                held.append(outcomes.record_internal_error(row, exc, now, policy))
+                settled.append(outcomes.settle_internal_error(row, exc, now, policy))
                 continue
             if hold is None:
                 ready.append(row)
             else:
-                held.append(outcomes.record_held(row, hold, now))
-        return ready, held
+                settled.append(outcomes.settle_held(row, hold, now))
+        return ready, settled
 
     def file_for_digests(self, rows: list[Notification], token: uuid.UUID, now: datetime) -> list[Notification]:
         """Rows that wait for a digest join one (written at once, claim released, no outcome);
@@ -343,7 +354,7 @@ class Pipeline:
                 job, outcome, logged = self.results.get_nowait()
             except queue.Empty:
                 break
-            self.held -= 1
+            self.in_hand -= 1
             if job.batch.add(outcome, store.attempt_records(job.firing, logged, job.targets) if logged else []):
                 self.writes.finished.append(job.batch)
         self.hold_tripped()

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from django.utils import timezone
 
-from notifications.channels import Channel, ChannelResult, ErrorClass, Firing, answers
+from notifications.channels import Channel, ChannelResult, ErrorClass, Firing, results
 from notifications.outcomes import settling
 from notifications.tick.pool import DaemonPool
 
@@ -122,13 +122,13 @@ class Workers:
 
     def outcome_of(self, job: Job, channel_results: list[ChannelResult]) -> tuple[Outcome, list[ChannelResult]]:
         """What the channels' results come to, and the results the delivery log records."""
-        outcome = settling.record_firing(job.row, channel_results, job.batch.now, self.policy, self.tracking)
+        outcome = settling.settle_firing(job.row, channel_results, job.batch.now, self.policy, self.tracking)
         return outcome, channel_results
 
     def internal_error(self, job: Job, exc: Exception) -> Outcome:
         """An unexpected exception is a full failure of the row, so poison walks to the dead letters."""
         logger.exception("notification %s: internal error", job.row.pk)
-        return settling.record_internal_error(job.row, exc, job.batch.now, self.policy)
+        return settling.settle_internal_error(job.row, exc, job.batch.now, self.policy)
 
     def deliver(self, job: Job) -> list[ChannelResult]:
         """The row's channels in parallel: the first in this thread, any others in the pool.
@@ -157,12 +157,12 @@ class Workers:
     def send(self, name: str, firing: Firing) -> ChannelResult:
         """Channel `name`'s send of `firing`, as the tick may store it: whatever the channel
         (or the server behind it) answered is cleaned and bounded here, and here only
-        (`channels.answers.received`)."""
+        (`channels.results.received`)."""
         try:
             result: object = self.channels[name].send(firing)
         except Exception as exc:  # noqa: BLE001 - a site's own send() may break the contract
             result = exc
-        return answers.received(name, result)
+        return results.received(name, result)
 
     def deliver_in_turn(self, job: Job) -> list[ChannelResult]:
         """Routing `first`: the channels in the order listed, each under its own deadline,

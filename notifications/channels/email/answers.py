@@ -1,4 +1,4 @@
-"""What the app asks of the email channel about a row, outside a send (`EmailRules`): its
+"""What the app asks of the email channel about a row, outside a send (`EmailAnswers`): its
 rules on save, its holds, whose preferences count and its line in the admin. Holds no
 connection and starts no thread; `EmailChannel` adds the sending."""
 
@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
-from notifications.channels.base import ChannelRules, SettingHold
-from notifications.channels.email import checks, holds, mailers, rules
+from notifications.channels.base import ChannelAnswers, SettingHold
+from notifications.channels.email import checks, holds, mailers, row_errors
 from notifications.conf import categories, public_url
 from notifications.content.links import unbuildable
 from notifications.models import addresses, attachments, states
@@ -27,7 +27,7 @@ def all_addresses(row: Notification) -> list[str]:
     return [a for value in (row.email_to, row.email_cc, row.email_bcc) for a in addresses.as_list(value)]
 
 
-class EmailRules(ChannelRules):
+class EmailAnswers(ChannelAnswers):
     name = "email"
     label = _("Email")
     tracks_recipients = True
@@ -41,7 +41,7 @@ class EmailRules(ChannelRules):
         return checks.check_mailer() + checks.check_email() + checks.check_attachment_storage()
 
     def row_errors(self, row: Notification) -> dict[str, list[str]]:
-        return rules.row_errors(row)
+        return row_errors.row_errors(row)
 
     def policy_errors(self, row: Notification) -> dict[str, list[str]]:
         """A `mailer` that names no mailer of the site (checked whatever the row's channels:

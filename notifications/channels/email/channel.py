@@ -39,7 +39,7 @@ from django.core.mail.utils import DNS_NAME
 from notifications import compat
 from notifications.channels.base import Channel, ChannelResult, ErrorClass, Firing
 from notifications.channels.email import inflight, providers
-from notifications.channels.email.answers import EmailRules
+from notifications.channels.email.answers import EmailAnswers
 from notifications.channels.email.answers import all_addresses as all_addresses
 from notifications.channels.email.mailers import open_connection
 from notifications.channels.email.mailers import (
@@ -170,9 +170,9 @@ def _attach(message: EmailMessage, item: dict[str, Any]) -> None:
         message.attach(name or None, data, str(item.get("mimetype") or attachments.DEFAULT_MIMETYPE))
 
 
-class EmailChannel(EmailRules, Channel):
+class EmailChannel(EmailAnswers, Channel):
     """Sends with one backend connection per worker thread, opened once per tick by its
-    first send: an instance that never sends (the registry's, answering `EmailRules`)
+    first send: an instance that never sends (the registry's, answering `EmailAnswers`)
     opens nothing."""
 
     def __init__(self) -> None:

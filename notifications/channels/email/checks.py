@@ -1,4 +1,4 @@
-"""The email channel's own system checks (`EmailRules.check`): the mailer the tick sends
+"""The email channel's own system checks (`EmailAnswers.check`): the mailer the tick sends
 through (W022, W027), its timeout (W002, W006) and the attachments' storage (W024, W028).
 Warnings: only email needs them, and the tick holds it (no retry spent) until they are fixed."""
 

@@ -26,7 +26,7 @@ class ByteBudget:
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self.held = 0
+        self.taken = 0
         self._changed = threading.Condition()
 
     def take(self, size: int, timeout: float) -> int | None:
@@ -35,17 +35,17 @@ class ByteBudget:
         wanted = max(0, min(size, self.limit))
         deadline = time.monotonic() + timeout
         with self._changed:
-            while self.held + wanted > self.limit:
+            while self.taken + wanted > self.limit:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return None
                 self._changed.wait(left)
-            self.held += wanted
+            self.taken += wanted
         return wanted
 
     def give_back(self, taken: int) -> None:
         with self._changed:
-            self.held -= taken
+            self.taken -= taken
             self._changed.notify_all()
 
     @contextlib.contextmanager

@@ -1,4 +1,4 @@
-"""What the app asks of the webhook channel about a row, outside a send (`WebhookRules`):
+"""What the app asks of the webhook channel about a row, outside a send (`WebhookAnswers`):
 its rules on save, its target, its holds and its lines in the admin. Holds no connection
 and starts no thread; `WebhookChannel` adds the sending."""
 
@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils.translation import gettext_lazy as _
 
-from notifications.channels.base import ChannelRules, SettingHold
-from notifications.channels.webhook import checks, display, holds, rules
+from notifications.channels.base import ChannelAnswers, SettingHold
+from notifications.channels.webhook import checks, display, holds, row_errors
 from notifications.rules import hosts
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 EVENT_TYPE = "notification.fired"
 
 
-class WebhookRules(ChannelRules):
+class WebhookAnswers(ChannelAnswers):
     name = "webhook"
     label = _("Webhook")
     # Its targets are many independent receivers, one of which may hang: a row owing a
@@ -43,13 +43,13 @@ class WebhookRules(ChannelRules):
         return hosts.host_target(row.webhook_url) if row.webhook_url else ""
 
     def row_errors(self, row: Notification) -> dict[str, list[str]]:
-        return rules.row_errors(row, needed=True)
+        return row_errors.row_errors(row, needed=True)
 
     def unnamed_errors(self, row: Notification) -> dict[str, list[str]]:
-        return rules.row_errors(row, needed=False)
+        return row_errors.row_errors(row, needed=False)
 
     def policy_errors(self, row: Notification) -> dict[str, list[str]]:
-        return rules.policy_errors(row)
+        return row_errors.policy_errors(row)
 
     def destination(self, row: Notification) -> str:
         return display.webhook_target(row.webhook_url) if row.webhook_url else "?"

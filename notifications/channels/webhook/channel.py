@@ -17,13 +17,13 @@ from django.core.serializers.json import DjangoJSONEncoder
 from requests.structures import CaseInsensitiveDict
 
 from notifications import compat
-from notifications.channels.base import Channel, ChannelResult, ChannelRules, ErrorClass, Firing
+from notifications.channels.base import Channel, ChannelAnswers, ChannelResult, ErrorClass, Firing
 from notifications.channels.http import guard, transport
 from notifications.channels.http.statuses import RETRY_LATER_STATUSES as RETRY_LATER_STATUSES
 from notifications.channels.http.statuses import classify_status, parse_retry_after
-from notifications.channels.webhook import rules
+from notifications.channels.webhook import row_errors
 from notifications.channels.webhook.answers import EVENT_TYPE as EVENT_TYPE
-from notifications.channels.webhook.answers import WebhookRules
+from notifications.channels.webhook.answers import WebhookAnswers
 from notifications.conf import TickSettings
 from notifications.rules import signing
 from notifications.rules.secrets import secret_errors
@@ -114,7 +114,7 @@ def prepared_request(url: str, data: bytes, headers: dict[str, str]) -> requests
     return request
 
 
-class WebhookChannel(WebhookRules, Channel):
+class WebhookChannel(WebhookAnswers, Channel):
     """POSTs prepared requests through one adapter shared by the tick's worker threads.
 
     `settings` is the tick's snapshot (default: the settings as they are now): the
@@ -140,9 +140,9 @@ class WebhookChannel(WebhookRules, Channel):
         return channel
 
     @classmethod
-    def stateless(cls, name: str, options: dict[str, Any]) -> ChannelRules:
+    def stateless(cls, name: str, options: dict[str, Any]) -> ChannelAnswers:
         """Its rules alone: no adapter, no watchdog, no settings read."""
-        answers = WebhookRules()
+        answers = WebhookAnswers()
         answers.name = name
         return answers
 
@@ -157,7 +157,7 @@ class WebhookChannel(WebhookRules, Channel):
 
     def deliver(self, firing: Firing) -> ChannelResult:
         url = firing.notification.webhook_url
-        if rules.url_errors(url):  # the save rule again: raw SQL can store any URL
+        if row_errors.url_errors(url):  # the save rule again: raw SQL can store any URL
             return ChannelResult(self.name, MALFORMED_URL, ErrorClass.PERMANENT)
         try:
             keys = self.keys(firing)

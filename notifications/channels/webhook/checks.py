@@ -1,4 +1,4 @@
-"""The webhook channel's own system checks (`WebhookRules.check`): the site's signing keys
+"""The webhook channel's own system checks (`WebhookAnswers.check`): the site's signing keys
 (E009, E010, W010) and the networks webhooks may reach (E011, E012)."""
 
 from __future__ import annotations

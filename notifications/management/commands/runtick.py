@@ -35,6 +35,7 @@ logger = logging.getLogger("notifications.tick")
 # Bounds of the options: a batch no database's LIMIT overflows, a budget no lease overflows.
 MAX_LIMIT = 1_000_000
 MAX_BUDGET = 86_400.0  # seconds: a day
+QUEUE_NAME_CHARS = 100  # Notification.queue_name's column
 
 
 def positive_int(value: str) -> int:
@@ -49,6 +50,12 @@ def seconds(value: str) -> float:
     if not (0 <= number <= MAX_BUDGET):  # also refuses nan and infinity
         raise argparse.ArgumentTypeError(f"must be a finite number of seconds from 0 to {MAX_BUDGET:g}")
     return number
+
+
+def queue_name(value: str) -> str:
+    if not value or len(value) > QUEUE_NAME_CHARS:
+        raise argparse.ArgumentTypeError(f"must be a queue name of 1 to {QUEUE_NAME_CHARS} characters")
+    return value
 
 
 def interval(value: str) -> float:
@@ -114,6 +121,15 @@ class Command(BaseCommand):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--limit", type=positive_int, help="rows claimed per batch (NOTIFICATIONS_TICK_LIMIT)")
         parser.add_argument("--budget", type=seconds, help="seconds after which no new batch is claimed")
+        parser.add_argument(
+            "--queue",
+            action="append",
+            type=queue_name,
+            dest="queues",
+            metavar="NAME",
+            help="claim only the rows of this queue (repeat for several; default: every queue). "
+            "Notifications are in 'default', tasks in their queue_name",
+        )
         parser.add_argument("--dry-run", action="store_true", help="list what is due and change nothing")
         parser.add_argument(
             "--loop", type=interval, metavar="SECONDS", help="tick forever, one tick every SECONDS (no cron)"
@@ -188,6 +204,7 @@ class Command(BaseCommand):
             budget=options["budget"],
             stop=stop,
             on_outcome=self.print_outcome if verbose else None,
+            queues=tuple(options.get("queues") or ()),
         )
         self.stdout.write(stamp(report.summary(), report.finished_at))
         held = report.held()

@@ -16,6 +16,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import django
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
@@ -136,9 +137,12 @@ class Command(BaseCommand):
             "NOTIFICATIONS_MAX_RETRIES": 3,
             "NOTIFICATIONS_BACKOFF": [interval, 2 * interval],
         }
+        if django.VERSION >= (6, 0):  # Django's tasks through the queue (docs/tasks.md)
+            demo_settings["TASKS"] = {"default": {"BACKEND": "notifications.tasks.QueueBackend"}}
         with Sink(self.say, options["sink_port"]) as sink, override_settings(**demo_settings):
             rows = self.schedule_samples(sink)
             self.print_welcome(admin_url, password, sink, rows, interval)
+            self.enqueue_sample_task()
 
             def announce_dead_letter(sender: Any, notification: Notification, **kwargs: Any) -> None:
                 self.say(
@@ -202,6 +206,22 @@ class Command(BaseCommand):
                 fire_at=now,
             ),
         }
+
+    def enqueue_sample_task(self) -> None:
+        """One `django.tasks` task, run by the first tick beside the notifications (Django 6.0+)."""
+        if django.VERSION < (6, 0):
+            return
+        from django.tasks.signals import task_finished
+
+        from notifications_project.tasks import count_waiting
+
+        def announce(sender: Any, task_result: Any, **kwargs: Any) -> None:
+            value = task_result.return_value if task_result.status == "SUCCESSFUL" else task_result.errors
+            self.say(f"task {task_result.id} ({task_result.task.module_path}): {task_result.status}, {value!r}")
+
+        task_finished.connect(announce, weak=False)
+        result = count_waiting.enqueue()
+        self.say(f"Task enqueued: {result.id} ({result.task.module_path}), run by the first tick")
 
     def print_welcome(
         self, admin_url: str, password: str, sink: Sink, rows: dict[str, Notification], interval: float

@@ -1,4 +1,4 @@
-"""What the webhook channel asks of a row's own fields (`WebhookRules.row_errors`).
+"""What the webhook channel asks of a row's own fields (`WebhookAnswers.row_errors`).
 
 The URL is http(s) with a host, a valid port and no credentials, and the secret one the
 channel can sign with; both hold for a URL given on a row that does not name the channel

@@ -12,9 +12,9 @@ from django.test import override_settings
 from django.utils import timezone
 
 from notifications.api import schedule
-from notifications.channels import ChannelResult, ErrorClass, answers
+from notifications.channels import ChannelResult, ErrorClass, results
 from notifications.models import DeliveryAttempt, Notification
-from notifications.rules.answers import ERROR_CHARS
+from notifications.rules.remote_text import ERROR_CHARS
 from notifications.tick.engine import run_tick
 from tests.support import site_channels
 
@@ -126,7 +126,7 @@ def test_an_smtp_reply_with_a_nul_byte_retries_its_row_alone(smtp, webhook_serve
 def test_an_outcome_the_database_refuses_fails_its_row_alone(webhook_server, monkeypatch):
     """Past the cleaning (as if it missed something): PostgreSQL refuses the NUL, the batch
     is written row by row and the one row fails as an internal error, from its claimed state."""
-    monkeypatch.setattr(answers, "received", lambda name, result: result)
+    monkeypatch.setattr(results, "received", lambda name, result: result)
     with odd(error="odd: \x00", error_class=ErrorClass.PERMANENT):
         row = with_hooks(webhook_server, {"channels": ["odd"], "channel_data": TO})
         three_ticks()
@@ -149,12 +149,12 @@ def test_an_outcome_the_database_refuses_fails_its_row_alone(webhook_server, mon
     ],
 )
 def test_an_unreadable_result_is_a_transient_internal_failure(answer, why):
-    result = answers.received("sms", answer)
+    result = results.received("sms", answer)
     assert (result.error, result.error_class) == (f"sms: internal: {why}", ErrorClass.TRANSIENT)
 
 
 def test_the_rest_of_a_result_is_cleaned_or_dropped():
-    result = answers.received(
+    result = results.received(
         "sms",
         ChannelResult(
             "sms",

@@ -5,7 +5,7 @@ store (SPEC v5, "Hardening rules of version 5").
 `received` is applied by the tick's workers to every `Channel.send`'s return (a site
 channel may override `send` as well as `deliver`). Text (the error, the sent log's line,
 a refusal's reason) becomes one bounded line without control characters
-(`notifications.rules.answers`); an `http_status` that is no integer HTTP status, a
+(`notifications.rules.remote_text`); an `http_status` that is no integer HTTP status, a
 `retry_after` that is no finite number of seconds, a refused or deferred address that is
 not clean text are dropped. What cannot be read at all (no `ChannelResult`, an
 `error_class` neither the enum nor its value, an `error` that is not text) is an internal
@@ -19,7 +19,7 @@ import math
 from typing import Any
 
 from notifications.channels.base import ChannelResult, ErrorClass
-from notifications.rules.answers import ERROR_CHARS, REASON_CHARS, SENT_TO_CHARS, SUMMARY_CHARS, one_line
+from notifications.rules.remote_text import ERROR_CHARS, REASON_CHARS, SENT_TO_CHARS, SUMMARY_CHARS, one_line
 
 logger = logging.getLogger("notifications.tick")
 

@@ -1,4 +1,4 @@
-"""What the email channel asks of a row's own fields (`EmailRules.row_errors`).
+"""What the email channel asks of a row's own fields (`EmailAnswers.row_errors`).
 
 Recipients, the sender, headers, language, and the message: subject, body and html_body
 (templates rendered with the payload at send time), or `template`, a prefix of the site's

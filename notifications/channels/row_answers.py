@@ -1,4 +1,4 @@
-"""What saving a row asks of a channel: is the row right for it (`RowRules`).
+"""What saving a row asks of a channel: is the row right for it (`RowAnswers`).
 
 Asked through `notifications.channels.validation` whenever a row is saved (the API, the
 admin, forms) and by the tick's screening of rows that reached the table some other way.
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from notifications.models import Notification
 
 
-class RowRules:
+class RowAnswers:
     """A site channel writes `validate` (its `channel_data` entry) and nothing else here."""
 
     name: str = ""

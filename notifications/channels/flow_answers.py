@@ -1,4 +1,4 @@
-"""What flow control and the tick's holds ask of a channel (`FlowRules`): where it sends
+"""What flow control and the tick's holds ask of a channel (`FlowAnswers`): where it sends
 a row, and whether a setting of the site keeps it from sending.
 
 Asked by `notifications.flow` (targets, the circuit breaker, rate limits), the tick's
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class SettingHold:
     """A setting of the site that keeps a channel from sending some of its rows, as the
-    queue's health reports it (`FlowRules.setting_holds`; `FlowRules.held` says it of one row)."""
+    queue's health reports it (`FlowAnswers.setting_holds`; `FlowAnswers.held` says it of one row)."""
 
     problem: str  # why, starting with the channel's name: `webhook: NOTIFICATIONS_WEBHOOK_SECRET is empty`
     rows: Q  # the rows it holds, a filter of `Notification`
@@ -33,7 +33,7 @@ class SettingHold:
         return f"{self.headline}. {rows} {self.remedy}"
 
 
-class FlowRules:
+class FlowAnswers:
     name: str = ""
     # Rows owing several channels queue in the tick under the target of the channel with the
     # highest rank (first listed among equals): a channel whose targets are many independent

@@ -1,6 +1,6 @@
 """What a remote party's or a site channel's text may be once stored: one line, no control
 characters, bounded (SPEC v5: whatever a server or a site's channel answers is cleaned and
-bounded before it is stored). Pure: `notifications.channels.answers` applies it to a
+bounded before it is stored). Pure: `notifications.channels.results` applies it to a
 channel's result; the delivery log's columns are sized by it.
 """
 
