@@ -200,3 +200,29 @@ def test_a_row_written_around_validation_with_several_recipients_texts_no_one(tw
     assert twilio.received == []
     row.refresh_from_db()
     assert "one recipient" in row.last_error
+
+
+@override_settings(NOTIFICATIONS_CHANNEL_TIMEOUT=1)
+def test_a_dripping_receiver_behind_apprise_is_cut_at_the_deadline_and_sent_nothing_after(webhook_server):
+    """Issue 45, finding 4: Apprise runs each service on a thread of its own, and gives up
+    waiting for it at its own timeout while the thread goes on. The deadline holds there
+    too: the dripping answer's socket is shut at it, and the topics after it are not sent
+    once the row is recorded as timed out (its retry will send them)."""
+    from concurrent.futures import wait
+
+    from apprise import apprise as apprise_core
+
+    webhook_server.reply = Reply(behaviour="drip_body", drip_interval=0.5)  # never ends by itself
+    url = f"ntfy://127.0.0.1:{webhook_server.port}/first/second/third"
+    with apprise_channel("push", url):
+        row = schedule(channels=["push"], channel_data={"push": {}}, subject="Hi", body="Hello")
+        run_tick()
+    row.refresh_from_db()
+    assert row.last_error.startswith("push: timed out after 1s") and row.error_count == 1
+    # Apprise's abandoned service calls end (the socket shut, the next topics refused)
+    # rather than drip on; a generous bound, not a timing.
+    abandoned = [future for future, _name, _url in apprise_core._abandoned_futures]
+    _done, running = wait(abandoned, timeout=30)
+    assert not running
+    webhook_server.wait_answered(1)
+    assert len(webhook_server.received) == 1

@@ -353,3 +353,18 @@ def test_schedule_many_validates_channel_data_by_index():
     assert rows[0].channel_data == TO and rows[0].routing == "first"
     run_tick()
     assert len(site_channels.SENT) == 1
+
+
+@override_settings(NOTIFICATIONS_CHANNEL_TIMEOUT=0.5)
+@channels(sms="HangingChannel")
+def test_first_abandons_a_channel_that_ignores_its_deadline_and_calls_the_next():
+    """Issue 45, finding 5: the hung first channel is timed out at its deadline, the second
+    delivers, and the row is a full success (not three timeouts and a dead letter)."""
+    row = schedule(channels=["sms", "email"], routing="first", channel_data=TO, **EMAIL)
+    report = run_tick()
+    assert site_channels.STARTED.is_set()
+    assert report.counts()["succeeded"] == 1
+    assert not Notification.objects.filter(pk=row.pk).exists()
+    assert len(mail.outbox) == 1
+    tried = dict(DeliveryAttempt.objects.filter(notification_id=row.pk).values_list("channel", "error"))
+    assert tried == {"sms": "sms: timed out after 0.5s", "email": ""}

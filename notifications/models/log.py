@@ -9,10 +9,11 @@ from django.utils import timezone
 
 from notifications.databases import SettledOnMySQL
 from notifications.models.notification import Notification
+from notifications.rules import remote_text
 
-# Sizes of the sent log's columns: longer values are cut (`Channel.describe` says how).
-SENT_TO_CHARS = 500
-SUMMARY_CHARS = 300
+# Sizes of the sent log's columns: longer values are cut (`notifications.channels.results`).
+SENT_TO_CHARS = remote_text.SENT_TO_CHARS
+SUMMARY_CHARS = remote_text.SUMMARY_CHARS
 
 
 class DeliveryAttempt(SettledOnMySQL, models.Model):

@@ -12,8 +12,10 @@ What is retried, by the driver's own error codes:
 
 - the connection went away: Django's `InterfaceError`, PostgreSQL's SQLSTATE class 08
   and 57P01-57P03 (`pg_terminate_backend`, a shutdown), MariaDB/MySQL's 2006, 2013,
-  2055, 1927 and 4031 (a `KILL`, an idle timeout), or any `OperationalError` after which
-  the connection no longer answers;
+  2055, 1927 and 4031 (a `KILL`, an idle timeout), an `OperationalError` without a code
+  that says so (libpq's "consuming input failed: server closed the connection
+  unexpectedly" when the socket closed before the server's message was read), or any
+  `OperationalError` after which the connection no longer answers;
 - a lost deadlock or serialization check: PostgreSQL's 40P01 and 40001, MariaDB/MySQL's
   1213 and 1205 (lock wait timeout).
 
@@ -47,6 +49,16 @@ RETRY_DELAYS: Sequence[float] = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0)
 POSTGRES_RETRIED = {"40P01", "40001", "57P01", "57P02", "57P03"}  # and class 08
 MYSQL_DEADLOCKS = {1213, 1205}
 MYSQL_LOST = {2006, 2013, 2055, 1927, 4031}
+# What libpq and psycopg say, without a SQLSTATE, when the socket went away under a
+# statement: the error carries no code, and by the time it is classified the connection
+# may answer again (another step reopened it), so its words are what tell.
+POSTGRES_LOST_WORDS = (
+    "consuming input failed",
+    "server closed the connection unexpectedly",
+    "the connection is lost",
+    "the connection is closed",
+    "ssl syscall error",
+)
 
 
 def error_code(exc: BaseException) -> str | int | None:
@@ -88,6 +100,8 @@ def is_lost_connection(exc: BaseException) -> bool:
     if isinstance(code, str) and (code.startswith("08") or code in POSTGRES_RETRIED - {"40P01", "40001"}):
         return True
     if code in MYSQL_LOST:
+        return True
+    if code is None and any(words in str(exc).lower() for words in POSTGRES_LOST_WORDS):
         return True
     return not _usable()
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, DataError, IntegrityError, connection, transaction
 from django.db.models import Model
 from django.utils import timezone
 
@@ -30,7 +30,8 @@ from notifications.conf import Policy
 from notifications.models import DeliveryAttempt, Notification, Suppression, states
 from notifications.models.addresses import is_address, storable
 from notifications.models.log import SENT_TO_CHARS, SUMMARY_CHARS
-from notifications.outcomes import Kind, Outcome
+from notifications.outcomes import Kind, Outcome, settling
+from notifications.rules.remote_text import REASON_CHARS, clip, one_line
 from notifications.store import digests, reconnecting, tallies
 from notifications.store.claims import release_tokens
 from notifications.store.statements import insert_statements, lock_in_order
@@ -103,14 +104,20 @@ class WriteBack:
         batches, self.finished = self.finished, []
         counts = delivery_counts(batches)
         try:
-            dead = save_outcomes(
-                [(b.token, b.outcomes) for b in batches],
-                [a for b in batches for a in b.attempts],
-                counts,
-                unloadable=[Unloadable(b.token, b.now, b.unloadable) for b in batches if b.unloadable],
-                policy=self.policy,
-            )
+            try:
+                dead = save_outcomes(
+                    [(b.token, b.outcomes) for b in batches],
+                    [a for b in batches for a in b.attempts],
+                    counts,
+                    unloadable=[Unloadable(b.token, b.now, b.unloadable) for b in batches if b.unloadable],
+                    policy=self.policy,
+                )
+            except (*reconnecting.DATABASE_ERRORS, ValueError, TypeError) as exc:
+                if not _of_the_values(exc):
+                    raise
+                return self.write_alone(batches, exc)
         except reconnecting.DATABASE_ERRORS as exc:
+            batches = [b for b in batches if b.outcomes or b.unloadable]  # write_alone may have written some
             if last:
                 self.abandon(batches)
                 raise
@@ -122,6 +129,76 @@ class WriteBack:
         otel.count_deliveries(counts)
         self.next_write = time.monotonic() + WRITE_INTERVAL
         return Written(batches, dead)
+
+    def write_alone(self, batches: list[Finished], exc: Exception) -> Written:
+        """The write of `batches` failed on what some row holds (`exc`: a value its column
+        refuses): write each firing alone, and one whose own write fails again as an
+        internal failure of that row (`unstorable`), so one row's outcome never keeps its
+        batch claimed to be sent again when the lease ends. Rare: `channels.results`
+        cleans what channels return before it gets here.
+
+        When the connection fails meanwhile, what was written leaves the batches (so it
+        is not written twice) and the error is raised: the rest waits for the next write."""
+        logger.error("write-back refused a value (%s); writing its rows one by one", type(exc).__name__)
+        dead = 0
+        written: list[Finished] = []
+        for batch in batches:
+            if batch.unloadable:
+                dead += save_outcomes(
+                    [(batch.token, [])],
+                    [],
+                    unloadable=[Unloadable(batch.token, batch.now, batch.unloadable)],
+                    policy=self.policy,
+                )
+                batch.unloadable = {}
+            done: list[Outcome] = []
+            try:
+                for outcome in list(batch.outcomes):
+                    done.append(self.write_one(batch, outcome))
+                    batch.outcomes.remove(outcome)
+            finally:
+                if done:
+                    written.append(_part_of(batch, done))
+        otel.count_deliveries(delivery_counts(written))
+        self.next_write = time.monotonic() + WRITE_INTERVAL
+        return Written(written, dead)
+
+    def write_one(self, batch: Finished, outcome: Outcome) -> Outcome:
+        """Write one firing's outcome alone; the outcome written (an internal failure when
+        its own was refused)."""
+        attempts = [a for a in batch.attempts if a.notification_id == outcome.row.pk]
+        try:
+            save_outcomes(
+                [(batch.token, [outcome])], attempts, _counts_of(outcome, batch.targets.get(outcome.row.pk, {}))
+            )
+        except (*reconnecting.DATABASE_ERRORS, ValueError, TypeError) as error:
+            if not _of_the_values(error):
+                raise
+            return self.unstorable(batch, outcome, error)
+        return outcome
+
+    def unstorable(self, batch: Finished, outcome: Outcome, exc: Exception) -> Outcome:
+        """Fail the row whose outcome its columns refuse, as an internal error (retried, or
+        dead-lettered once its retries run out), from its state as claimed: nothing of what
+        its channels answered is kept. Logged; the delivery log keeps no record of it."""
+        row = outcome.row
+        logger.error("notification %s: its outcome could not be stored (%s); failed", row.pk, type(exc).__name__)
+        if not row.digest_rows:  # a digest settles as one: its rows are the ones in memory
+            row = Notification.objects.filter(pk=row.pk, claim_token=batch.token).first() or row
+        failed = settling.settle_internal_error(
+            row, Unstorable(f"its outcome could not be stored ({type(exc).__name__})"), batch.now, self.policy
+        )
+        try:
+            save_outcomes([(batch.token, [failed])], [], _counts_of(failed, batch.targets.get(row.pk, {})))
+        except (*reconnecting.DATABASE_ERRORS, ValueError, TypeError) as error:
+            if not _of_the_values(error):
+                raise
+            logger.error(
+                "notification %s: not even its failure could be stored (%s); it waits for the lease",
+                row.pk,
+                type(error).__name__,
+            )
+        return failed
 
     def abandon(self, batches: list[Finished]) -> None:
         """The write-back gave up for good: release the rows of `batches` that were not sent
@@ -137,6 +214,45 @@ class WriteBack:
             release_tokens([b.token for b in batches], only=unsent)
         except reconnecting.DATABASE_ERRORS:
             logger.error("%d unsent rows stay claimed until the lease ends", len(unsent))
+
+
+@dataclass
+class _Part:
+    """The part of a batch `WriteBack.write_alone` wrote (a `Finished`)."""
+
+    token: uuid.UUID
+    now: datetime
+    outcomes: list[Outcome]
+    attempts: list[DeliveryAttempt]
+    unloadable: dict[Any, str]
+    targets: dict[Any, dict[str, str]]
+
+
+def _part_of(batch: Finished, outcomes: list[Outcome]) -> Finished:
+    pks = {o.row.pk for o in outcomes}
+    attempts = [a for a in batch.attempts if a.notification_id in pks]
+    batch.attempts = [a for a in batch.attempts if a.notification_id not in pks]
+    return _Part(batch.token, batch.now, outcomes, attempts, {}, batch.targets)
+
+
+class Unstorable(Exception):
+    """A row's outcome its columns refused (`WriteBack.unstorable`)."""
+
+
+# MariaDB/MySQL's refusals of a value in strict mode (the driver may raise them as an
+# OperationalError): incorrect string or other value, too long, out of range, truncated,
+# NULL in a NOT NULL column, invalid UTF-8.
+MYSQL_VALUE_REFUSED = {1048, 1264, 1265, 1292, 1300, 1366, 1406}
+# What a write raises for a row's values: the database refused one (DataError, a
+# constraint), or Django could not even convert it for its column (ValueError, TypeError).
+VALUE_ERRORS = (DataError, IntegrityError, ValueError, TypeError)
+
+
+def _of_the_values(exc: Exception) -> bool:
+    """Whether a write failed on what the rows hold rather than on the database (a lost
+    connection, a deadlock, a read-only or failing server): writing the rows one by one
+    finds the row it was."""
+    return isinstance(exc, VALUE_ERRORS) or reconnecting.error_code(exc) in MYSQL_VALUE_REFUSED
 
 
 def attempt_records(firing: Firing | None, results: list[ChannelResult], targets: Targets) -> list[DeliveryAttempt]:
@@ -162,11 +278,6 @@ def attempt_records(firing: Firing | None, results: list[ChannelResult], targets
         )
         for r in results
     ]
-
-
-def clip(text: str, limit: int) -> str:
-    """`text` cut to `limit` characters, an ellipsis saying so."""
-    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
 def delivery_counts(batches: Iterable[Finished]) -> Counter[Key]:
@@ -448,7 +559,9 @@ def suppress(refusals: Iterable[tuple[str, str]], now: datetime | None = None) -
             logger.warning("not suppressed: an address the suppression list cannot hold (%d characters)", len(address))
             continue
         if key not in entries:
-            entries[key] = Suppression(address=key, reason=_clean_text(reason)[:200], created_at=now or timezone.now())
+            entries[key] = Suppression(
+                address=key, reason=one_line(str(reason), REASON_CHARS), created_at=now or timezone.now()
+            )
     if not entries:
         return 0
     try:
@@ -458,9 +571,3 @@ def suppress(refusals: Iterable[tuple[str, str]], now: datetime | None = None) -
         logger.error("could not store %d suppressed addresses: %s", len(entries), type(exc).__name__)
         return 0
     return len(entries)
-
-
-def _clean_text(text: object) -> str:
-    """Text any database stores: no NUL, no lone surrogate."""
-    value = str(text).replace("\x00", "")
-    return value.encode("utf-8", "replace").decode("utf-8")

@@ -15,13 +15,14 @@ import logging
 import queue
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import wait
 from typing import TYPE_CHECKING
 
 from django.utils import timezone
 
-from notifications.channels import Channel, ChannelResult, ErrorClass, Firing
+from notifications.channels import Channel, ChannelResult, ErrorClass, Firing, results
 from notifications.outcomes import settling
+from notifications.tick.pool import DaemonPool
 
 if TYPE_CHECKING:
     from notifications.conf import Policy
@@ -64,7 +65,7 @@ class Workers:
         self.policy = policy  # retries and backoff, for the outcome rules
         self.tracking = {name for name, channel in channels.items() if channel.tracks_recipients}
         per_worker = max(CHANNEL_THREADS_PER_WORKER, len(channels))
-        self.pool = ThreadPoolExecutor(per_worker * concurrency, thread_name_prefix="notifications-send")
+        self.pool = DaemonPool(per_worker * concurrency, "notifications-send")
         self.names = itertools.count()
 
     def start(self) -> None:
@@ -75,7 +76,7 @@ class Workers:
         ).start()
 
     def close(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.pool.shutdown()
 
     def work(self) -> None:
         """A worker thread: take a row, deliver it, hand back its outcome. No database.
@@ -141,8 +142,8 @@ class Workers:
         if firing.notification.routing == "first":
             return self.deliver_in_turn(job)
         first, *others = firing.channels
-        futures = {self.pool.submit(self.channels[name].send, firing): name for name in others}
-        job.results[first] = self.channels[first].send(firing)
+        futures = {self.pool.submit(self.send, name, firing): name for name in others}
+        job.results[first] = self.send(first, firing)
         if futures:
             remaining = job.started + self.timeout + DEADLINE_GRACE - time.monotonic()
             done, _ = wait(futures, timeout=max(remaining, 0))
@@ -153,14 +154,32 @@ class Workers:
                     future.cancel()
         return [job.results.get(name) or self.timed_out(name) for name in firing.channels]
 
+    def send(self, name: str, firing: Firing) -> ChannelResult:
+        """Channel `name`'s send of `firing`, as the tick may store it: whatever the channel
+        (or the server behind it) answered is cleaned and bounded here, and here only
+        (`channels.results.received`)."""
+        try:
+            result: object = self.channels[name].send(firing)
+        except Exception as exc:  # noqa: BLE001 - a site's own send() may break the contract
+            result = exc
+        return results.received(name, result)
+
     def deliver_in_turn(self, job: Job) -> list[ChannelResult]:
         """Routing `first`: the channels in the order listed, each under its own deadline,
-        until one succeeds; those after it are not sent. The results of those tried."""
+        until one succeeds; those after it are not sent. The results of those tried.
+
+        Each send runs in the pool and is waited for until its deadline (plus the grace):
+        a channel that ignores it is reported as timed out and left behind, and the next
+        channel is called (the monitor allows a row routed `first` a deadline per channel)."""
         firing = job.firing
         assert firing is not None
         tried = []
         for name in firing.channels:
-            result = job.results[name] = self.channels[name].send(firing)
+            future = self.pool.submit(self.send, name, firing)
+            done, _ = wait([future], timeout=self.timeout + DEADLINE_GRACE)
+            if not done:
+                future.cancel()
+            result = job.results[name] = future.result() if done else self.timed_out(name)
             tried.append(result)
             if result.ok:
                 break

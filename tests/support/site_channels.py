@@ -73,3 +73,27 @@ class HangingChannel(SMSChannel):
 class NotAChannel:
     def __init__(self, **options: Any) -> None:
         pass
+
+
+class OddAnswerChannel(SMSChannel):
+    """Returns what its OPTIONS say, unchecked: a site channel's odd answers (issue 45)."""
+
+    def __init__(self, *, answer: dict[str, Any] | None = None, **options: Any) -> None:
+        super().__init__(answer=answer, **options)
+        self.answer = answer or {}
+
+    def deliver(self, firing: Firing) -> ChannelResult:
+        record(self.name, firing)
+        return ChannelResult(self.name, **self.answer)
+
+
+class BlockedChannel(SMSChannel):
+    """Blocks for good on an Event nothing sets (a provider SDK stuck without a timeout):
+    only a process that leaves its thread behind can exit."""
+
+    never = threading.Event()
+
+    def deliver(self, firing: Firing) -> ChannelResult:
+        record(self.name, firing)
+        self.never.wait()
+        return ChannelResult(self.name)

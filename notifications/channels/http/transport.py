@@ -26,6 +26,7 @@ Overriding `_new_conn` relies on a private urllib3 API: see `notifications.compa
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import heapq
 import itertools
 import socket
@@ -145,25 +146,41 @@ class Deadline:
             return self.expired
 
 
-_current = threading.local()
+# The deadline of the send running in this context: a context variable, not a thread's
+# own, so it holds in the threads a library starts for the send in a copy of its context
+# (Apprise runs each service so), where a send left behind by `notify(timeout=...)`
+# would otherwise go on unwatched after the row was recorded as timed out.
+_current: contextvars.ContextVar[Deadline | None] = contextvars.ContextVar("notifications_deadline", default=None)
+
+
+class DeadlinePassed(ConnectTimeoutError):
+    """A connection asked for once its send's deadline had passed: never made."""
 
 
 def _watch_current(sock: socket.socket | None) -> None:
-    deadline: Deadline | None = getattr(_current, "deadline", None)
+    deadline = _current.get()
     if deadline is not None and sock is not None:
         deadline.watch(sock)
 
 
+def _refuse_after_deadline(conn: object) -> None:
+    """A send abandoned at its deadline (it went on in a thread of its own) makes no new
+    request: the row is recorded as timed out and will be sent again."""
+    deadline = _current.get()
+    if deadline is not None and (deadline.finished or deadline.expires <= time.monotonic()):
+        raise DeadlinePassed(conn, "The send's deadline has passed.")
+
+
 def _time_left(fallback: float | None) -> float:
     """Seconds this thread's deadline leaves (or `fallback` outside one)."""
-    deadline: Deadline | None = getattr(_current, "deadline", None)
+    deadline = _current.get()
     limits = [t for t in (fallback, deadline.remaining() if deadline else None) if isinstance(t, (int, float))]
     return min(limits) if limits else NO_DEADLINE_TIMEOUT
 
 
 def _allowed_networks() -> Sequence[IPNetwork] | None:
     """The allowed networks this thread's deadline carries (None: the guard reads the setting)."""
-    deadline: Deadline | None = getattr(_current, "deadline", None)
+    deadline = _current.get()
     return deadline.allowed if deadline is not None else None
 
 
@@ -175,12 +192,12 @@ def deadline(seconds: float, watchdog: Watchdog, allowed: Sequence[IPNetwork] | 
     NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS, read at connect time).
     """
     limit = Deadline(seconds, watchdog, allowed)
-    _current.deadline = limit
+    token = _current.set(limit)
     try:
         yield limit
     finally:
         limit.finish()
-        _current.deadline = None
+        _current.reset(token)
 
 
 class DeadlineConnectionMixin(compat.SocketFactory):
@@ -198,8 +215,10 @@ class DeadlineConnectionMixin(compat.SocketFactory):
 
         Replaces urllib3's own connect step, which resolves and connects in one call and
         so leaves no place to check the address between the two. Raises
-        `guard.BlockedAddress` before any socket exists when the target is refused.
+        `guard.BlockedAddress` before any socket exists when the target is refused, and
+        `DeadlinePassed` once the send's deadline is over.
         """
+        _refuse_after_deadline(self)
         try:
             infos = guard.checked_addresses(
                 compat.dns_host(self), self.port, _time_left(self.timeout), allowed=_allowed_networks()
@@ -230,6 +249,7 @@ class DeadlineConnectionMixin(compat.SocketFactory):
         raise NewConnectionError(self, f"Failed to establish a new connection: {error}") from error  # type: ignore[arg-type]
 
     def request(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        _refuse_after_deadline(self)
         _watch_current(self.sock)  # a reused keep-alive connection
         return super().request(*args, **kwargs)  # type: ignore[misc]
 
