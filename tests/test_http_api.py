@@ -309,7 +309,8 @@ def test_without_ninja_the_api_is_not_mounted_and_a_site_that_set_it_up_is_warne
 
     monkeypatch.setitem(__import__("sys").modules, "ninja", None)
     urls = importlib.reload(notifications.urls)
-    assert [p.name for p in urls.urlpatterns] == ["unsubscribe", "preferences"]
+    names = [p.name for p in urls.urlpatterns]
+    assert names == ["unsubscribe", "preferences", "inbox", "inbox-counts", "inbox-messages", "inbox-mark"]
     monkeypatch.undo()
     importlib.reload(notifications.urls)
 

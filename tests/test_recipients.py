@@ -69,9 +69,9 @@ def test_a_recipient_longer_than_200_characters_is_refused():
 
 def test_preferences_are_the_defaults_for_every_category_and_channel():
     assert preferences("user:1") == {
-        "billing": {"email": True, "webhook": True},
-        "news": {"email": True, "webhook": True},
-        "tips": {"email": False, "webhook": False},
+        "billing": {"email": True, "webhook": True, "inbox": True},
+        "news": {"email": True, "webhook": True, "inbox": True},
+        "tips": {"email": False, "webhook": False, "inbox": False},
     }
 
 
@@ -81,9 +81,9 @@ def test_preferences_cover_the_sites_own_channels_and_a_channel_beats_every_chan
     set_preference("user:1", "news", True, channel="sms")
     set_preference("user:1", "tips", True, channel="webhook")
 
-    assert preferences("user:1")["news"] == {"email": False, "webhook": False, "sms": True}
-    assert preferences("user:1")["tips"] == {"email": False, "webhook": True, "sms": False}
-    assert preferences("user:2")["news"] == {"email": True, "webhook": True, "sms": True}
+    assert preferences("user:1")["news"] == {"email": False, "webhook": False, "inbox": False, "sms": True}
+    assert preferences("user:1")["tips"] == {"email": False, "webhook": True, "inbox": False, "sms": False}
+    assert preferences("user:2")["news"] == {"email": True, "webhook": True, "inbox": True, "sms": True}
 
 
 def test_set_preference_saves_one_row_per_recipient_category_channel():
