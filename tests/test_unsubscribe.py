@@ -63,7 +63,7 @@ def test_mail_through_a_real_smtp_server_carries_both_headers_and_one_click_unsu
 
     assert response.status_code == 200
     assert not response.cookies  # nothing set, nothing needed
-    assert preferences("user:42")["news"] == {"email": False, "webhook": True}
+    assert preferences("user:42")["news"] == {"email": False, "webhook": True, "inbox": True}
     assert one_click(link, client).status_code == 200  # again: nothing more changes
     assert Preference.objects.count() == 1
 
@@ -165,7 +165,7 @@ def test_categories_without_a_public_url_are_a_check_warning():
 def test_the_unsubscribe_is_seen_by_set_preference_as_email_only():
     set_preference("user:1", "news", True)
     one_click(links.unsubscribe_url("user:1", "news"))
-    assert preferences("user:1")["news"] == {"email": False, "webhook": True}
+    assert preferences("user:1")["news"] == {"email": False, "webhook": True, "inbox": True}
 
 
 def test_runtick_never_logs_a_token(capsys, caplog):
