@@ -67,6 +67,9 @@ USER_FIELDS = (
     "category",
     "digest_key",
     "digest_window",
+    "escalate_after",
+    "escalate_to",
+    "escalate_unless",
 )
 
 
@@ -307,6 +310,23 @@ class Notification(SettledOnMySQL, models.Model):
     digest_window = models.PositiveIntegerField(
         null=True, blank=True, help_text="Seconds a digest collects rows, from the first one due."
     )
+    # Escalation (SPEC v5): unless the firing's inbox message reaches `escalate_unless`
+    # within `escalate_after` seconds of its creation, the notification goes out once more
+    # through `escalate_to`. The core's rules: models/validation.py; the inbox's: its package.
+    escalate_after = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Seconds an inbox message may stay unread before the escalation goes out."
+    )
+    escalate_to = models.JSONField(
+        default=list, blank=True, help_text='Channels the escalation goes out through, e.g. ["email"].'
+    )
+    escalate_unless = models.CharField(
+        max_length=10,
+        choices=[("read", "Read"), ("seen", "Seen")],
+        blank=True,
+        default="read",
+        db_default="read",
+        help_text="The state of the inbox message that cancels the escalation.",
+    )
     # The digest this row has joined (rows of one digest share it, and settle as one);
     # NULL: not in one (yet). Rows that share it also share their firing's state.
     digest_id = models.UUIDField(null=True, blank=True, editable=False)
@@ -451,7 +471,11 @@ class Notification(SettledOnMySQL, models.Model):
         if unstorable:
             exclude = {*(exclude or ()), *unstorable}
         # Django's IntegerField raises OverflowError on float("inf"): clean() refuses it.
-        infinite = [n for n in ("max_delay", "max_retries", "digest_window") if validation.not_finite(getattr(self, n))]
+        infinite = [
+            n
+            for n in ("max_delay", "max_retries", "digest_window", "escalate_after")
+            if validation.not_finite(getattr(self, n))
+        ]
         if infinite:
             exclude = {*(exclude or ()), *infinite}
         cleaning.clean_fields(self, exclude)  # Django's, on the fields a cheap look cannot clear
@@ -459,6 +483,8 @@ class Notification(SettledOnMySQL, models.Model):
     def clean(self) -> None:
         if self.routing == "":
             self.routing = Routing.ALL
+        if self.escalate_unless == "":  # a form left blank: the default
+            self.escalate_unless = "read"
         validation.validate(self, self.__dict__.pop("_unstorable", None))
 
     def validate_constraints(self, exclude: Any = None) -> None:

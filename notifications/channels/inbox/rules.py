@@ -63,7 +63,22 @@ def row_errors(row: Notification) -> Errors:
     else:
         errors["subject"] = template_errors(row.subject or "")
         errors["body"] = body_errors(row.body or "") or template_errors(row.body or "")
+    if isinstance(row.escalate_to, list) and NAME in row.escalate_to:
+        errors["escalate_to"] = [
+            "The escalation goes out when the inbox message is unread: escalate to another channel."
+        ]
     return errors
+
+
+def escalates(row: Notification) -> bool:
+    return row.escalate_after is not None or bool(row.escalate_to)
+
+
+def unnamed_errors(row: Notification) -> Errors:
+    """An escalation waits on the inbox message: a row that escalates names the inbox."""
+    if escalates(row):
+        return {"channels": ["An escalation needs 'inbox' among the channels: it waits for the inbox message."]}
+    return {}
 
 
 class InboxRules(ChannelAnswers):
@@ -73,6 +88,9 @@ class InboxRules(ChannelAnswers):
 
     def row_errors(self, row: Notification) -> dict[str, list[str]]:
         return row_errors(row)
+
+    def unnamed_errors(self, row: Notification) -> dict[str, list[str]]:
+        return unnamed_errors(row)
 
     @classmethod
     def check(cls, name: str, options: dict[str, Any]) -> list[CheckMessage]:
