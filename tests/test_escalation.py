@@ -3,11 +3,26 @@
 
 from __future__ import annotations
 
+import io
+import json
+import re
+from datetime import timedelta
+
 import pytest
 from django.core.exceptions import ValidationError
+from django.core.management import call_command
+from django.test import override_settings
+from django.utils import timezone
 
-from notifications.api import schedule
-from notifications.models import Notification
+from notifications import inbox
+from notifications.channels import ChannelResult, ErrorClass
+from notifications.channels.inbox.channel import InboxChannel
+from notifications.api import run_tick, schedule, set_preference
+from notifications.models import DeliveryAttempt, InboxMessage, Notification
+from notifications.models.states import State
+from notifications.testing import capture_notifications
+
+URL = "https://hooks.example.com/escalate"
 
 pytestmark = pytest.mark.django_db
 
@@ -79,3 +94,163 @@ def test_the_admin_form_refuses_an_escalation_without_the_inbox():
     with pytest.raises(ValidationError) as caught:
         row.full_clean()
     assert list(caught.value.message_dict) == ["channels"]
+
+
+# --- the escalation through real ticks --------------------------------------------------------
+
+AFTER = 3600
+
+
+@pytest.fixture
+def clock(time_machine):
+    """The time the rows are saved and the first tick runs; tests move it on."""
+    time_machine.move_to(timezone.now().replace(microsecond=0), tick=False)
+    return time_machine
+
+
+def tick_at(clock, at):
+    clock.move_to(at, tick=False)
+    return run_tick()
+
+
+def log_of(row):
+    return list(DeliveryAttempt.objects.filter(notification_id=row.pk).order_by("attempted_at", "id"))
+
+
+def test_an_unread_message_escalates_once_at_the_deadline(clock, mailoutbox):
+    t0 = timezone.now()
+    row = escalating()
+    tick_at(clock, t0)
+    (message,) = InboxMessage.objects.all()
+    assert not mailoutbox
+    waiting = Notification.objects.get(pk=row.pk)
+    assert waiting.state(t0) == State.ESCALATION
+    assert waiting.next_fire_at == t0 + timedelta(seconds=AFTER)
+    assert waiting.firing_id != message.firing_id  # the escalation is a firing of its own
+    tick_at(clock, t0 + timedelta(seconds=AFTER - 1))
+    assert not mailoutbox
+    tick_at(clock, t0 + timedelta(seconds=AFTER))
+    assert [m.to for m in mailoutbox] == [["ada@example.com"]]
+    assert not Notification.objects.filter(pk=row.pk).exists()
+    tick_at(clock, t0 + timedelta(seconds=2 * AFTER))
+    assert len(mailoutbox) == 1 and InboxMessage.objects.count() == 1
+    assert [(a.channel, a.outcome) for a in log_of(row)] == [("inbox", "ok"), ("email", "ok")]
+
+
+@pytest.mark.parametrize(
+    ("unless", "state"), [("read", "read"), ("read", "archived"), ("seen", "seen"), ("seen", "read")]
+)
+def test_a_message_marked_in_time_cancels_the_escalation(clock, mailoutbox, unless, state):
+    t0 = timezone.now()
+    row = escalating(escalate_unless=unless)
+    tick_at(clock, t0)
+    (message,) = InboxMessage.objects.all()
+    clock.move_to(t0 + timedelta(seconds=AFTER - 1), tick=False)
+    assert inbox.mark("user:7", [message.pk], state) == 1
+    tick_at(clock, t0 + timedelta(seconds=AFTER))
+    tick_at(clock, t0 + timedelta(seconds=2 * AFTER))
+    assert not mailoutbox
+    assert not Notification.objects.filter(pk=row.pk).exists()
+    assert [(a.channel, a.outcome, a.summary) for a in log_of(row)][1:] == [
+        ("email", "cancelled", f"cancelled: {unless}")
+    ]
+
+
+def test_a_seen_message_does_not_cancel_an_escalation_unless_read(clock, mailoutbox):
+    t0 = timezone.now()
+    escalating()
+    tick_at(clock, t0)
+    inbox.mark("user:7", "all", "seen")
+    tick_at(clock, t0 + timedelta(seconds=AFTER))
+    assert len(mailoutbox) == 1
+
+
+@override_settings(NOTIFICATIONS_CATEGORIES={"news": {"label": "News"}}, NOTIFICATIONS_PUBLIC_URL="https://example.com")
+def test_the_inbox_skipped_by_a_preference_escalates_at_the_deadline(clock, mailoutbox):
+    set_preference("user:7", "news", False, channel="inbox")
+    t0 = timezone.now()
+    row = escalating(category="news")
+    tick_at(clock, t0)
+    assert not InboxMessage.objects.exists() and not mailoutbox
+    assert Notification.objects.get(pk=row.pk).next_fire_at == t0 + timedelta(seconds=AFTER)
+    tick_at(clock, t0 + timedelta(seconds=AFTER))
+    assert len(mailoutbox) == 1
+    assert not Notification.objects.filter(pk=row.pk).exists()
+
+
+def test_the_escalation_channel_retries_and_dead_letters_on_its_own(clock):
+    t0 = timezone.now()
+    row = escalating(escalate_to=["webhook"], webhook_url=URL, max_retries=2, backoff=[60])
+    with capture_notifications() as captured:
+        captured.respond(503)
+        captured.tick(now=t0)
+        assert InboxMessage.objects.count() == 1 and not captured.webhooks
+        deadline = t0 + timedelta(seconds=AFTER)
+        clock.move_to(deadline, tick=False)
+        assert captured.tick(now=deadline).counts()["retried"] == 1
+        waiting = Notification.objects.get(pk=row.pk)
+        assert waiting.next_fire_at == deadline + timedelta(seconds=60) and waiting.error_count == 1
+        clock.move_to(deadline + timedelta(seconds=60), tick=False)
+        assert captured.tick(now=deadline + timedelta(seconds=60)).counts()["dead_lettered"] == 1
+        assert len(captured.webhooks) == 2
+        assert len({w.headers["webhook-id"] for w in captured.webhooks}) == 1  # one firing, retried
+    dead = Notification.objects.get(pk=row.pk)
+    assert dead.state(deadline + timedelta(seconds=61)) == State.DEAD
+    assert InboxMessage.objects.count() == 1  # the inbox is not sent again
+
+
+def test_a_dead_lettered_inbox_firing_escalates_at_the_deadline(clock, mailoutbox, monkeypatch):
+    def refuse(self, firing):
+        return ChannelResult(self.name, "inbox: refused", ErrorClass.PERMANENT)
+
+    monkeypatch.setattr(InboxChannel, "deliver", refuse)
+    t0 = timezone.now()
+    row = escalating()
+    assert run_tick().counts()["dead_lettered"] == 1
+    assert not InboxMessage.objects.exists() and not mailoutbox
+    assert Notification.objects.get(pk=row.pk).state(t0) == State.ESCALATION
+    tick_at(clock, t0 + timedelta(seconds=AFTER))
+    assert len(mailoutbox) == 1
+    assert not Notification.objects.filter(pk=row.pk).exists()
+
+
+def test_an_invalid_row_is_dead_lettered_without_escalating(clock, mailoutbox):
+    t0 = timezone.now()
+    row = escalating()
+    Notification.objects.filter(pk=row.pk).update(escalate_to=["nowhere"])  # around validation
+    tick_at(clock, t0)
+    tick_at(clock, t0 + timedelta(seconds=AFTER))
+    assert not mailoutbox
+    assert Notification.objects.get(pk=row.pk).state(t0 + timedelta(seconds=AFTER)) == State.DEAD
+
+
+def test_a_digest_row_cannot_escalate():
+    assert refused_on(digest_key="orders", digest_window=60) == ["escalate_after"]
+
+
+def test_an_escalation_to_email_needs_an_address():
+    assert refused_on(email_to=[]) == ["email_to"]
+
+
+# --- the admin and the status -----------------------------------------------------------------
+
+
+def test_the_admin_lists_a_waiting_escalation_with_its_deadline(clock, admin_client):
+    t0 = timezone.now()
+    row = escalating()
+    other = escalating(key="not-yet", fire_at=t0 + timedelta(days=1))
+    tick_at(clock, t0)
+    html = admin_client.get("/admin/notifications/notification/", {"state": "escalation"}).content.decode()
+    assert f'value="{row.pk}"' in html and f'value="{other.pk}"' not in html
+    deadline = (t0 + timedelta(seconds=AFTER)).isoformat()
+    assert re.search(rf'escalates</span> <time class="nq-moment" datetime="{re.escape(deadline)}"[^>]*>in 1 h<', html)
+    assert 'href="?state=escalation"' in admin_client.get("/admin/notifications/notification/").content.decode()
+
+
+def test_notifications_status_counts_escalations(clock):
+    t0 = timezone.now()
+    escalating()
+    tick_at(clock, t0)
+    out = io.StringIO()
+    call_command("notifications_status", "--json", stdout=out)
+    assert json.loads(out.getvalue())["counts"]["escalation"] == 1

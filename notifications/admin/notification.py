@@ -100,6 +100,7 @@ LIST_COLUMNS = (
     "held_for",
     "digest_key",
     "digest_id",
+    "escalation_of",  # the `escalation` state, and its deadline on the list
     "attachments",  # whether the row is held for the attachments' storage (`held`): a small list, no content
     "category",  # whether the row is held for the unsubscribe links' public URL (`held`)
 )
@@ -368,6 +369,8 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
             upcoming = (gettext("paused"), obj.paused_at)
         elif obj.next_fire_at is not None and obj.next_fire_at <= timezone.now():
             upcoming = (gettext("due"), obj.next_fire_at)
+        elif obj.escalation_of is not None:  # the deadline: unread by then, it escalates
+            upcoming = (gettext("escalates"), obj.next_fire_at)
         else:
             upcoming = (gettext("next"), obj.next_fire_at)
         lines = [

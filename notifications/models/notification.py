@@ -357,6 +357,10 @@ class Notification(SettledOnMySQL, models.Model):
     # `next_fire_at` is the due time. `max_delay` counts from it.
     firing_due_at = models.DateTimeField(null=True, blank=True, editable=False)
     pending_channels = models.JSONField(null=True, blank=True, editable=False)
+    # While the row waits as an escalation: the firing whose inbox message decides whether
+    # it goes out (`notifications.outcomes.escalation`); the current firing is the
+    # escalation's own and owes `escalate_to`. NULL: not an escalation.
+    escalation_of = models.UUIDField(null=True, blank=True, editable=False)
     # The email recipients a firing still owes after a server deferred some of them (an SMTP
     # 4xx to RCPT, as greylisting answers) and took the message for the others:
     # `{"firing": "<firing_id>", "addresses": [...]}` (normalised addresses). It counts only
@@ -415,6 +419,11 @@ class Notification(SettledOnMySQL, models.Model):
                 fields=["digest_key", "recipient"], name="notification_digest_group_idx", condition=~Q(digest_key="")
             ),
             WholeIndex(fields=["digest_id"], name="notification_digest_idx", condition=Q(digest_id__isnull=False)),
+            # Rows waiting as an escalation, found each tick to settle cancelled ones
+            # (notifications.store.escalations): only they carry `escalation_of`.
+            WholeIndex(
+                fields=["escalation_of"], name="notification_escalation_idx", condition=Q(escalation_of__isnull=False)
+            ),
         ]
         constraints = [
             # Keys are unique among rows that have one, enforced by the database so that
@@ -518,9 +527,12 @@ class Notification(SettledOnMySQL, models.Model):
     @property
     def owed_channels(self) -> list[str]:
         """Channels the current firing still has to deliver, in the row's order."""
+        channels = self.channel_list
+        if self.escalation_of is not None:  # the escalation's firing: its own channels
+            channels = [c for c in self.escalate_to if isinstance(c, str)] if isinstance(self.escalate_to, list) else []
         if not self.pending_channels:
-            return self.channel_list
-        return [c for c in self.channel_list if c in self.pending_channels]
+            return channels
+        return [c for c in channels if c in self.pending_channels]
 
     @property
     def owed_recipients(self) -> set[str] | None:

@@ -321,7 +321,7 @@ def field_errors(row: Notification, storable: Errors | None = None) -> Errors:
     for part in (
         {"channels": channels.list_errors(row.channels), "routing": routing_errors(row.routing)},
         channel_data_errors(row),
-        channels.row_errors(row, named),
+        channels.row_errors(row, named + escalation_channels(row, named)),
         {"payload": payload_errors(row.payload)},
         _schedule_errors(row),
         _limit_errors(row),
@@ -416,6 +416,13 @@ def digest_errors(row: Notification) -> Errors:
 ESCALATE_UNLESS = ("read", "seen")
 
 
+def escalation_channels(row: Notification, named: list[str]) -> list[str]:
+    """The channels the escalation goes out through, not already among `named`: the row
+    must be right for them too (an email address for an escalation to email)."""
+    to = row.escalate_to if isinstance(row.escalate_to, list) else []
+    return [c for c in to if isinstance(c, str) and c not in named]
+
+
 def escalation_errors(row: Notification, known: tuple[str, ...]) -> Errors:
     """`escalate_after` and `escalate_to` go together, on a one-shot row; `escalate_to` is a
     non-empty list of registered channels, each once; `escalate_unless` is "read" or "seen".
@@ -435,6 +442,8 @@ def escalation_errors(row: Notification, known: tuple[str, ...]) -> Errors:
         errors["escalate_after"] = [f"Give at most {MAX_DELAY_SECONDS:,} seconds (a hundred years)."]
     elif row.recurrence_rule:
         errors["escalate_after"] = ["A recurring row cannot escalate: give escalate_after to a one-shot row."]
+    elif row.digest_key:
+        errors["escalate_after"] = ["A row of a digest cannot escalate: its message is the digest's."]
     if not isinstance(to, list) or not to:
         errors["escalate_to"] = [f"Give a non-empty list of channels to escalate to: {', '.join(map(repr, known))}."]
     else:

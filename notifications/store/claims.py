@@ -35,6 +35,7 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Case, DateTimeField, ExpressionWrapper, IntegerField, Q, QuerySet, Value, When
 from django.db.models.expressions import RawSQL
 
+from notifications.channels import registry
 from notifications.conf import low_priority_aging
 from notifications.databases import DatabaseNow
 from notifications.models import Notification, Priority, validation
@@ -100,6 +101,11 @@ def selection(now: datetime, limit: int, *, lock: bool = False, queues: tuple[st
             due = due.filter(queue_name__in=queues)
         # Rows that joined a digest go out with it, whole (notifications.services.digests).
         due = due.filter(digest_id__isnull=True).order_by("next_fire_at", "id")
+        # An escalation whose message reached its state is never claimed: a mark committed
+        # before this statement wins (`store.escalations` settles such rows).
+        cancelled = registry.escalation_cancelled()
+        if cancelled is not None:
+            due = due.exclude(Q(escalation_of__isnull=False) & cancelled)
         query = due.values("id", "next_fire_at")[:limit]
         if lock:
             query = query.select_for_update(skip_locked=True)

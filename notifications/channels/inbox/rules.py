@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from django.db.models import Exists, OuterRef, Q
 from django.utils.translation import gettext_lazy as _
 
 from notifications.channels.base import ChannelAnswers
@@ -96,6 +97,14 @@ class InboxRules(ChannelAnswers):
     def check(cls, name: str, options: dict[str, Any]) -> list[CheckMessage]:
         """How long messages are kept (W050)."""
         return checks.check_retention()
+
+    def escalation_cancelled(self) -> Q:
+        """Rows whose inbox message of the firing escalated on (`escalation_of`) reached
+        `escalate_unless`: read (archived implies read), or seen (read implies seen)."""
+        of_firing = InboxMessage.objects.filter(notification_id=OuterRef("pk"), firing_id=OuterRef("escalation_of"))
+        read = Exists(of_firing.filter(read_at__isnull=False))
+        seen = Exists(of_firing.filter(seen_at__isnull=False))
+        return Q(read, escalate_unless="read") | Q(seen, escalate_unless="seen")
 
     def destination(self, row: Notification) -> str:
         return row.recipient or "?"
