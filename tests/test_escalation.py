@@ -6,20 +6,23 @@ from __future__ import annotations
 import io
 import json
 import re
+import threading
 from datetime import timedelta
 
 import pytest
 from django.core.exceptions import ValidationError
 from django.core.management import call_command
+from django.db import connection as db_connection
 from django.test import override_settings
 from django.utils import timezone
 
 from notifications import inbox
+from notifications.api import run_tick, schedule, set_preference
 from notifications.channels import ChannelResult, ErrorClass
 from notifications.channels.inbox.channel import InboxChannel
-from notifications.api import run_tick, schedule, set_preference
 from notifications.models import DeliveryAttempt, InboxMessage, Notification
 from notifications.models.states import State
+from notifications.store import claims
 from notifications.testing import capture_notifications
 
 URL = "https://hooks.example.com/escalate"
@@ -254,3 +257,61 @@ def test_notifications_status_counts_escalations(clock):
     out = io.StringIO()
     call_command("notifications_status", "--json", stdout=out)
     assert json.loads(out.getvalue())["counts"]["escalation"] == 1
+
+
+# --- marks racing the claim -------------------------------------------------------------------
+
+RACING = 12
+
+
+def mark_in_another_connection(pks):
+    """Mark the messages of rows `pks` read in a thread of its own (its own connection),
+    committed when it returns."""
+
+    def work():
+        try:
+            for message in InboxMessage.objects.filter(notification_id__in=pks):
+                inbox.mark(message.recipient, [message.pk], "read")
+        finally:
+            db_connection.close()
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_marks_committed_before_the_claim_win_and_marks_after_it_do_not(clock, mailoutbox, monkeypatch):
+    t0 = timezone.now()
+    rows = [escalating(recipient=f"user:{n}", email_to=f"u{n}@example.com").pk for n in range(RACING)]
+    tick_at(clock, t0)
+    assert InboxMessage.objects.count() == RACING
+    early, at_claim, late = rows[:4], rows[4:8], rows[8:]
+    mark_in_another_connection(early)  # read well before the deadline
+    real_mark = claims.mark
+
+    def racing_mark(*args, **kwargs):
+        # Past the cancelled rows' settling, just before the claim: a mark committed now wins.
+        mark_in_another_connection(at_claim)
+        claimed = real_mark(*args, **kwargs)
+        mark_in_another_connection(late)  # committed just after the claim: too late
+        return claimed
+
+    monkeypatch.setattr(claims, "mark", racing_mark)
+    tick_at(clock, t0 + timedelta(seconds=AFTER))
+    monkeypatch.setattr(claims, "mark", real_mark)
+    tick_at(clock, t0 + timedelta(seconds=AFTER + 60))
+
+    escalated = sorted(address for message in mailoutbox for address in message.to)
+    assert escalated == sorted(f"u{rows.index(pk)}@example.com" for pk in late)  # each once
+    assert not Notification.objects.filter(pk__in=rows).exists()
+    cancelled = DeliveryAttempt.objects.filter(outcome="cancelled", summary="cancelled: read")
+    assert sorted(cancelled.values_list("notification_id", flat=True)) == sorted(early + at_claim)
+    read_in_time = set(
+        InboxMessage.objects.filter(notification_id__in=early + at_claim, read_at__isnull=False).values_list(
+            "notification_id", flat=True
+        )
+    )
+    sent = set(DeliveryAttempt.objects.filter(channel="email", outcome="ok").values_list("notification_id", flat=True))
+    assert read_in_time == set(early + at_claim) and not read_in_time & sent

@@ -101,11 +101,7 @@ def selection(now: datetime, limit: int, *, lock: bool = False, queues: tuple[st
             due = due.filter(queue_name__in=queues)
         # Rows that joined a digest go out with it, whole (notifications.services.digests).
         due = due.filter(digest_id__isnull=True).order_by("next_fire_at", "id")
-        # An escalation whose message reached its state is never claimed: a mark committed
-        # before this statement wins (`store.escalations` settles such rows).
-        cancelled = registry.escalation_cancelled()
-        if cancelled is not None:
-            due = due.exclude(Q(escalation_of__isnull=False) & cancelled)
+        due = not_cancelled(due)
         query = due.values("id", "next_fire_at")[:limit]
         if lock:
             query = query.select_for_update(skip_locked=True)
@@ -116,6 +112,13 @@ def selection(now: datetime, limit: int, *, lock: bool = False, queues: tuple[st
     union = " UNION ALL ".join(branches)
     sql = f"SELECT u.id FROM ({union}) u ORDER BY u.claim_rank, u.next_fire_at, u.id LIMIT {int(limit)}"  # noqa: S608
     return sql, params
+
+
+def not_cancelled(rows: QuerySet[Notification, Any]) -> QuerySet[Notification, Any]:
+    """`rows` but escalations whose message reached its state: never claimed, so a mark
+    committed before the claim wins (`store.escalations` settles them)."""
+    cancelled = registry.escalation_cancelled()
+    return rows if cancelled is None else rows.exclude(Q(escalation_of__isnull=False) & cancelled)
 
 
 def due_query(now: datetime, limit: int) -> QuerySet[Notification, Any]:
@@ -223,7 +226,7 @@ def mark(token: uuid.UUID, now: datetime, limit: int, lease: float, *, queues: t
             ids = selected_ids(now, limit, lock=lock, queues=queues)
             if not ids:
                 return 0
-            claimable = Notification.objects.due(now, lease_clock=DatabaseNow()).filter(pk__in=ids)
+            claimable = not_cancelled(Notification.objects.due(now, lease_clock=DatabaseNow()).filter(pk__in=ids))
             return claimable.update(claim_token=token, claimed_until=lease_end(lease))
         due = RawSQL(*selection(now, limit, lock=lock, queues=queues))  # noqa: S611 - the ORM's own SQL, values as parameters
         return Notification.objects.filter(pk__in=due).update(claim_token=token, claimed_until=lease_end(lease))
