@@ -29,7 +29,7 @@ import logging
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Case, DateTimeField, ExpressionWrapper, IntegerField, Q, QuerySet, Value, When
@@ -42,6 +42,7 @@ from notifications.models import Notification, Priority, validation
 from notifications.store import reconnecting
 
 logger = logging.getLogger("notifications.tick")
+QS = TypeVar("QS", bound=QuerySet[Any, Any])
 
 # Errors that mean the database itself is unwell, not one row: they end the tick
 # (rows stay claimed until the lease runs out) instead of condemning healthy rows.
@@ -114,7 +115,7 @@ def selection(now: datetime, limit: int, *, lock: bool = False, queues: tuple[st
     return sql, params
 
 
-def not_cancelled(rows: QuerySet[Notification, Any]) -> QuerySet[Notification, Any]:
+def not_cancelled(rows: QS) -> QS:
     """`rows` but escalations whose message reached its state: never claimed, so a mark
     committed before the claim wins (`store.escalations` settles them)."""
     cancelled = registry.escalation_cancelled()
