@@ -58,6 +58,7 @@ def test_counts_per_state_match_the_admin_filter_in_two_queries():
         "paused": 0,
         "expired": 0,
         "digest": 0,
+        "escalation": 0,
     }
     for state in State:
         assert health.counts[state.value] == Notification.objects.in_state(state.value, now).count(), state
@@ -141,7 +142,9 @@ def test_status_command_prints_the_facts_and_passes_while_ticks_run(capsys):
 
     out = capsys.readouterr().out.splitlines()
     assert (
-        out[0] == "rows: due=0 scheduled=0 retrying=0 partial=1 dead=1 parked=0 paused=0 expired=0 digest=0 in_flight=0"
+        out[0]
+        == "rows: due=0 scheduled=0 retrying=0 partial=1 dead=1 parked=0 paused=0 expired=0 digest=0 escalation=0"
+        " in_flight=0"
     )
     assert out[1] == "oldest due: none"
     assert out[2].startswith("last tick: ") and f"on {socket.gethostname()}" in out[2]

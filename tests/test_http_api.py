@@ -323,3 +323,13 @@ def test_a_token_over_its_rate_is_429_with_retry_after(api, base, document):
     assert limited.status_code == 429 and 1 <= int(limited.headers["Retry-After"]) <= 60
     # another token has its own bucket
     assert Client(base, document, tokens.create("other", ["read"])[1])("GET", "/notifications/1").status_code == 404
+
+
+def test_an_escalation_is_scheduled_and_refused_through_schedule_s_rules(api):
+    row = {"channels": ["inbox"], "recipient": "user:7", "subject": "Hi", "body": "Hi", "email_to": "ada@example.com"}
+    made = api("POST", "/notifications", {**row, "escalate_after": 600, "escalate_to": ["email"]})
+    assert made.status_code == 201
+    saved = Notification.objects.get(pk=made.json()["id"])
+    assert (saved.escalate_after, saved.escalate_to, saved.escalate_unless) == (600, ["email"], "read")
+    refused = api("POST", "/notifications", {**row, "escalate_after": 600, "escalate_to": ["inbox"]})
+    assert refused.status_code == 422 and set(refused.json()["errors"]) == {"escalate_to"}

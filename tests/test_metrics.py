@@ -90,7 +90,18 @@ def test_rows_per_state_lag_and_circuits(admin_client, traffic):
 
     rows = {dict(labels)["state"]: value for labels, value in samples["notifications_rows"].items()}
     assert rows["retrying"] == 1 and rows["dead"] == 1 and rows["due"] == 1
-    assert set(rows) == {"due", "scheduled", "retrying", "partial", "dead", "parked", "paused", "expired", "digest"}
+    assert set(rows) == {
+        "due",
+        "scheduled",
+        "retrying",
+        "partial",
+        "dead",
+        "parked",
+        "paused",
+        "expired",
+        "digest",
+        "escalation",
+    }
     assert 89 <= samples["notifications_oldest_due_seconds"][()] < 120
     assert samples["notifications_open_circuits"][()] == 1
     assert samples["notifications_last_tick_timestamp_seconds"][()] > 0

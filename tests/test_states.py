@@ -29,6 +29,7 @@ COLUMNS = {
     "paused_at": [None, NOW - timedelta(hours=2)],
     "expired_at": [None, NOW - timedelta(hours=3)],
     "digest_id": [None, uuid.UUID(int=7)],  # in a digest, or not
+    "escalation_of": [None, uuid.UUID(int=8)],  # waiting as an escalation, or not
 }
 
 
@@ -68,6 +69,8 @@ def test_health_counts_each_state_with_the_same_conditions(every_combination):
     [
         ({"next_fire_at": NOW}, State.DUE),  # due at its instant
         ({"next_fire_at": NOW + MINUTE}, State.SCHEDULED),
+        ({"next_fire_at": NOW + MINUTE, "escalation_of": uuid.UUID(int=8)}, State.ESCALATION),
+        ({"next_fire_at": NOW, "escalation_of": uuid.UUID(int=8)}, State.DUE),  # its deadline came
         ({"next_fire_at": None}, State.PARKED),
         ({"error_count": 1, "next_fire_at": NOW + MINUTE}, State.RETRYING),
         ({"failed_channels": ["webhook"], "next_fire_at": None}, State.PARTIAL),

@@ -100,6 +100,7 @@ LIST_COLUMNS = (
     "held_for",
     "digest_key",
     "digest_id",
+    "escalation_of",  # the `escalation` state, and its deadline on the list
     "attachments",  # whether the row is held for the attachments' storage (`held`): a small list, no content
     "category",  # whether the row is held for the unsubscribe links' public URL (`held`)
 )
@@ -231,6 +232,7 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
         (_("Schedule"), {"fields": ["recurrence_rule", "timezone", "next_fire_at", "upcoming"]}),
         (_("Limits"), {"fields": ["expires_at", "max_delay", "quiet_hours", "max_retries", "backoff"]}),
         (_("Digest"), {"fields": ["digest_key", "digest_window", "digest_members"]}),
+        (_("Escalation"), {"fields": ["escalate_after", "escalate_to", "escalate_unless"]}),
         (
             _("Email"),
             {
@@ -367,6 +369,8 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
             upcoming = (gettext("paused"), obj.paused_at)
         elif obj.next_fire_at is not None and obj.next_fire_at <= timezone.now():
             upcoming = (gettext("due"), obj.next_fire_at)
+        elif obj.escalation_of is not None:  # the deadline: unread by then, it escalates
+            upcoming = (gettext("escalates"), obj.next_fire_at)
         else:
             upcoming = (gettext("next"), obj.next_fire_at)
         lines = [

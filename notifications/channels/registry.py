@@ -26,7 +26,9 @@ naming it are accepted and held, not sent, until the setting is fixed.
 
 from __future__ import annotations
 
+import functools
 import logging
+import operator
 import re
 import threading
 from collections.abc import Callable, Mapping
@@ -39,6 +41,8 @@ from django.utils.module_loading import import_string
 from notifications.conf import app_settings
 
 if TYPE_CHECKING:
+    from django.db.models import Q
+
     from notifications.channels.base import Channel, ChannelAnswers
     from notifications.conf import TickSettings
 
@@ -246,3 +250,10 @@ def open_for_tick(settings: TickSettings) -> dict[str, Channel]:
     cannot be loaded or constructed is a `BrokenChannel` (its rows held, as `channel(name)`
     says) instead of a tick that crashes."""
     return {name: construct(entry, settings) for name, entry in entries().items()}
+
+
+def escalation_cancelled() -> Q | None:
+    """Rows waiting as an escalation that a channel's delivery cancelled (each channel's
+    `escalation_cancelled`, joined), or None when no registered channel cancels any."""
+    found = [q for q in (answers.escalation_cancelled() for answers in _instances().values()) if q is not None]
+    return functools.reduce(operator.or_, found) if found else None

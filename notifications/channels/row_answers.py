@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 from django.core.exceptions import ValidationError
 
 if TYPE_CHECKING:
+    from django.db.models import Q
+
     from notifications.models import Notification
 
 
@@ -44,6 +46,13 @@ class RowAnswers:
         except ValidationError as exc:
             return {"channel_data": [f"{self.name}: {message}" for message in exc.messages]}
         return {}
+
+    def escalation_cancelled(self) -> Q | None:
+        """The rows waiting as an escalation (`Notification.escalation_of`) whose escalation
+        this channel's delivery cancelled (its message reached `escalate_unless`), as a
+        filter the claim leaves out and the tick settles: None, for a channel that delivers
+        nothing an escalation waits on."""
+        return None
 
     def unnamed_errors(self, row: Notification) -> dict[str, list[str]]:
         """What is wrong with this channel's own fields on a row that does not name it (a

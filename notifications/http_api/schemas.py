@@ -60,6 +60,9 @@ class NotificationIn(Schema):
     category: str | None = None
     digest_key: str | None = None
     digest_window: int | None = None
+    escalate_after: int | None = None
+    escalate_to: list[str] | None = None
+    escalate_unless: str | None = None
     attachments: list[AttachmentIn] | None = None
     fire_at: AwareDatetime | None = None
     key: str | None = None

@@ -24,6 +24,7 @@ class DeliveryAttempt(SettledOnMySQL, models.Model):
         FAILED = "failed", "Failed"
         SKIPPED = "skipped", "Skipped (the recipient turned it off)"
         THROTTLED = "throttled", "Skipped (throttled)"
+        CANCELLED = "cancelled", "Cancelled (an escalation whose message was read in time)"
 
     notification = models.ForeignKey(
         Notification,

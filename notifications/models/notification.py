@@ -67,6 +67,9 @@ USER_FIELDS = (
     "category",
     "digest_key",
     "digest_window",
+    "escalate_after",
+    "escalate_to",
+    "escalate_unless",
 )
 
 
@@ -307,6 +310,23 @@ class Notification(SettledOnMySQL, models.Model):
     digest_window = models.PositiveIntegerField(
         null=True, blank=True, help_text="Seconds a digest collects rows, from the first one due."
     )
+    # Escalation (SPEC v5): unless the firing's inbox message reaches `escalate_unless`
+    # within `escalate_after` seconds of its creation, the notification goes out once more
+    # through `escalate_to`. The core's rules: models/validation.py; the inbox's: its package.
+    escalate_after = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Seconds an inbox message may stay unread before the escalation goes out."
+    )
+    escalate_to = models.JSONField(
+        default=list, blank=True, help_text='Channels the escalation goes out through, e.g. ["email"].'
+    )
+    escalate_unless = models.CharField(
+        max_length=10,
+        choices=[("read", "Read"), ("seen", "Seen")],
+        blank=True,
+        default="read",
+        db_default="read",
+        help_text="The state of the inbox message that cancels the escalation.",
+    )
     # The digest this row has joined (rows of one digest share it, and settle as one);
     # NULL: not in one (yet). Rows that share it also share their firing's state.
     digest_id = models.UUIDField(null=True, blank=True, editable=False)
@@ -337,6 +357,10 @@ class Notification(SettledOnMySQL, models.Model):
     # `next_fire_at` is the due time. `max_delay` counts from it.
     firing_due_at = models.DateTimeField(null=True, blank=True, editable=False)
     pending_channels = models.JSONField(null=True, blank=True, editable=False)
+    # While the row waits as an escalation: the firing whose inbox message decides whether
+    # it goes out (`notifications.outcomes.escalation`); the current firing is the
+    # escalation's own and owes `escalate_to`. NULL: not an escalation.
+    escalation_of = models.UUIDField(null=True, blank=True, editable=False)
     # The email recipients a firing still owes after a server deferred some of them (an SMTP
     # 4xx to RCPT, as greylisting answers) and took the message for the others:
     # `{"firing": "<firing_id>", "addresses": [...]}` (normalised addresses). It counts only
@@ -395,6 +419,11 @@ class Notification(SettledOnMySQL, models.Model):
                 fields=["digest_key", "recipient"], name="notification_digest_group_idx", condition=~Q(digest_key="")
             ),
             WholeIndex(fields=["digest_id"], name="notification_digest_idx", condition=Q(digest_id__isnull=False)),
+            # Rows waiting as an escalation, found each tick to settle cancelled ones
+            # (notifications.store.escalations): only they carry `escalation_of`.
+            WholeIndex(
+                fields=["escalation_of"], name="notification_escalation_idx", condition=Q(escalation_of__isnull=False)
+            ),
         ]
         constraints = [
             # Keys are unique among rows that have one, enforced by the database so that
@@ -451,7 +480,11 @@ class Notification(SettledOnMySQL, models.Model):
         if unstorable:
             exclude = {*(exclude or ()), *unstorable}
         # Django's IntegerField raises OverflowError on float("inf"): clean() refuses it.
-        infinite = [n for n in ("max_delay", "max_retries", "digest_window") if validation.not_finite(getattr(self, n))]
+        infinite = [
+            n
+            for n in ("max_delay", "max_retries", "digest_window", "escalate_after")
+            if validation.not_finite(getattr(self, n))
+        ]
         if infinite:
             exclude = {*(exclude or ()), *infinite}
         cleaning.clean_fields(self, exclude)  # Django's, on the fields a cheap look cannot clear
@@ -459,6 +492,8 @@ class Notification(SettledOnMySQL, models.Model):
     def clean(self) -> None:
         if self.routing == "":
             self.routing = Routing.ALL
+        if self.escalate_unless == "":  # a form left blank: the default
+            self.escalate_unless = "read"
         validation.validate(self, self.__dict__.pop("_unstorable", None))
 
     def validate_constraints(self, exclude: Any = None) -> None:
@@ -492,9 +527,12 @@ class Notification(SettledOnMySQL, models.Model):
     @property
     def owed_channels(self) -> list[str]:
         """Channels the current firing still has to deliver, in the row's order."""
+        channels = self.channel_list
+        if self.escalation_of is not None:  # the escalation's firing: its own channels
+            channels = [c for c in self.escalate_to if isinstance(c, str)] if isinstance(self.escalate_to, list) else []
         if not self.pending_channels:
-            return self.channel_list
-        return [c for c in self.channel_list if c in self.pending_channels]
+            return channels
+        return [c for c in channels if c in self.pending_channels]
 
     @property
     def owed_recipients(self) -> set[str] | None:

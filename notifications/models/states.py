@@ -37,6 +37,7 @@ class State(models.TextChoices):
     PAUSED = "paused", _("Paused")
     EXPIRED = "expired", _("Expired")
     DIGEST = "digest", _("In a digest")
+    ESCALATION = "escalation", _("Escalation")
 
 
 # What `last_error` starts with after a partial failure: operators read it there (the
@@ -98,6 +99,10 @@ IN_TIME = Condition(Q(expired_at__isnull=True), lambda r, now: r.expired_at is N
 IN_DIGEST = Condition(Q(digest_id__isnull=False), lambda r, now: r.digest_id is not None)
 UNGROUPED = Condition(Q(digest_id__isnull=True), lambda r, now: r.digest_id is None)
 
+# Whether the row waits as an escalation (`notifications.outcomes.escalation`).
+ESCALATING = Condition(Q(escalation_of__isnull=False), lambda r, now: r.escalation_of is not None)
+FIRST_FIRING = Condition(Q(escalation_of__isnull=True), lambda r, now: r.escalation_of is None)
+
 ACTIVE = RUNNING & IN_TIME  # neither paused by hand nor holding an expired firing
 HEALTHY = ALIVE & WHOLE & CLEAN  # no failure on record: the row just waits for its due time
 # Rows of digests still to go out, collecting rows or due and not yet sent: what "open
@@ -112,7 +117,7 @@ DEAD_LETTERS = RUNNING & DEAD_LETTERED
 # row is paused whatever else it holds; an expired firing shows before a dead letter.
 STATES: dict[State, Condition] = {
     State.DUE: ACTIVE & HEALTHY & REACHED,
-    State.SCHEDULED: ACTIVE & HEALTHY & AHEAD & UNGROUPED,
+    State.SCHEDULED: ACTIVE & HEALTHY & AHEAD & UNGROUPED & FIRST_FIRING,
     State.RETRYING: ACTIVE & ALIVE & WHOLE & FAILING,
     State.PARTIAL: ACTIVE & ALIVE & PARTLY_FAILED,
     State.DEAD: ACTIVE & DEAD_LETTERED,
@@ -120,7 +125,10 @@ STATES: dict[State, Condition] = {
     State.PAUSED: PAUSED,
     State.EXPIRED: RUNNING & EXPIRED,
     # Waiting in a digest for its window to end (or for quiet hours, a rate limit ...).
-    State.DIGEST: ACTIVE & HEALTHY & AHEAD & IN_DIGEST,
+    State.DIGEST: ACTIVE & HEALTHY & AHEAD & IN_DIGEST & FIRST_FIRING,
+    # Waiting for its deadline (`next_fire_at`): unless the inbox message is read by then,
+    # the escalation goes out.
+    State.ESCALATION: ACTIVE & HEALTHY & AHEAD & ESCALATING,
 }
 
 

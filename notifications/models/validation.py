@@ -321,12 +321,13 @@ def field_errors(row: Notification, storable: Errors | None = None) -> Errors:
     for part in (
         {"channels": channels.list_errors(row.channels), "routing": routing_errors(row.routing)},
         channel_data_errors(row),
-        channels.row_errors(row, named),
+        channels.row_errors(row, named + escalation_channels(row, named)),
         {"payload": payload_errors(row.payload)},
         _schedule_errors(row),
         _limit_errors(row),
         _delivery_errors(row, named),
         digest_errors(row),
+        escalation_errors(row, channels.names()),
     ):
         for field, messages in part.items():
             if messages and field not in unstorable:
@@ -410,6 +411,48 @@ def digest_errors(row: Notification) -> Errors:
     if window > MAX_DELAY_SECONDS:
         return {"digest_window": [f"Give at most {MAX_DELAY_SECONDS:,} seconds (a hundred years)."]}
     return {}
+
+
+ESCALATE_UNLESS = ("read", "seen")
+
+
+def escalation_channels(row: Notification, named: list[str]) -> list[str]:
+    """The channels the escalation goes out through, not already among `named`: the row
+    must be right for them too (an email address for an escalation to email)."""
+    to = row.escalate_to if isinstance(row.escalate_to, list) else []
+    return [c for c in to if isinstance(c, str) and c not in named]
+
+
+def escalation_errors(row: Notification, known: tuple[str, ...]) -> Errors:
+    """`escalate_after` and `escalate_to` go together, on a one-shot row; `escalate_to` is a
+    non-empty list of registered channels, each once; `escalate_unless` is "read" or "seen".
+    What the inbox needs of such a row (itself among `channels`, not in `escalate_to`) is
+    the inbox channel's rule."""
+    after, to, unless = row.escalate_after, row.escalate_to, row.escalate_unless
+    errors: Errors = {}
+    if unless not in ESCALATE_UNLESS:
+        errors["escalate_unless"] = [f"Give {' or '.join(map(repr, ESCALATE_UNLESS))}."]
+    if after is None and to in (None, []):
+        return errors
+    if after is None:
+        errors["escalate_after"] = ["An escalate_to needs an escalate_after: the seconds a message may stay unread."]
+    elif not is_positive(after, integer=True):
+        errors["escalate_after"] = ["Give a positive number of seconds."]
+    elif after > MAX_DELAY_SECONDS:
+        errors["escalate_after"] = [f"Give at most {MAX_DELAY_SECONDS:,} seconds (a hundred years)."]
+    elif row.recurrence_rule:
+        errors["escalate_after"] = ["A recurring row cannot escalate: give escalate_after to a one-shot row."]
+    elif row.digest_key:
+        errors["escalate_after"] = ["A row of a digest cannot escalate: its message is the digest's."]
+    if not isinstance(to, list) or not to:
+        errors["escalate_to"] = [f"Give a non-empty list of channels to escalate to: {', '.join(map(repr, known))}."]
+    else:
+        unknown = [c for c in to if c not in known]
+        if unknown:
+            errors["escalate_to"] = [f"Unknown channel(s): {', '.join(map(repr, unknown))}."]
+        elif len(set(to)) != len(to):
+            errors["escalate_to"] = ["Each channel may appear only once."]
+    return errors
 
 
 def _sentence(exc: Exception) -> str:

@@ -84,4 +84,4 @@ def settle_held(row: Notification, hold: Hold, now: datetime) -> Outcome:
 def settle_invalid(row: Notification, reason: str, now: datetime, policy: Policy) -> Outcome:
     """A row that bypassed validation cannot be delivered: dead-letter it with the reason
     (`notifications.models.validation.describe` of its errors)."""
-    return dead_letter(row, now, reason, policy, skip_forward=False)
+    return dead_letter(row, now, reason, policy, skip_forward=False, escalate=False)

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from notifications.channels import ChannelResult, ErrorClass
+from notifications.outcomes.escalation import escalates, wait_as_escalation
 from notifications.outcomes.kinds import Kind, Outcome
 from notifications.rules import expiry, retry
 
@@ -107,6 +108,9 @@ def _advance(
         # dead letter (requeueing it would only fire the schedule early). The delivery
         # log keeps that history.
         row.dead_lettered_at = None
+    elif kind in (Kind.SUCCEEDED, Kind.SKIPPED) and escalates(row):
+        row.note_error(None)
+        return wait_as_escalation(row, now, kind, "", results)
     elif kind in (Kind.SUCCEEDED, Kind.SKIPPED):
         return Outcome(row, kind, delete=True, results=results)
     else:
@@ -153,9 +157,14 @@ def dead_letter(
     *,
     results: list[ChannelResult] | None = None,
     skip_forward: bool = True,
+    escalate: bool = True,
 ) -> Outcome:
-    """Dead-letter the firing; a recurring row's schedule skips forward past now."""
+    """Dead-letter the firing; a recurring row's schedule skips forward past now, and a row
+    that escalates (`escalate`: unless it is invalid) waits as its escalation."""
     policy = policy.for_row(row.max_retries, row.backoff)
+    if escalate and escalates(row):  # the inbox left no message: the escalation goes out at the deadline
+        row.note_error(error)
+        return wait_as_escalation(row, now, Kind.DEAD_LETTERED, error, results or [])
     row.dead_lettered_at = now
     row.note_error(error)
     next_at = None

@@ -17,6 +17,7 @@ The modules, each importing only those above it in this list:
 - `tallies`: the monitoring totals (`Tally`) the write-back and the tick record add to.
 - `digests`: filing rows into digests, claiming whole digests, settling one as one.
 - `batches`: `next_batch`, a tick's due rows and due digests under one token.
+- `escalations`: `settle_cancelled`, escalations whose message reached its state.
 - `writeback`: `WriteBack`, `save_outcomes`, `attempt_records`, `delivery_counts`, `suppress`.
 - `housekeeping`: `prune_history`, `prune`, `record_tick`.
 
@@ -31,6 +32,7 @@ from __future__ import annotations
 from notifications.store.batches import next_batch
 from notifications.store.claims import Claim, Refused, release_held, release_tokens
 from notifications.store.digests import file_due
+from notifications.store.escalations import settle_cancelled
 from notifications.store.housekeeping import prune, prune_history, record_tick
 from notifications.store.reconnecting import DATABASE_ERRORS, error_code, retry
 from notifications.store.writeback import WriteBack, Written, attempt_records, save_outcomes, suppress
@@ -52,5 +54,6 @@ __all__ = [
     "release_tokens",
     "retry",
     "save_outcomes",
+    "settle_cancelled",
     "suppress",
 ]

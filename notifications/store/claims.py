@@ -29,18 +29,20 @@ import logging
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Case, DateTimeField, ExpressionWrapper, IntegerField, Q, QuerySet, Value, When
 from django.db.models.expressions import RawSQL
 
+from notifications.channels import registry
 from notifications.conf import low_priority_aging
 from notifications.databases import DatabaseNow
 from notifications.models import Notification, Priority, validation
 from notifications.store import reconnecting
 
 logger = logging.getLogger("notifications.tick")
+QS = TypeVar("QS", bound=QuerySet[Any, Any])
 
 # Errors that mean the database itself is unwell, not one row: they end the tick
 # (rows stay claimed until the lease runs out) instead of condemning healthy rows.
@@ -100,6 +102,7 @@ def selection(now: datetime, limit: int, *, lock: bool = False, queues: tuple[st
             due = due.filter(queue_name__in=queues)
         # Rows that joined a digest go out with it, whole (notifications.services.digests).
         due = due.filter(digest_id__isnull=True).order_by("next_fire_at", "id")
+        due = not_cancelled(due)
         query = due.values("id", "next_fire_at")[:limit]
         if lock:
             query = query.select_for_update(skip_locked=True)
@@ -110,6 +113,13 @@ def selection(now: datetime, limit: int, *, lock: bool = False, queues: tuple[st
     union = " UNION ALL ".join(branches)
     sql = f"SELECT u.id FROM ({union}) u ORDER BY u.claim_rank, u.next_fire_at, u.id LIMIT {int(limit)}"  # noqa: S608
     return sql, params
+
+
+def not_cancelled(rows: QS) -> QS:
+    """`rows` but escalations whose message reached its state: never claimed, so a mark
+    committed before the claim wins (`store.escalations` settles them)."""
+    cancelled = registry.escalation_cancelled()
+    return rows if cancelled is None else rows.exclude(Q(escalation_of__isnull=False) & cancelled)
 
 
 def due_query(now: datetime, limit: int) -> QuerySet[Notification, Any]:
@@ -217,7 +227,7 @@ def mark(token: uuid.UUID, now: datetime, limit: int, lease: float, *, queues: t
             ids = selected_ids(now, limit, lock=lock, queues=queues)
             if not ids:
                 return 0
-            claimable = Notification.objects.due(now, lease_clock=DatabaseNow()).filter(pk__in=ids)
+            claimable = not_cancelled(Notification.objects.due(now, lease_clock=DatabaseNow()).filter(pk__in=ids))
             return claimable.update(claim_token=token, claimed_until=lease_end(lease))
         due = RawSQL(*selection(now, limit, lock=lock, queues=queues))  # noqa: S611 - the ORM's own SQL, values as parameters
         return Notification.objects.filter(pk__in=due).update(claim_token=token, claimed_until=lease_end(lease))

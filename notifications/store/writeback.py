@@ -324,6 +324,7 @@ WRITE_BACK_FIELDS = [
     "dead_lettered_at",
     "expired_at",
     "firing_id",
+    "escalation_of",
     "pending_channels",
     "pending_recipients",
     "failed_channels",

@@ -55,6 +55,8 @@ class Tick:
         report = TickReport(started_at=timezone.now())
         clock_offset = measure_offset()  # kept on the tick record and reported; never refuses a tick
         pipeline = Pipeline(self.settings, self.stop, report, fixed_now=now, on_outcome=on_outcome)
+        # Escalations cancelled by a mark go before the claim (which leaves them out anyway).
+        store.retry(lambda: store.settle_cancelled(now or timezone.now()), "escalations")
         pipeline.run()
         report.finished_at = timezone.now()
         otel.tick_duration((report.finished_at - report.started_at).total_seconds(), report.claimed)

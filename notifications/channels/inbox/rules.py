@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from django.db.models import Exists, OuterRef, Q
 from django.utils.translation import gettext_lazy as _
 
 from notifications.channels.base import ChannelAnswers
@@ -63,7 +64,22 @@ def row_errors(row: Notification) -> Errors:
     else:
         errors["subject"] = template_errors(row.subject or "")
         errors["body"] = body_errors(row.body or "") or template_errors(row.body or "")
+    if isinstance(row.escalate_to, list) and NAME in row.escalate_to:
+        errors["escalate_to"] = [
+            "The escalation goes out when the inbox message is unread: escalate to another channel."
+        ]
     return errors
+
+
+def escalates(row: Notification) -> bool:
+    return row.escalate_after is not None or bool(row.escalate_to)
+
+
+def unnamed_errors(row: Notification) -> Errors:
+    """An escalation waits on the inbox message: a row that escalates names the inbox."""
+    if escalates(row):
+        return {"channels": ["An escalation needs 'inbox' among the channels: it waits for the inbox message."]}
+    return {}
 
 
 class InboxRules(ChannelAnswers):
@@ -74,10 +90,21 @@ class InboxRules(ChannelAnswers):
     def row_errors(self, row: Notification) -> dict[str, list[str]]:
         return row_errors(row)
 
+    def unnamed_errors(self, row: Notification) -> dict[str, list[str]]:
+        return unnamed_errors(row)
+
     @classmethod
     def check(cls, name: str, options: dict[str, Any]) -> list[CheckMessage]:
         """How long messages are kept (W050)."""
         return checks.check_retention()
+
+    def escalation_cancelled(self) -> Q:
+        """Rows whose inbox message of the firing escalated on (`escalation_of`) reached
+        `escalate_unless`: read (archived implies read), or seen (read implies seen)."""
+        of_firing = InboxMessage.objects.filter(notification_id=OuterRef("pk"), firing_id=OuterRef("escalation_of"))
+        read = Exists(of_firing.filter(read_at__isnull=False))
+        seen = Exists(of_firing.filter(seen_at__isnull=False))
+        return Q(read, escalate_unless="read") | Q(seen, escalate_unless="seen")
 
     def destination(self, row: Notification) -> str:
         return row.recipient or "?"
