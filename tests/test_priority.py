@@ -144,4 +144,6 @@ def test_postgres_reads_each_class_off_an_index(backlog):
 
     assert plan.count("Index Scan using notification_priority_idx") == 3, plan  # now, high, low
     assert "Index Scan using notification_due_idx" in plan, plan  # normal (and aged low)
-    assert "Seq Scan" not in plan, plan
+    # The queue is never scanned; the escalations' check may scan a tiny inbox table (a
+    # planner's choice at this size: with many messages it looks each one up by its key).
+    assert "Seq Scan on notifications_notification" not in plan, plan
