@@ -196,7 +196,7 @@ def fill_not_due(n: int, start: int = 0) -> None:
     columns = (
         "channels, email_to, subject, body, webhook_url, webhook_secret, payload, recurrence_rule, timezone, "
         "next_fire_at, error_count, last_error, dead_lettered_at, firing_id, pending_channels, created_at, updated_at, "
-        "recipient"
+        "recipient, escalate_to"
     )
     if connection.vendor == "postgresql":
         sql = f"""
@@ -206,7 +206,7 @@ def fill_not_due(n: int, start: int = 0) -> None:
                    CASE i %% 4 WHEN 1 THEN 1 WHEN 3 THEN 3 ELSE 0 END,
                    CASE WHEN i %% 4 IN (1, 3) THEN 'webhook: HTTP 503' END,
                    CASE WHEN i %% 4 = 3 THEN now() END,
-                   gen_random_uuid(), NULL, now(), now(), ''
+                   gen_random_uuid(), NULL, now(), now(), '', '[]'::jsonb
             FROM generate_series(%s, %s) AS i
         """
         params = [start + 1, start + n]
@@ -219,7 +219,7 @@ def fill_not_due(n: int, start: int = 0) -> None:
                    CASE i %% 4 WHEN 1 THEN 1 WHEN 3 THEN 3 ELSE 0 END,
                    CASE WHEN i %% 4 IN (1, 3) THEN 'webhook: HTTP 503' END,
                    CASE WHEN i %% 4 = 3 THEN UTC_TIMESTAMP(6) END,
-                   REPLACE(UUID(), '-', ''), NULL, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), ''
+                   REPLACE(UUID(), '-', ''), NULL, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), '', '[]'
             FROM seq
         """
         params = [start + 1, start + n]
@@ -234,7 +234,7 @@ def fill_not_due(n: int, start: int = 0) -> None:
                    CASE WHEN i % 4 IN (1, 3) THEN 'webhook: HTTP 503' END,
                    CASE WHEN i % 4 = 3 THEN strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now') END,
                    lower(hex(randomblob(16))), NULL, strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now'),
-                   strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now'), ''
+                   strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now'), '', '[]'
             FROM seq
         """
         params = [start + 1, start + n]
