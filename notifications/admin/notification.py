@@ -232,7 +232,7 @@ class NotificationAdmin(AttachmentsAdminMixin, ModelAdmin):
         (_("Schedule"), {"fields": ["recurrence_rule", "timezone", "next_fire_at", "upcoming"]}),
         (_("Limits"), {"fields": ["expires_at", "max_delay", "quiet_hours", "max_retries", "backoff"]}),
         (_("Digest"), {"fields": ["digest_key", "digest_window", "digest_members"]}),
-        (_("Escalation"), {"fields": ["escalate_after", "escalate_to", "escalate_unless"]}),
+        (_("Escalation"), {"fields": ["escalate_after", "escalate_to", "escalate_unless"], "classes": ["collapse"]}),
         (
             _("Email"),
             {
