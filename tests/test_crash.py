@@ -75,11 +75,11 @@ def test_killed_tick_rows_come_back_to_a_later_runtick_process(make_row, webhook
     first.kill()
     webhook_server.reply = Reply()
 
+    lease_ends = max(Notification.objects.values_list("claimed_until", flat=True))
     early = children.start(settings=CHILD_SETTINGS)
     assert early.wait(60) == 0
-    assert early.summaries()[0]["claimed"] == 0  # claims of the dead tick are still live
-
-    lease_ends = max(Notification.objects.values_list("claimed_until", flat=True))
+    if timezone.now() < lease_ends:  # a loaded machine may start the child after the lease
+        assert early.summaries()[0]["claimed"] == 0  # claims of the dead tick are still live
     # Real time must pass: the dead tick's claims end only when their lease runs out.
     time.sleep(max((lease_ends - timezone.now()).total_seconds(), 0) + 0.2)
     late = children.start(settings=CHILD_SETTINGS)
