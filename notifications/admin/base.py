@@ -76,3 +76,17 @@ class ModelAdmin(DjangoModelAdmin):
         if lookup.split(LOOKUP_SEP, 1)[0] not in filter_names(list_filter, self.date_hierarchy):
             return False
         return bool(super().lookup_allowed(lookup, value, request))
+
+
+class ReadOnlyModelAdmin(ModelAdmin):
+    """A record the app writes and operators only read (the delivery log, tick records, inbox
+    messages): no add, change or delete in the admin; the tick prunes them past retention."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

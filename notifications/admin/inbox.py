@@ -14,7 +14,7 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 
 from notifications.admin import display
-from notifications.admin.base import ModelAdmin
+from notifications.admin.base import ReadOnlyModelAdmin
 from notifications.admin.display import moment
 from notifications.models import InboxMessage
 
@@ -48,7 +48,7 @@ class StateFilter(admin.SimpleListFilter):
 
 
 @admin.register(InboxMessage)
-class InboxMessageAdmin(ModelAdmin):
+class InboxMessageAdmin(ReadOnlyModelAdmin):
     """Read-only: messages are written by the tick and marked by their recipient."""
 
     list_display = ["created", "recipient", "category", "title", "state"]
@@ -84,12 +84,3 @@ class InboxMessageAdmin(ModelAdmin):
     @admin.display(description=_("state"))
     def state(self, obj: InboxMessage) -> Any:
         return STATES[state_of(obj)][0]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False

@@ -15,7 +15,7 @@ from django.utils.translation import gettext_lazy as _
 
 from notifications import services
 from notifications.admin import charts, display
-from notifications.admin.base import ModelAdmin
+from notifications.admin.base import ReadOnlyModelAdmin
 from notifications.admin.display import moment
 from notifications.admin.status import abbreviate_error
 from notifications.conf import app_settings
@@ -72,7 +72,7 @@ def milliseconds(value: int) -> str:
 
 
 @admin.register(DeliveryAttempt)
-class DeliveryAttemptAdmin(ModelAdmin):
+class DeliveryAttemptAdmin(ReadOnlyModelAdmin):
     """The append-only delivery log: read-only, kept for NOTIFICATIONS_ATTEMPT_RETENTION_DAYS.
 
     The list fits 1366 px with the sidebar open: the error class rides with the outcome,
@@ -154,15 +154,6 @@ class DeliveryAttemptAdmin(ModelAdmin):
     def duration(self, obj: DeliveryAttempt) -> str:
         return milliseconds(obj.duration_ms)
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False  # history is append-only; the tick prunes it past retention
-
 
 class TickActivityFilter(admin.SimpleListFilter):
     """`?activity=busy`: the ticks that claimed something (hides "nothing due"); `idle`: the others."""
@@ -182,7 +173,7 @@ class TickActivityFilter(admin.SimpleListFilter):
 
 
 @admin.register(TickRun)
-class TickRunAdmin(ModelAdmin):
+class TickRunAdmin(ReadOnlyModelAdmin):
     """Recent ticks: when, where, and what each did. Read-only.
 
     The list fits 1366 px with the sidebar open: what a tick did is one column of the
@@ -223,12 +214,3 @@ class TickRunAdmin(ModelAdmin):
     def outcomes(self, obj: TickRun) -> SafeString | str:
         counts = [f"{name}={getattr(obj, name)}" for name in services.TICK_COUNTS[1:] if getattr(obj, name)]
         return display.clip(" ".join(counts)) if counts else gettext("nothing due")
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
