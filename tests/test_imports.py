@@ -2,8 +2,9 @@
 
 Each module is imported first in a fresh interpreter, and after a few of them, drawn at
 random, all the others in a random order; the graph of import-time imports is checked
-statically for cycles; and the receiving helper, which host sites import into their views, must not drag the tick's
-dependencies (croniter, dateutil, django.core.mail, urllib3, requests) along.
+statically for cycles; and the receiving helper, which host sites import into their
+views, must not drag the tick's dependencies (croniter, dateutil, django.core.mail,
+urllib3, requests) along.
 """
 
 from __future__ import annotations
@@ -34,12 +35,13 @@ MODULES = sorted(
     ]
 )
 
-# Import `first` (setting Django up only if it needs the app registry), once per module of the package; for the `full` firsts
-# drawn by the seed, Django is set up and every other module follows in a shuffled order. Importing all the
-# others after every first cost minutes (the package has ~250 modules: n^2 imports) and
-# found nothing the static graph below does not: a cycle, the only way an order can
-# matter, fails test_the_package_has_no_import_cycle. One interpreter loads Django and the third-party libraries, then forks a child
-# per order, so each child starts with no module of the app imported (as a fresh process
+# Import `first` (setting Django up only when it needs the app registry), once per module
+# of the package; after the `full` firsts the seed draws, Django is set up and every other
+# module follows in a shuffled order. All the others after every first cost minutes (the
+# package has ~250 modules: n^2 imports) and found nothing the static graph below does
+# not: a cycle, the only way an order can matter, fails test_the_package_has_no_import_cycle.
+# One interpreter loads Django and the third-party libraries, then forks a child per
+# order, so each child starts with no module of the app imported (as a fresh process
 # would) without paying for an interpreter's start each time. A module that defines or
 # loads models needs the app registry: it is imported again after django.setup(), which
 # (as in every Django process) has already imported notifications.models and, from
