@@ -151,7 +151,9 @@ def test_the_demo_shows_one_escalation_that_fires_and_one_cancelled_by_reading(d
     fires = int(wait_for_line(proc, lines, r"^  #(\d+)  escalation that fires: ")[1])
     read = int(wait_for_line(proc, lines, r"^  #(\d+)  escalation cancelled by reading: ")[1])
     wait_for_line(proc, lines, rf"^read: the demo login read #{read}'s inbox message before its deadline$")
-    wait_for_line(proc, lines, rf"^escalation cancelled: #{read} was never sent \(cancelled: read, in the delivery log\)$")
+    wait_for_line(
+        proc, lines, rf"^escalation cancelled: #{read} was never sent \(cancelled: read, in the delivery log\)$"
+    )
     wait_for_line(proc, lines, rf"^escalated: #{fires}'s inbox message was still unread at its deadline, so the "
                   r"escalation went out through webhook")  # fmt: skip
     proc.send_signal(signal.SIGTERM)

@@ -14,6 +14,7 @@ script could take without the cap or the reset.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -122,7 +123,7 @@ def badge_page(django_user_model) -> str:
 
 
 def gaps(arrivals: list[float]) -> list[float]:
-    return [later - earlier for earlier, later in zip(arrivals, arrivals[1:])]
+    return [later - earlier for earlier, later in itertools.pairwise(arrivals)]
 
 
 def test_the_badge_backs_off_while_requests_fail_and_pauses_while_hidden(browser, django_user_model):  # noqa: F811

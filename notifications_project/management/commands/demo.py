@@ -193,7 +193,9 @@ class Command(BaseCommand):
         if django.VERSION >= (6, 0):  # Django's tasks through the queue (docs/tasks.md)
             demo_settings["TASKS"] = {"default": {"BACKEND": "notifications.tasks.QueueBackend"}}
         with Sink(self.say, options["sink_port"]) as sink, override_settings(**demo_settings):
-            rows = self.schedule_samples(sink, recipient=f"user:{demo_user.pk}", escalate_after=escalation_delay(interval))
+            rows = self.schedule_samples(
+                sink, recipient=f"user:{demo_user.pk}", escalate_after=escalation_delay(interval)
+            )
             self.print_welcome(admin_url, password, sink, rows, interval)
             self.enqueue_sample_task()
 
