@@ -105,7 +105,9 @@ class InboxRules(ChannelAnswers):
         # A scalar subquery (one probe of the unique (row, firing) index per row), not EXISTS:
         # PostgreSQL may run an EXISTS under OR as a hashed subplan, reading every read
         # message of the table on each claim once enough escalations are due (bench/escalation_claim.py).
-        of_firing = InboxMessage.objects.filter(notification_id=OuterRef("pk"), firing_id=OuterRef("escalation_of"))
+        of_firing = InboxMessage.objects.filter(
+            notification_id=OuterRef("pk"), firing_id=OuterRef("escalation_of")
+        ).order_by()  # unique per (row, firing): no sort in each probe
         read = IsNull(Subquery(of_firing.values("read_at")[:1]), False)
         seen = IsNull(Subquery(of_firing.values("seen_at")[:1]), False)
         return Q(read, escalate_unless="read") | Q(seen, escalate_unless="seen")
