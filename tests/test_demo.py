@@ -14,7 +14,7 @@ import pytest
 from django.conf import settings
 from django.contrib.auth import authenticate
 
-from notifications.models import InboxMessage, Notification
+from notifications.models import DeliveryAttempt, InboxMessage, Notification
 from tests.support.processes import REPO, child_env
 
 pytestmark = pytest.mark.slow
@@ -142,3 +142,39 @@ def test_the_demo_enqueues_a_task_the_first_tick_runs(demo):
     wait_for_line(proc, lines, rf"^task {enqueued[1]} {path}: SUCCESSFUL, \d+$")
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(30) == 0
+
+
+def test_the_demo_shows_one_escalation_that_fires_and_one_cancelled_by_reading(demo):
+    """With `--interval 1` the escalations wait 3 s: the unread one goes to the sink's
+    webhook once; the demo reads the other's message as it arrives, so it is never sent."""
+    proc, lines = demo
+    fires = int(wait_for_line(proc, lines, r"^  #(\d+)  escalation that fires: ")[1])
+    read = int(wait_for_line(proc, lines, r"^  #(\d+)  escalation cancelled by reading: ")[1])
+    wait_for_line(proc, lines, rf"^read: the demo login read #{read}'s inbox message before its deadline$")
+    wait_for_line(
+        proc, lines, rf"^escalation cancelled: #{read} was never sent \(cancelled: read, in the delivery log\)$"
+    )
+    wait_for_line(proc, lines, rf"^escalated: #{fires}'s inbox message was still unread at its deadline, so the "
+                  r"escalation went out through webhook")  # fmt: skip
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
+    output = "\n".join(lines)
+
+    # Both messages are in the demo login's inbox, once each: one unread, one read in time.
+    demo_user = authenticate(username="demo", password="first-run-pw")
+    unread = InboxMessage.objects.get(notification_id=fires)
+    read_in_time = InboxMessage.objects.get(notification_id=read)
+    assert unread.recipient == read_in_time.recipient == f"user:{demo_user.pk}"
+    assert unread.read_at is None and read_in_time.read_at is not None
+
+    # The sink got the unread one's escalation, signed, once; never the other's.
+    escalated = re.findall(r"sink <- POST /hooks/ok/escalation webhook-id=msg_\S+ signature=valid (.*) -> 200", output)
+    assert len(escalated) == 1 and '"demo": "escalation that fires"' in escalated[0]
+    assert "escalation cancelled by reading" not in " ".join(escalated)
+    log = DeliveryAttempt.objects.order_by("attempted_at", "id")
+    assert [(a.channel, a.outcome) for a in log.filter(notification_id=fires)] == [("inbox", "ok"), ("webhook", "ok")]
+    assert [(a.channel, a.outcome, a.summary) for a in log.filter(notification_id=read)] == [
+        ("inbox", "ok", read_in_time.title),
+        ("webhook", "cancelled", "cancelled: read"),
+    ]
+    assert not Notification.objects.filter(pk__in=[fires, read]).exists()

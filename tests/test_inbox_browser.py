@@ -128,3 +128,49 @@ def test_the_inbox_by_keyboard(signed_in, live_server, size):
     assert third.read_at is not None
     assert_no_script_ran(driver)
     assert no_sideways_scroll(driver)
+
+
+@pytest.fixture
+def signed_in_staff(browser, live_server, django_user_model):  # noqa: F811 - the fixture of tests.test_browser
+    """Chromium with the session of an operator (staff, signed in to the admin)."""
+    operator = django_user_model.objects.create_user("operator", password="pw", is_staff=True, is_superuser=True)
+    client = Client()
+    client.force_login(operator)
+    browser.get(f"{live_server.url}/favicon.ico")
+    browser.add_cookie({"name": "sessionid", "value": client.cookies["sessionid"].value, "path": "/"})
+    return browser, operator
+
+
+@pytest.mark.parametrize("size", WIDTHS)
+def test_the_bell_in_the_admin_header_counts_a_message_that_arrives(signed_in_staff, live_server, settings, size):
+    """The demo's admin/base_site.html adds `{% inbox_badge %}` to the user links: the same
+    tag and script as any page, in the admin's header, on screen at both widths."""
+    from selenium.webdriver.common.by import By
+
+    driver, operator = signed_in_staff
+    driver.set_window_size(*WIDTHS[size])
+    settings.NOTIFICATIONS_INBOX_POLL_SECONDS = 1
+    add_message(recipient_of(operator), "already here")
+
+    driver.get(f"{live_server.url}/admin/")
+    count = wait_for(driver, "#user-tools .nq-inbox-badge .nq-inbox-unread")
+    assert count.text == "1"
+    bell = driver.find_element(By.CSS_SELECTOR, "#user-tools .nq-inbox-badge")
+    assert bell.get_attribute("href").endswith("/notifications/inbox/")
+    assert len(driver.find_elements(By.CSS_SELECTOR, ".nq-inbox-badge")) == 1  # one bell, not a copy
+    scripts = driver.find_elements(By.CSS_SELECTOR, 'script[src$="notifications/inbox-badge.js"]')
+    assert len(scripts) == 1
+    until(driver, lambda d: d.find_element(By.CSS_SELECTOR, ".nq-inbox-badge").get_attribute("data-nq-started"),
+          "the badge's script did not start in the admin")  # fmt: skip
+    assert driver.execute_script(
+        "const box = arguments[0].getBoundingClientRect();"
+        "return box.width > 0 && box.left >= 0 && box.right <= document.documentElement.clientWidth",
+        bell,
+    ), "the bell is not on screen"
+
+    schedule(channels=["inbox"], recipient=recipient_of(operator), subject="A dead letter", body="Look at it.")
+    run_tick()
+    until(driver, lambda d: d.find_element(By.CSS_SELECTOR, "#user-tools .nq-inbox-unread").text == "2",
+          "the bell in the admin did not count the new message")  # fmt: skip
+    ARTIFACTS.mkdir(exist_ok=True)
+    driver.save_screenshot(str(ARTIFACTS / f"admin-bell-{size}.png"))

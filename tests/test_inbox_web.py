@@ -409,3 +409,16 @@ def test_no_badge_without_a_recipient(alice):
     request = RequestFactory().get("/")
     request.user = AnonymousUser()
     assert render_badge(request).strip() == ""
+
+
+@pytest.mark.parametrize(
+    ("argument", "shown"), [("2.5", "2.5"), ("0.1", "0.1"), ("0", "12"), ("-3", "12"), ('"soon"', "12")]
+)
+def test_a_badge_may_set_its_own_interval(alice, settings, argument, shown):
+    """`{% inbox_badge poll_seconds=... %}`: a positive number for this badge; anything
+    else falls back to NOTIFICATIONS_INBOX_POLL_SECONDS rather than break the page."""
+    settings.NOTIFICATIONS_INBOX_POLL_SECONDS = 12
+    request = RequestFactory().get("/")
+    request.user = alice
+    template = f"{{% load notifications %}}{{% inbox_badge poll_seconds={argument} %}}"
+    assert f'data-nq-poll-seconds="{shown}"' in engines["django"].from_string(template).render({}, request)

@@ -31,7 +31,8 @@ def settle_firing(
     """Apply the channels' results to `row` and say what became of it (`tracking`: the
     channels that track each recipient, `Channel.tracks_recipients`).
 
-    All ok advances the row, some ok parks it as partial (never retried as a whole),
+    All ok advances the row, some ok parks it as partial (never retried as a whole; a row
+    that escalates waits as its escalation instead, its failure in the delivery log),
     none ok retries it after the backoff or dead-letters it once retries run out. A row
     routed `first` needs one: the channel that delivered makes the firing a full success.
     """
@@ -47,6 +48,11 @@ def settle_firing(
             row.pending_channels = [r.channel for r in failed]  # the rest of this firing went out
         return defer(row, now, now, error)
     if len(failed) < len(results):
+        if escalates(row):
+            # The inbox message is out: its escalation must go out at the deadline, not wait
+            # for an operator's requeue of the rest (the failure is in the delivery log).
+            row.note_error(error)
+            return wait_as_escalation(row, now, Kind.PARTIAL, f"failed: {','.join(r.channel for r in failed)}", results)
         return _advance(row, now, Kind.PARTIAL, failed=[r.channel for r in failed], results=results)
     if all(r.error_class == ErrorClass.PERMANENT for r in failed):
         # No retry can help (blocked address, 410 Gone, recipient refused ...), nor can the

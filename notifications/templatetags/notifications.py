@@ -21,10 +21,13 @@ register = template.Library()
 
 
 @register.inclusion_tag("notifications/inbox/badge.html", takes_context=True)
-def inbox_badge(context: template.Context) -> dict[str, Any]:
-    """A link to the inbox with the unread count, for the request's recipient."""
+def inbox_badge(context: template.Context, poll_seconds: float | None = None) -> dict[str, Any]:
+    """A link to the inbox with the unread count, for the request's recipient.
+    `poll_seconds` overrides NOTIFICATIONS_INBOX_POLL_SECONDS for this badge (a positive number)."""
     request = context.get("request")
     recipient = recipient_of(request) if request is not None else None
     if recipient is None:
         return {"show": False}
-    return {"show": True, "unread": inbox.counts(recipient)["unread"], "poll_seconds": f"{inbox_poll_seconds():g}"}
+    if not isinstance(poll_seconds, (int, float)) or isinstance(poll_seconds, bool) or not poll_seconds > 0:
+        poll_seconds = inbox_poll_seconds()  # a bad value in a template must not break the page
+    return {"show": True, "unread": inbox.counts(recipient)["unread"], "poll_seconds": f"{poll_seconds:g}"}

@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import OuterRef, Q, Subquery
+from django.db.models.lookups import IsNull
 from django.utils.translation import gettext_lazy as _
 
 from notifications.channels.base import ChannelAnswers
@@ -101,9 +102,14 @@ class InboxRules(ChannelAnswers):
     def escalation_cancelled(self) -> Q:
         """Rows whose inbox message of the firing escalated on (`escalation_of`) reached
         `escalate_unless`: read (archived implies read), or seen (read implies seen)."""
-        of_firing = InboxMessage.objects.filter(notification_id=OuterRef("pk"), firing_id=OuterRef("escalation_of"))
-        read = Exists(of_firing.filter(read_at__isnull=False))
-        seen = Exists(of_firing.filter(seen_at__isnull=False))
+        # A scalar subquery (one probe of the unique (row, firing) index per row), not EXISTS:
+        # PostgreSQL may run an EXISTS under OR as a hashed subplan, reading every read
+        # message of the table on each claim once enough escalations are due (bench/escalation_claim.py).
+        of_firing = InboxMessage.objects.filter(
+            notification_id=OuterRef("pk"), firing_id=OuterRef("escalation_of")
+        ).order_by()  # unique per (row, firing): no sort in each probe
+        read = IsNull(Subquery(of_firing.values("read_at")[:1]), False)
+        seen = IsNull(Subquery(of_firing.values("seen_at")[:1]), False)
         return Q(read, escalate_unless="read") | Q(seen, escalate_unless="seen")
 
     def destination(self, row: Notification) -> str:

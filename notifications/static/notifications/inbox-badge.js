@@ -1,6 +1,7 @@
 // The inbox badge ({% inbox_badge %}): keeps its unread count fresh by asking inbox/counts
-// every data-nq-poll-seconds while the page is visible, with If-None-Match (a 304 costs
-// nothing to read), and waits longer after each failed request (up to 16 times as long).
+// every data-nq-poll-seconds while the page is visible (never while it is hidden), with
+// If-None-Match (a 304 costs nothing to read), and waits twice as long after each failed
+// request (up to 16 times the interval), back to the interval after a success.
 // A 401 (signed out) stops it. Loaded as a file, never inline: it runs under
 // Content-Security-Policy script-src 'self'.
 "use strict";
@@ -11,7 +12,8 @@
     if (badge.dataset.nqStarted) return; // the script may be included once per badge
     badge.dataset.nqStarted = "1";
     var url = badge.dataset.nqInboxCounts;
-    var interval = Math.max(1, Number(badge.dataset.nqPollSeconds) || 30) * 1000;
+    // Fractions are allowed ({% inbox_badge poll_seconds=0.5 %}); never more than 20 a second.
+    var interval = Math.max(0.05, Number(badge.dataset.nqPollSeconds) || 30) * 1000;
     var count = badge.querySelector(".nq-inbox-unread");
     var etag = null, failures = 0, timer = null, asking = false, stopped = false;
 

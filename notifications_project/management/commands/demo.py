@@ -23,10 +23,11 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.test.utils import override_settings
 from django.utils import timezone
 
+from notifications import inbox
 from notifications.api import schedule
 from notifications.conf import app_settings
-from notifications.models import Notification, addresses
-from notifications.signals import notification_dead_lettered
+from notifications.models import DeliveryAttempt, InboxMessage, Notification, addresses
+from notifications.signals import notification_dead_lettered, notification_delivered
 from notifications.testing import CapturedWebhook
 
 LOOPBACK = "127.0.0.0/8"
@@ -78,11 +79,17 @@ class IdleTicks:
     """The loop's output with each stretch of idle ticks said once (`idle since 12:00:10`):
     a `claimed=0` line every interval would bury what the demo shows."""
 
-    def __init__(self, out: Any) -> None:
+    def __init__(self, out: Any, after_tick: Any = None) -> None:
         self.out = out
         self.idle = False
+        self.after_tick = after_tick  # called after each tick's summary line
 
     def write(self, text: str) -> None:
+        self._write(text)
+        if self.after_tick is not None and re.match(r"^\S+ (claimed=|idle since)", text):
+            self.after_tick()
+
+    def _write(self, text: str) -> None:
         found = IDLE_SUMMARY.match(text)
         if found is None:
             if re.match(r"^\S+ claimed=", text):
@@ -96,6 +103,49 @@ class IdleTicks:
 
     def flush(self) -> None:
         self.out.flush()
+
+
+def escalation_delay(interval: float) -> int:
+    """Seconds the demo's escalations wait for a read: three ticks."""
+    return max(1, round(3 * interval))
+
+
+class Escalations:
+    """Says what becomes of the demo's two escalations: the unread one fires, the other is
+    read by the demo login as soon as its message arrives and so is cancelled."""
+
+    def __init__(self, say: Any, fires: Notification, read: Notification) -> None:
+        self.say = say
+        self.fires = fires.pk
+        self.read = read.pk
+        self.cancelled_said = False
+
+    def delivered(self, sender: Any, notification: Notification, results: Any, **kwargs: Any) -> None:
+        channels = {result.channel for result in results}
+        if notification.pk == self.fires and "inbox" not in channels:
+            self.say(
+                f"escalated: #{self.fires}'s inbox message was still unread at its deadline, so the escalation "
+                f"went out through {', '.join(sorted(channels))} (the sink's line above)"
+            )
+        elif notification.pk == self.read and "inbox" in channels:
+            ids = list(
+                InboxMessage.objects.filter(
+                    notification_id=self.read, firing_id=notification.escalation_of
+                ).values_list("pk", flat=True)
+            )
+            inbox.mark(notification.recipient, ids, "read")
+            self.say(f"read: the demo login read #{self.read}'s inbox message before its deadline")
+
+    def after_tick(self) -> None:
+        if self.cancelled_said:
+            return
+        cancelled = DeliveryAttempt.objects.filter(
+            notification_id=self.read, outcome=DeliveryAttempt.AttemptOutcome.CANCELLED
+        )
+        found = cancelled.first()
+        if found is not None:
+            self.cancelled_said = True
+            self.say(f"escalation cancelled: #{self.read} was never sent ({found.summary}, in the delivery log)")
 
 
 def attempts(row: Notification) -> str:
@@ -143,7 +193,9 @@ class Command(BaseCommand):
         if django.VERSION >= (6, 0):  # Django's tasks through the queue (docs/tasks.md)
             demo_settings["TASKS"] = {"default": {"BACKEND": "notifications.tasks.QueueBackend"}}
         with Sink(self.say, options["sink_port"]) as sink, override_settings(**demo_settings):
-            rows = self.schedule_samples(sink, inbox=f"user:{demo_user.pk}")
+            rows = self.schedule_samples(
+                sink, recipient=f"user:{demo_user.pk}", escalate_after=escalation_delay(interval)
+            )
             self.print_welcome(admin_url, password, sink, rows, interval)
             self.enqueue_sample_task()
 
@@ -155,11 +207,15 @@ class Command(BaseCommand):
                 )
 
             notification_dead_lettered.connect(announce_dead_letter, weak=False)
+            escalations = Escalations(self.say, rows["escalates"], rows["read in time"])
+            notification_delivered.connect(escalations.delivered, weak=False)
             try:
                 # until Ctrl-C / SIGTERM; a stretch of idle ticks is said once, not every interval
-                call_command("runtick", loop=interval, verbosity=2, stdout=IdleTicks(self.stdout))
+                out = IdleTicks(self.stdout, after_tick=escalations.after_tick)
+                call_command("runtick", loop=interval, verbosity=2, stdout=out)
             finally:
                 notification_dead_lettered.disconnect(announce_dead_letter)
+                notification_delivered.disconnect(escalations.delivered)
         self.say("demo stopped")
 
     def say(self, line: str) -> None:
@@ -174,9 +230,10 @@ class Command(BaseCommand):
         user.save()
         return user
 
-    def schedule_samples(self, sink: Sink, inbox: str) -> dict[str, Notification]:
+    def schedule_samples(self, sink: Sink, recipient: str, escalate_after: int) -> dict[str, Notification]:
         """Rows that show the ways out: delivered, recurring, partly delivered, dead-lettered,
-        and the demo login's inbox: a welcome at once and a message every minute."""
+        and the demo login's inbox: a welcome at once, a message every minute, and two
+        escalations (`escalate_after` seconds): one left unread, one read in time."""
         Notification.objects.filter(payload__has_key="demo").delete()  # the previous run's samples
         now = timezone.now()
         return {
@@ -206,7 +263,7 @@ class Command(BaseCommand):
             ),
             "welcome": schedule(
                 channels=["inbox"],
-                recipient=inbox,
+                recipient=recipient,
                 subject="Welcome to your inbox",
                 body="This message was a row in the database; the tick put it in your inbox.",
                 channel_data={"inbox": {"url": "/admin/notifications/notification/"}},
@@ -215,11 +272,34 @@ class Command(BaseCommand):
             ),
             "minutely": schedule(
                 channels=["inbox"],
-                recipient=inbox,
+                recipient=recipient,
                 subject="Another minute, another message",
                 body="A recurring row delivers one message to the inbox each minute; the bell counts it.",
                 recurrence_rule="* * * * *",
                 payload={"demo": "recurring inbox message"},
+                fire_at=now,
+            ),
+            # Two escalations: the inbox message first, then the webhook unless it is read in time.
+            "escalates": schedule(
+                channels=["inbox"],
+                recipient=recipient,
+                subject="Your invoice is due (left unread: escalates)",
+                body="Nobody reads this one: at its deadline the escalation goes to the webhook sink.",
+                webhook_url=sink.url("/hooks/ok/escalation"),
+                escalate_after=escalate_after,
+                escalate_to=["webhook"],
+                payload={"demo": "escalation that fires"},
+                fire_at=now,
+            ),
+            "read in time": schedule(
+                channels=["inbox"],
+                recipient=recipient,
+                subject="Your parcel arrives today (read in time: no escalation)",
+                body="The demo reads this one as soon as it arrives, so its escalation is cancelled.",
+                webhook_url=sink.url("/hooks/ok/escalation"),
+                escalate_after=escalate_after,
+                escalate_to=["webhook"],
+                payload={"demo": "escalation cancelled by reading"},
                 fire_at=now,
             ),
             "failing": schedule(
@@ -270,6 +350,11 @@ class Command(BaseCommand):
                     f"({admin_url}notifications/notification/?state=partial)",
                     f"  #{rows['failing'].pk}  webhook to {sink.url('/hooks/broken')}, which answers 503: retried "
                     f"after {interval:g}s and {2 * interval:g}s, then dead-lettered",
+                    f"  #{rows['escalates'].pk}  escalation that fires: an inbox message left unread; after "
+                    f"{escalation_delay(interval)}s it escalates to the webhook sink",
+                    f"  #{rows['read in time'].pk}  escalation cancelled by reading: the demo reads its inbox message "
+                    "as it arrives (as the inbox page's Mark read does), so the escalation is never sent "
+                    f"({admin_url}notifications/deliveryattempt/ records it as 'cancelled: read')",
                     f"Ticking every {interval:g}s; Ctrl-C stops. Demo-only (this process): webhooks may reach "
                     f"{LOOPBACK}, retries come after {interval:g}s and {2 * interval:g}s.",
                     "",
