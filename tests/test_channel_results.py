@@ -182,6 +182,6 @@ def test_plain_ascii_text_is_cleaned_as_any_other(text):
     """The plain-ASCII shortcut of `one_line` stores what the general rule would."""
     from notifications.rules.remote_text import one_line
 
-    general = "".join(" " if ch.isspace() else ch for ch in text if ch.isspace() or ord(ch) >= 32 and ch != "\x7f")
+    general = "".join(" " if ch.isspace() else ch for ch in text if ch.isspace() or (ord(ch) >= 32 and ch != "\x7f"))
     assert one_line(text, ERROR_CHARS) == one_line(text + "\u200b", ERROR_CHARS)  # a format char takes the long way
     assert one_line(text, ERROR_CHARS).startswith(" ".join(general.split())[:100])

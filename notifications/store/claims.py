@@ -229,7 +229,8 @@ def claim(now: datetime, limit: int, lease: float, *, queues: tuple[str, ...] = 
 def check(rows: list[Notification]) -> tuple[list[Notification], list[Refused]]:
     """`rows` as validation finds them: those fit to send, and those refused, saying why.
     Changes nothing; a row whose check raises costs only itself."""
-    fit, refused = [], []
+    fit: list[Notification] = []
+    refused: list[Refused] = []
     with validation.batch():  # the settings read, and the URLs the rows repeat parsed, once a claim
         for row in rows:
             _check_one(row, fit, refused)
