@@ -31,6 +31,9 @@ retention (default 200,000): how fast the tick's housekeeping catches up.
 `--scenario enqueue` (bench/enqueue.py, about a minute on SQLite): `schedule()`, `schedule_many()`
 and `send_mass_mail()` through `QueuedEmailBackend`, `--enqueue-rows` each (default 10,000), side
 by side with Django's own `Model.save()` and `bulk_create()` of the same rows.
+`--scenario cpu` (bench/cpu.py, about a minute): the tick's CPU per delivery and deliveries/s
+after the first, `--cpu-rows` (default 3,000) over `--cpu-receivers` (50) receivers answering after
+100 ms, beside plain threads with urllib3 on the same sink.
 `--scenario tick-chart` (bench/tick_chart.py): the Notifications list's activity chart and
 page over a day of `--tick-records` tick records (default 345,600: four hosts, every second).
 """
@@ -69,6 +72,7 @@ from bench.common import (
     run_together,
     throwaway_database,
 )
+from bench.cpu import scenario_cpu
 from bench.digests import scenario_digest_race, scenario_digests
 from bench.enqueue import scenario_enqueue
 from bench.flow import scenario_flow
@@ -962,6 +966,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--tick-records", type=int, default=345_600, help="tick records of 24 h (scenario 17, tick-chart)"
     )
+    parser.add_argument("--cpu-rows", type=int, default=3_000, help="webhooks drained (scenario 18, cpu)")
+    parser.add_argument("--cpu-receivers", type=int, default=50, help="receivers they go to (scenario 18, cpu)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the benchmark runs")
     parser.add_argument("--out", help="results file (default bench/results/<database>-<time>.md)")
     args = parser.parse_args(argv)
@@ -976,6 +982,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.digest_rows, args.digests, args.race_digests = 500, 10, 40
         args.enqueue_rows = 200
         args.tick_records = 20_000
+        args.cpu_rows, args.cpu_receivers = 200, 10
     return args
 
 
@@ -1043,6 +1050,8 @@ def main(argv: list[str] | None = None) -> Path:
                 scenario_instrumentation(table, sink, args.rows, max(args.repeats, 3))
             if "enqueue" in only:  # scenario 16, bench/enqueue.py
                 scenario_enqueue(table, args.enqueue_rows, args.repeats)
+            if "cpu" in only:  # scenario 18, bench/cpu.py: not in the default set
+                scenario_cpu(table, args.cpu_rows, args.cpu_receivers, args.repeats, concurrency)
             if "burst" in only:
                 burst_sweep = [int(c) for c in args.burst_sweep.split(",") if c]
                 scenario_burst(

@@ -170,6 +170,48 @@ def plain_adapter(args: dict) -> dict:
     return {"start": start, "end": end, "ok": sum(1 for s in statuses if s == 200), "rss_before_kb": before}
 
 
+def plain_urllib3(args: dict) -> dict:
+    """The client's limit at latency: urllib3's pool (one pool per receiver, as many
+    connections as threads), `concurrency` threads posting the same signed bodies to the
+    given URLs in turn. No database, no engine."""
+    import uuid
+
+    import urllib3
+    from django.utils import timezone
+
+    from notifications.channels import Firing
+    from notifications.channels.webhook.channel import body, message_id
+    from notifications.conf import app_settings
+    from notifications.models import Notification
+    from notifications.rules import signing
+
+    keys = [signing.secret_key(s) for s in app_settings.webhook_secrets]
+    fired_at = timezone.now()
+    urls = args["urls"]
+    requests_ = []
+    for pk in range(1, args["rows"] + 1):
+        url = urls[pk % len(urls)]
+        row = Notification(pk=pk, channels=["webhook"], webhook_url=url, payload=args["payload"])
+        firing = Firing(row, str(uuid.uuid4()), fired_at, ["webhook"])
+        data = body(firing)
+        headers = signing.headers(keys, message_id(firing), int(fired_at.timestamp()), data)
+        headers["content-type"] = "application/json"
+        requests_.append((url, data, headers))
+    pool = urllib3.PoolManager(num_pools=len(urls), maxsize=args["concurrency"], retries=False)
+
+    def send(request: tuple[str, bytes, dict]) -> int:
+        url, data, headers = request
+        return pool.request("POST", url, body=data, headers=headers, timeout=10).status
+
+    before = _rss_kb()
+    start = time.time()
+    with ThreadPoolExecutor(args["concurrency"]) as threads:
+        statuses = list(threads.map(send, requests_, chunksize=4))
+    end = time.time()
+    pool.clear()
+    return {"start": start, "end": end, "ok": sum(1 for s in statuses if s == 200), "rss_before_kb": before}
+
+
 # --- the host site's writes, and a tick that counts its own ------------------------------------
 
 
@@ -321,6 +363,7 @@ JOBS = {
     "post_office": post_office,
     "plain_requests": plain_requests,
     "plain_adapter": plain_adapter,
+    "plain_urllib3": plain_urllib3,
     "host_writes": host_writes,
     "tick_writes": tick_writes,
 }

@@ -172,3 +172,16 @@ def test_the_rest_of_a_result_is_cleaned_or_dropped():
     assert result.refused == (("ada@example.com", "550 gone"),)
     assert result.deferred == ("bob@example.com",)
     assert len(result.sent_to) == 500 and result.summary == "Hi there"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["hooks.example.com", "webhook: HTTP 503", "  two   spaces  ", "tab\there", "line\nbreak", "bell\x07", "x" * 5000],
+)
+def test_plain_ascii_text_is_cleaned_as_any_other(text):
+    """The plain-ASCII shortcut of `one_line` stores what the general rule would."""
+    from notifications.rules.remote_text import one_line
+
+    general = "".join(" " if ch.isspace() else ch for ch in text if ch.isspace() or (ord(ch) >= 32 and ch != "\x7f"))
+    assert one_line(text, ERROR_CHARS) == one_line(text + "\u200b", ERROR_CHARS)  # a format char takes the long way
+    assert one_line(text, ERROR_CHARS).startswith(" ".join(general.split())[:100])

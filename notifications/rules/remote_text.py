@@ -30,6 +30,8 @@ def one_line(text: str, limit: int) -> str:
     space, control and format characters go, and it is cut to `limit` characters."""
     # Cut early, generously: cleaning five million characters costs time for nothing.
     text = text[: limit * 4]
+    if text.isascii() and text.isprintable():  # the common case (a host, "webhook: HTTP 503"):
+        return clip(" ".join(text.split()), limit)  # no control or format character to look for
     kept = (" " if ch.isspace() else ch for ch in text if ch.isspace() or unicodedata.category(ch) not in _DROPPED)
     return clip(" ".join("".join(kept).split()), limit)
 

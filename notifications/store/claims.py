@@ -28,12 +28,14 @@ import contextlib
 import logging
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple, TypeVar
 
+from django.core.signals import setting_changed
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Case, DateTimeField, ExpressionWrapper, IntegerField, Q, QuerySet, Value, When
 from django.db.models.expressions import RawSQL
+from django.dispatch import receiver
 
 from notifications.channels import registry
 from notifications.conf import low_priority_aging
@@ -93,7 +95,64 @@ def selection(now: datetime, limit: int, *, lock: bool = False, queues: tuple[st
 
     `lock`: each branch takes its rows FOR UPDATE SKIP LOCKED (PostgreSQL, in a transaction).
     `queues`: only rows of those queues (`runtick --queue`; empty: every queue).
+
+    The ORM compiles each shape once per process (and again after a setting changes):
+    between claims only `now`, and `now` less the low-priority aging, change.
     """
+    key = (connection.alias, int(limit), lock, tuple(queues))
+    shape = _shapes.get(key)
+    if shape is None:
+        shape = _shapes[key] = _shape(limit, lock, queues)
+    if not shape:  # a shape whose text depends on the clock: compiled every time
+        return _selection(now, limit, lock=lock, queues=queues)
+    sql, constant, slots = shape
+    params = list(constant)
+    clock = {"now": _prepared(now), "aged": _prepared(now - timedelta(seconds=low_priority_aging()))}
+    for index, which in slots:
+        params[index] = clock[which]
+    return sql, params
+
+
+# (alias, limit, lock, queues) -> (SQL, parameters, [(index, "now" | "aged")]), or () when
+# the SQL cannot be reused: see `_shape`.
+_shapes: dict[tuple[Any, ...], tuple[str, list[Any], list[tuple[int, str]]] | tuple[()]] = {}
+# Two instants no claim runs at: where they land in the parameters is where the clock goes.
+_PROBES = (datetime(2001, 2, 3, 4, 5, 6, 789012, tzinfo=UTC), datetime(2002, 3, 4, 5, 6, 7, 890123, tzinfo=UTC))
+
+
+def _prepared(value: datetime) -> Any:
+    """`value` as a parameter of `next_fire_at` (what the compiled lookups hold)."""
+    return Notification._meta.get_field("next_fire_at").get_db_prep_value(value, connection)
+
+
+def _shape(limit: int, lock: bool, queues: tuple[str, ...]) -> tuple[str, list[Any], list[tuple[int, str]]] | tuple[()]:
+    """The selection compiled at two probe instants: its SQL, the parameters that stay, and
+    which of them are `now` or `now` less the aging. () unless the two agree everywhere else."""
+    aging = timedelta(seconds=low_priority_aging())
+    (sql, first), (other, second) = (_selection(p, limit, lock=lock, queues=queues) for p in _PROBES)
+    if sql != other or len(first) != len(second):
+        return ()
+    slots = []
+    for index, (a, b) in enumerate(zip(first, second, strict=True)):
+        if a == b:
+            continue
+        for which, offset in (("now", timedelta(0)), ("aged", aging)):
+            if a == _prepared(_PROBES[0] - offset) and b == _prepared(_PROBES[1] - offset):
+                slots.append((index, which))
+                break
+        else:
+            return ()  # a value derived from the clock some other way: nothing to reuse
+    return sql, first, slots
+
+
+@receiver(setting_changed)
+def _forget_shapes(**kwargs: Any) -> None:
+    """The retries, the aging and the channels that cancel escalations are settings."""
+    _shapes.clear()
+
+
+def _selection(now: datetime, limit: int, *, lock: bool, queues: tuple[str, ...]) -> tuple[str, list[Any]]:
+    """`selection`, compiled by the ORM."""
     branches: list[str] = []
     params: list[Any] = []
     for rank, condition in enumerate(classes(now)):
@@ -170,19 +229,25 @@ def claim(now: datetime, limit: int, lease: float, *, queues: tuple[str, ...] = 
 def check(rows: list[Notification]) -> tuple[list[Notification], list[Refused]]:
     """`rows` as validation finds them: those fit to send, and those refused, saying why.
     Changes nothing; a row whose check raises costs only itself."""
-    fit, refused = [], []
-    for row in rows:
-        try:
-            errors = validation.field_errors(row)
-        except Exception as exc:  # a poison row costs only itself
-            logger.exception("notification %s: internal error", row.pk)
-            refused.append(Refused(row, error=exc))
-            continue
-        if errors:
-            refused.append(Refused(row, validation.describe(errors)))
-        else:
-            fit.append(row)
+    fit: list[Notification] = []
+    refused: list[Refused] = []
+    with validation.batch():  # the settings read, and the URLs the rows repeat parsed, once a claim
+        for row in rows:
+            _check_one(row, fit, refused)
     return fit, refused
+
+
+def _check_one(row: Notification, fit: list[Notification], refused: list[Refused]) -> None:
+    try:
+        errors = validation.field_errors(row)
+    except Exception as exc:  # a poison row costs only itself
+        logger.exception("notification %s: internal error", row.pk)
+        refused.append(Refused(row, error=exc))
+        return
+    if errors:
+        refused.append(Refused(row, validation.describe(errors)))
+    else:
+        fit.append(row)
 
 
 def release_tokens(tokens: list[uuid.UUID], only: list[Any] | None = None) -> int:

@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 # rows it sees; a longer one (reached by bulk_create) would not fit the flow-control
 # columns its target is stored in (Target, RateBucket) and crash every tick.
 MAX_HOST_CHARS = 253
+# Distinct URLs whose verdict is remembered: the rule is a pure function of the text, and
+# a tick checks the same few URLs once per row at the claim and again at the send.
+URLS_REMEMBERED = 1024
 
 
 def row_errors(row: Notification, *, needed: bool) -> Errors:
@@ -62,6 +65,15 @@ def url_errors(url: str) -> list[str]:
 
 
 def _url_errors(url: str) -> list[str]:
+    return list(_url_verdict(url)) if isinstance(url, str) else _url_rule(url)
+
+
+@functools.lru_cache(maxsize=URLS_REMEMBERED)
+def _url_verdict(url: str) -> tuple[str, ...]:
+    return tuple(_url_rule(url))
+
+
+def _url_rule(url: str) -> list[str]:
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError on a bad port
