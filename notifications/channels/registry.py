@@ -188,6 +188,11 @@ def names() -> tuple[str, ...]:
     return tuple(_instances())
 
 
+def offered_names() -> tuple[str, ...]:
+    """The channels a row's hints name as choices (`RowAnswers.offered`): not the internal ones."""
+    return tuple(name for name, rules in _instances().items() if rules.offered)
+
+
 def audience_names() -> list[str]:
     """The channels people receive and choose per category (`Audience.reaches_people`)."""
     return [name for name, rules in _instances().items() if rules.reaches_people]

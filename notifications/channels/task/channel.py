@@ -30,6 +30,7 @@ class TaskChannel(Channel):
 
     label = "Task"
     reaches_people = False  # no preference centre offers it
+    offered = False  # only QueueBackend.enqueue writes it: no hint offers it to a site
     headline_is_generic = True
 
     def __init__(self, **options: Any) -> None:
