@@ -396,7 +396,8 @@ VALID = {"channels": ["email"], "email_to": "ada@example.com", "subject": "s", "
 @pytest.mark.parametrize(
     ("fields", "last_error"),
     [
-        ({"channels": ["sms"]}, "invalid: channels: Unknown channel(s): 'sms'. Use 'email', 'webhook', 'inbox' or"),
+        # The internal `task` channel (written by notifications.tasks alone) is no choice offered.
+        ({"channels": ["sms"]}, "invalid: channels: Unknown channel(s): 'sms'. Use 'email', 'webhook' or 'inbox'."),
         ({"channels": "email"}, "invalid: channels: "),
         ({"email_to": ""}, "invalid: email_to: The email channel needs a recipient."),
         ({"channels": ["webhook"], "webhook_url": ""}, "invalid: webhook_url: The webhook channel needs a URL."),

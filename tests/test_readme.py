@@ -38,6 +38,12 @@ def test_the_readme_is_the_first_hour_and_links_the_reference():
     assert "make run" in README and "\nmake test\n" in README
 
 
+def test_the_embedding_section_says_how_to_turn_on_djangos_tasks():
+    embedding = README.split("## Embedding in an existing site", 1)[1].split("\n## ", 1)[0]
+    assert '`TASKS = {"default": {"BACKEND": "notifications.tasks.QueueBackend"}}`' in embedding
+    assert "run by `runtick`" in embedding and "](docs/tasks.md)" in embedding
+
+
 def test_nothing_is_installed_by_a_name_no_index_has():
     assert "not on a package index yet" in README
     for page in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:

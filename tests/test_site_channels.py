@@ -293,6 +293,9 @@ def run_checks() -> list[checks.CheckMessage]:
         ({"sms": f"{SUPPORT}.SMSChannel"}, "notifications.E033"),
         ({"SMS Gateway": {"BACKEND": f"{SUPPORT}.SMSChannel"}}, "notifications.E033"),
         ([("sms", {})], "notifications.E033"),
+        ({"sms": {"BACKEND": f"{SUPPORT}.SMSChannel", "TIMEOUT": 0}}, "notifications.E033"),
+        ({"sms": {"BACKEND": f"{SUPPORT}.SMSChannel", "TIMEOUT": "30"}}, "notifications.E033"),
+        ({"sms": {"BACKEND": f"{SUPPORT}.SMSChannel", "TIMEOUT": 3601}}, "notifications.E033"),
     ],
 )
 def test_checks_report_a_bad_channel_setting(setting, check_id):
@@ -303,6 +306,24 @@ def test_checks_report_a_bad_channel_setting(setting, check_id):
 @channels(sms="SMSChannel", push="SMSChannel")
 def test_checks_pass_a_good_channel_setting():
     assert run_checks() == []
+
+
+@override_settings(
+    NOTIFICATIONS_CHANNEL_TIMEOUT=4,
+    NOTIFICATIONS_CHANNELS={
+        "sms": {"BACKEND": f"{SUPPORT}.SMSChannel", "TIMEOUT": 30},
+        "push": {"BACKEND": f"{SUPPORT}.SMSChannel"},
+    },
+)
+def test_a_channel_entry_gives_its_sends_a_deadline_of_their_own():
+    from notifications.channels import registry
+    from notifications.conf import TickSettings
+
+    assert run_checks() == []
+    opened = registry.open_for_tick(TickSettings.read())
+    assert (opened["sms"].timeout, opened["push"].timeout, opened["email"].timeout) == (30, 4, 4)
+    for channel in opened.values():
+        channel.close()
 
 
 @override_settings(NOTIFICATIONS_CHANNELS={"email": {"BACKEND": f"{SUPPORT}.SMSChannel"}})

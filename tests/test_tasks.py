@@ -61,6 +61,22 @@ def test_enqueue_in_a_rolled_back_transaction_leaves_nothing(fns):
     assert not TaskRun.objects.exists()
 
 
+def test_aenqueue_inserts_in_the_callers_transaction_and_aget_result_reads_it(fns):
+    from asgiref.sync import async_to_sync
+
+    with pytest.raises(RuntimeError), transaction.atomic():
+        async_to_sync(fns.add.aenqueue)(1, 2)
+        assert Notification.objects.count() == 1  # in this transaction: the caller's thread
+        raise RuntimeError("roll back")
+    assert not Notification.objects.exists() and not TaskRun.objects.exists()
+
+    result = async_to_sync(fns.add.aenqueue)(2, 3)
+    assert async_to_sync(fns.add.aget_result)(result.id).status == "READY"
+    tick()
+    done = async_to_sync(fns.add.aget_result)(result.id)
+    assert (done.status, done.return_value) == ("SUCCESSFUL", 5)
+
+
 def test_runtick_runs_a_task_and_its_result_is_successful(fns):
     from django.tasks.signals import task_enqueued, task_finished, task_started
 
@@ -282,3 +298,32 @@ def test_manage_py_check_reports_bad_options_on_django_6(settings):
     found = [m for m in checks.run_checks() if m.id == "notifications.E071"]
     assert [m.msg for m in found] == ["TASKS['default']: MAX_RETRIES must be a positive whole number, not 0."]
     assert not [m for m in checks.run_checks() if m.id == "notifications.W070"]
+
+
+@pytest.mark.parametrize("timeout", [0, -1, "60", True, float("nan"), 86_401])
+def test_manage_py_check_reports_a_task_timeout_that_is_no_number_of_seconds(settings, timeout):
+    from django.core import checks
+
+    settings.TASKS = {"default": {"BACKEND": "notifications.tasks.QueueBackend", "OPTIONS": {"TIMEOUT": timeout}}}
+    found = [m.msg for m in checks.run_checks() if m.id == "notifications.E071"]
+    assert found == [f"TASKS['default']: TIMEOUT must be a number of seconds above 0, at most 86400, not {timeout!r}."]
+
+
+def test_a_task_has_the_deadline_its_backend_gives_not_the_channel_timeout(settings):
+    from notifications.channels import registry
+    from notifications.conf import TickSettings
+
+    settings.NOTIFICATIONS_CHANNEL_TIMEOUT = 3
+    settings.TASKS = {
+        "default": {"BACKEND": "notifications.tasks.QueueBackend"},
+        "reports": {"BACKEND": "notifications.tasks.QueueBackend", "OPTIONS": {"TIMEOUT": 1800}},
+    }
+    channels = registry.open_for_tick(TickSettings.read())
+    assert (channels["task"].timeout, channels["webhook"].timeout) == (1800, 3)  # the longest of the aliases
+    for channel in channels.values():
+        channel.close()
+    settings.TASKS = {"default": {"BACKEND": "notifications.tasks.QueueBackend"}}
+    channels = registry.open_for_tick(TickSettings.read())
+    assert channels["task"].timeout == 600  # ten minutes by default
+    for channel in channels.values():
+        channel.close()

@@ -1,11 +1,13 @@
 """The channel registry: the built-in channels and the site's own `NOTIFICATIONS_CHANNELS`.
 
     NOTIFICATIONS_CHANNELS = {"sms": {"BACKEND": "myapp.channels.SMS", "OPTIONS": {"sender": "ACME"},
-                                      "LABEL": "Text message"}}
+                                      "LABEL": "Text message", "TIMEOUT": 30}}
 
 Read when first used, in the shape of Django's `STORAGES` and `CACHES`: a name (alias) maps
 to a `BACKEND` class, a subclass of `notifications.channels.Channel`, the `OPTIONS` it is
-constructed with, and optionally the `LABEL` a person reads for it (`label`). `email` and
+constructed with, and optionally the `LABEL` a person reads for it (`label`) and the
+`TIMEOUT` of its sends (its deadline, as `CACHES` has one per entry; default
+NOTIFICATIONS_CHANNEL_TIMEOUT). `email` and
 `webhook` are registered here like any other channel, so the rest of the app asks the
 registry rather than naming them.
 
@@ -38,7 +40,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
-from notifications.conf import app_settings
+from notifications.conf import app_settings, is_usable, maximum
 
 if TYPE_CHECKING:
     from django.db.models import Q
@@ -73,6 +75,7 @@ class Entry:
     backend: str
     options: Mapping[str, Any] = field(default_factory=dict)
     label: str = ""  # the entry's "LABEL": what a person reads for the channel
+    timeout: float | None = None  # the entry's "TIMEOUT": its sends' deadline (None: CHANNEL_TIMEOUT)
 
     @property
     def built_in(self) -> bool:
@@ -89,7 +92,7 @@ def entry_problem(name: Any, entry: Any) -> str | None:
         )
     if not isinstance(entry, Mapping):
         return f"{name!r} must be a dict with BACKEND and OPTIONS, not {type(entry).__name__}"
-    unknown = set(entry) - {"BACKEND", "OPTIONS", "LABEL"}
+    unknown = set(entry) - {"BACKEND", "OPTIONS", "LABEL", "TIMEOUT"}
     if unknown:
         return f"{name!r} has unknown key(s) {', '.join(map(repr, sorted(unknown, key=str)))}"
     if not isinstance(entry.get("BACKEND"), str) or not entry.get("BACKEND"):
@@ -99,6 +102,9 @@ def entry_problem(name: Any, entry: Any) -> str | None:
     label = entry.get("LABEL", "x")
     if not isinstance(label, str) or not label.strip() or len(label) > MAX_LABEL_CHARS:
         return f"{name!r}: LABEL must be the words a person reads for the channel, at most {MAX_LABEL_CHARS} characters"
+    if "TIMEOUT" in entry and not is_usable("CHANNEL_TIMEOUT", entry["TIMEOUT"], integer=False):
+        most = maximum("CHANNEL_TIMEOUT")
+        return f"{name!r}: TIMEOUT must be the seconds one send may take, above 0 and at most {most:g}"
     return None
 
 
@@ -111,7 +117,8 @@ def site_entries() -> dict[str, Entry]:
     for name, entry in raw.items():
         if name in BUILT_IN or entry_problem(name, entry) is not None:
             continue
-        entries[name] = Entry(name, entry["BACKEND"], dict(entry.get("OPTIONS") or {}), entry.get("LABEL", ""))
+        timeout = float(entry["TIMEOUT"]) if "TIMEOUT" in entry else None
+        entries[name] = Entry(name, entry["BACKEND"], dict(entry.get("OPTIONS") or {}), entry.get("LABEL", ""), timeout)
     return entries
 
 
@@ -146,10 +153,15 @@ def label(entry: Entry) -> str:
 
 
 def construct(entry: Entry, settings: TickSettings | None = None) -> Channel:
-    """A new sender of `entry`'s channel, named, with its OPTIONS (a tick's, `open_for_tick`).
-    A site channel whose class cannot be loaded or constructed is a `BrokenChannel` that
-    holds its rows (the checks W030, W031 say why); never a crash of the caller."""
-    return _built(entry, lambda cls: cls.open(entry.name, dict(entry.options), settings), settings)
+    """A new sender of `entry`'s channel, named, with its OPTIONS (a tick's, `open_for_tick`)
+    and its deadline (the entry's TIMEOUT, else what the channel declares, else
+    CHANNEL_TIMEOUT). A site channel whose class cannot be loaded or constructed is a
+    `BrokenChannel` that holds its rows (the checks W030, W031 say why); never a crash of
+    the caller."""
+    channel = _built(entry, lambda cls: cls.open(entry.name, dict(entry.options), settings), settings)
+    if entry.timeout is not None:
+        channel.timeout = entry.timeout
+    return channel
 
 
 def rules_of(entry: Entry) -> ChannelAnswers:
@@ -186,6 +198,11 @@ _cache: dict[str, ChannelAnswers] | None = None
 def names() -> tuple[str, ...]:
     """Every channel a row may name: the built-in ones, then the site's, in setting order."""
     return tuple(_instances())
+
+
+def offered_names() -> tuple[str, ...]:
+    """The channels a row's hints name as choices (`RowAnswers.offered`): not the internal ones."""
+    return tuple(name for name, rules in _instances().items() if rules.offered)
 
 
 def audience_names() -> list[str]:

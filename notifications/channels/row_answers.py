@@ -26,6 +26,9 @@ class RowAnswers:
     # Its `row_errors` bounds the row's `body` itself (a queued email's may be longer than
     # the core's limit of a template body); otherwise the core's limit applies.
     bounds_body: bool = False
+    # A name the hints of an invalid row offer (`Unknown channel(s): 'sms'. Use ...`): False
+    # for a channel only the app's own code writes (`task`, by `notifications.tasks`).
+    offered: bool = True
 
     def validate(self, data: Any) -> None:
         """Refuse (raise ValidationError) this channel's entry of a row's `channel_data`.

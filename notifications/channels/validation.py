@@ -31,12 +31,12 @@ def _choices(choices: tuple[str, ...]) -> str:
 
 def list_errors(channels: Any) -> list[str]:
     """A non-empty list of registered channels (`notifications.channels.registry`), each once."""
-    known = registry.names()
+    offered = registry.offered_names()  # an internal channel (`task`) is no choice to offer
     if not isinstance(channels, list) or not channels:
-        return [f"Give a non-empty list of channels: {', '.join(map(repr, known))}."]
+        return [f"Give a non-empty list of channels: {', '.join(map(repr, offered))}."]
     unknown = [c for c in channels if not registry.known(c)]
     if unknown:
-        return [f"Unknown channel(s): {', '.join(map(repr, unknown))}. Use {_choices(known)}."]
+        return [f"Unknown channel(s): {', '.join(map(repr, unknown))}. Use {_choices(offered)}."]
     if len(set(channels)) != len(channels):
         return ["Each channel may appear only once."]
     return []

@@ -47,7 +47,7 @@ networks, the email's mailer, timeouts and attachments) is that channel's own
 | E030 | (retired: now W030, a warning) |
 | E031 | (retired: now W031, a warning) |
 | E032 | a CHANNELS name is a built-in channel's (email, webhook, inbox) |
-| E033 | CHANNELS is not a dict of name -> {"BACKEND": ..., "OPTIONS": {...}} (a bad name, OPTIONS not a dict) |
+| E033 | CHANNELS is not a dict of name -> {"BACKEND", "OPTIONS", ...} (a bad name, OPTIONS not a dict, a bad TIMEOUT) |
 | E034 | METRICS_TOKEN is not a string of printable ASCII without spaces around it |
 | E040 | CATEGORIES is not a dict of category -> {"label", "default", "throttle", "channels"} |
 | E041 | (retired: now W041, a warning) |

@@ -37,3 +37,7 @@ class Outcome:
     delete: bool = False
     detail: str = ""
     results: list[ChannelResult] = field(default_factory=list)
+    # A send of this firing still runs past its deadline (the monitor left it behind): the
+    # write-back keeps the row claimed, and the tick renews the claim until the send returns,
+    # so a retry never runs beside it (`notifications.tick.overruns`).
+    still_sending: bool = False

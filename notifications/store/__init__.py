@@ -6,13 +6,13 @@ has ended, under the same claim token;
 files rows that wait for a digest (`file_due`), writes each finished batch back in one
 short transaction fenced by its claim token (`WriteBack`, `save_outcomes`), makes rows
 held behind a circuit that closed due again (`release_held`), hands back rows it did not
-send (`release_tokens`), and ends with its housekeeping and record (`prune`,
-`record_tick`). A lost connection or deadlock is retried (`reconnecting`).
+send (`release_tokens`), keeps the claims of rows it still holds (`renew`), and ends
+with its housekeeping and record (`prune`, `record_tick`). A lost connection or deadlock is retried (`reconnecting`).
 
 The modules, each importing only those above it in this list:
 
 - `reconnecting`: which database errors are retried, and the retry itself.
-- `claims`: `Claim`, `claim`, `check`, `release_tokens`, `release_held`, `load_defensively`.
+- `claims`: `Claim`, `claim`, `check`, `release_tokens`, `renew`, `release_held`, `load_defensively`.
 - `statements`: rows locked in one order, multi-row INSERTs, per-row UPDATEs.
 - `tallies`: the monitoring totals (`Tally`) the write-back and the tick record add to.
 - `digests`: filing rows into digests, claiming whole digests, settling one as one.
@@ -30,7 +30,7 @@ operators' actions (`notifications.services`) use `claims.load_defensively`,
 from __future__ import annotations
 
 from notifications.store.batches import next_batch
-from notifications.store.claims import Claim, Refused, release_held, release_tokens
+from notifications.store.claims import Claim, Refused, release_held, release_tokens, renew
 from notifications.store.digests import file_due
 from notifications.store.escalations import settle_cancelled
 from notifications.store.housekeeping import prune, prune_history, record_tick
@@ -52,6 +52,7 @@ __all__ = [
     "record_tick",
     "release_held",
     "release_tokens",
+    "renew",
     "retry",
     "save_outcomes",
     "settle_cancelled",

@@ -261,6 +261,18 @@ def release_tokens(tokens: list[uuid.UUID], only: list[Any] | None = None) -> in
     return claimed.update(claim_token=None, claimed_until=None)
 
 
+def renew(tokens: list[uuid.UUID], lease: float, only: list[Any] | None = None) -> int:
+    """Extend every row still claimed with one of `tokens` (or only those whose ids are in
+    `only`) to a lease of `lease` seconds from now: rows the tick still holds, a send of
+    theirs running longer than the lease it claimed them for. Returns how many."""
+    if not tokens or only == []:
+        return 0
+    claimed = Notification.objects.filter(claim_token__in=tokens)
+    if only is not None:
+        claimed = claimed.filter(pk__in=only)
+    return claimed.update(claimed_until=lease_end(lease))
+
+
 def release_held(key: str, now: datetime) -> int:
     """Make the rows held for target `key` due now (its circuit closed; one UPDATE over the
     held index). The tick asks for it when its write-back closed a circuit, or one did not open after all;

@@ -26,14 +26,14 @@ from django.utils import timezone
 
 from notifications import otel
 from notifications.channels import ChannelResult, Firing, registry
-from notifications.conf import Policy
+from notifications.conf import Policy, TickSettings
 from notifications.models import DeliveryAttempt, Notification, Suppression, states
 from notifications.models.addresses import is_address, storable
 from notifications.models.log import SENT_TO_CHARS, SUMMARY_CHARS
 from notifications.outcomes import Kind, Outcome, settling
 from notifications.rules.remote_text import REASON_CHARS, clip, one_line
 from notifications.store import digests, reconnecting, tallies
-from notifications.store.claims import release_tokens
+from notifications.store.claims import lease_end, release_tokens
 from notifications.store.statements import insert_statements, lock_in_order
 from notifications.store.tallies import DEAD_LETTERED, DEFERRED, DELIVERED, EXPIRED, FAILED, OTHER, Key
 
@@ -86,8 +86,9 @@ class Written:
 class WriteBack:
     """The finished batches of one tick waiting for their write-back, and the write itself."""
 
-    def __init__(self, policy: Policy) -> None:
+    def __init__(self, policy: Policy, lease: float | None = None) -> None:
         self.policy = policy
+        self.lease = lease  # of the claims it keeps (`Outcome.still_sending`); None: the settings'
         self.finished: list[Finished] = []  # batches with every outcome, not yet written back
         self.next_write = time.monotonic()
 
@@ -111,6 +112,7 @@ class WriteBack:
                     counts,
                     unloadable=[Unloadable(b.token, b.now, b.unloadable) for b in batches if b.unloadable],
                     policy=self.policy,
+                    lease=self.lease,
                 )
             except (*reconnecting.DATABASE_ERRORS, ValueError, TypeError) as exc:
                 if not _of_the_values(exc):
@@ -169,7 +171,10 @@ class WriteBack:
         attempts = [a for a in batch.attempts if a.notification_id == outcome.row.pk]
         try:
             save_outcomes(
-                [(batch.token, [outcome])], attempts, _counts_of(outcome, batch.targets.get(outcome.row.pk, {}))
+                [(batch.token, [outcome])],
+                attempts,
+                _counts_of(outcome, batch.targets.get(outcome.row.pk, {})),
+                lease=self.lease,
             )
         except (*reconnecting.DATABASE_ERRORS, ValueError, TypeError) as error:
             if not _of_the_values(error):
@@ -360,6 +365,7 @@ def save_outcomes(
     *,
     unloadable: Sequence[Unloadable] = (),
     policy: Policy | None = None,
+    lease: float | None = None,
 ) -> int:
     """Write batches back in one short transaction: the rows locked in primary-key order,
     one DELETE, one bulk UPDATE, one UPDATE for released rows, the INSERT of the delivery
@@ -380,12 +386,20 @@ def save_outcomes(
     an error at COMMIT leaves it unknown whether the transaction took; the retry then
     looks for what it wrote (`_already_written`) before writing again, so the delivery
     log and the totals are not counted twice.
+
+    A row whose send still runs (`Outcome.still_sending`) keeps its claim, for `lease`
+    seconds from now (default NOTIFICATIONS_LEASE): its outcome is written, but no tick
+    claims it again while the tick that left the send behind renews the claim.
     """
     tokens: list[uuid.UUID] = []
     outcomes: list[Outcome] = []
+    held: dict[uuid.UUID, list[Any]] = {}
     for token, batch in batches:
         tokens.append(token)
-        outcomes.extend(batch)
+        for outcome in batch:
+            outcomes.append(outcome)
+            if outcome.still_sending and not outcome.delete:
+                held.setdefault(token, []).append(outcome.row.pk)
     outcomes = digests.spread(outcomes, DIGEST_SHARED_FIELDS)  # a digest settles as one: every row of it
     if not tokens:
         return 0
@@ -402,7 +416,10 @@ def save_outcomes(
             return
         committing = False
         with transaction.atomic():
+            holding = _still_claimed(held)  # before the statements that release them
             dead, logged = _write(tokens, outcomes, log, attempts, counts, unloadable, policy)
+            if holding:
+                _keep_claimed(holding, lease or TickSettings.read().lease)
             committing = True  # from here on an error is the COMMIT's own: did it take?
 
     reconnecting.retry(write, "write-back")
@@ -466,6 +483,21 @@ def _write(
     if counts:
         tallies.add_deliveries(counts)
     return dead, attempts
+
+
+def _still_claimed(held: Mapping[uuid.UUID, list[Any]]) -> dict[uuid.UUID, list[Any]]:
+    """The rows of `held` still claimed with their batch's token (one SELECT per token)."""
+    found = {
+        token: list(Notification.objects.filter(claim_token=token, pk__in=pks).values_list("pk", flat=True))
+        for token, pks in held.items()
+    }
+    return {token: pks for token, pks in found.items() if pks}
+
+
+def _keep_claimed(holding: Mapping[uuid.UUID, list[Any]], lease: float) -> None:
+    """Claim the rows again, with the token they had, for `lease` seconds from now."""
+    for token, pks in holding.items():
+        Notification.objects.filter(pk__in=pks).update(claim_token=token, claimed_until=lease_end(lease))
 
 
 def insert_delivered(items: Sequence[Any]) -> None:

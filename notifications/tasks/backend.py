@@ -2,7 +2,7 @@
 
     TASKS = {"default": {"BACKEND": "notifications.tasks.QueueBackend",
                          "QUEUES": ["default", "reports"],            # Django's own key
-                         "OPTIONS": {"MAX_RETRIES": 3, "RESULT_RETENTION_DAYS": 7}}}
+                         "OPTIONS": {"MAX_RETRIES": 3, "RESULT_RETENTION_DAYS": 7, "TIMEOUT": 600}}}
 
 `enqueue` inserts two rows in the caller's transaction (a rolled-back transaction leaves
 nothing to run): a `TaskRun` (what to run, and later what came of it) and a row of the

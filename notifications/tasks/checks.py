@@ -15,9 +15,11 @@ import django
 from django.conf import settings
 from django.core import checks
 
+from notifications.channels.task.deadline import MAX_TIMEOUT, timeout_of
 from notifications.channels.task.retention import BACKEND_PATH
 
-KNOWN_OPTIONS = {"MAX_RETRIES", "RESULT_RETENTION_DAYS"}
+KNOWN_OPTIONS = {"MAX_RETRIES", "RESULT_RETENTION_DAYS", "TIMEOUT"}
+WHOLE_NUMBERS = {"MAX_RETRIES", "RESULT_RETENTION_DAYS"}
 
 
 def naming_aliases() -> list[str]:
@@ -47,16 +49,26 @@ def backend_options(alias: str, options: Any) -> list[checks.CheckMessage]:
     if not isinstance(options, dict):
         return [_e071(alias, f"OPTIONS must be a dict, not {type(options).__name__}")]
     errors = [_e071(alias, f"unknown option {name!r}") for name in sorted(set(options) - KNOWN_OPTIONS, key=str)]
-    for name in sorted(KNOWN_OPTIONS & set(options)):
+    for name in sorted(WHOLE_NUMBERS & set(options)):
         value = options[name]
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             errors.append(_e071(alias, f"{name} must be a positive whole number, not {value!r}"))
+    if "TIMEOUT" in options and timeout_of(options) != options["TIMEOUT"]:  # else the default
+        errors.append(
+            _e071(
+                alias,
+                f"TIMEOUT must be a number of seconds above 0, at most {MAX_TIMEOUT:g}, not {options['TIMEOUT']!r}",
+            )
+        )
     return errors
 
 
 def _e071(alias: str, problem: str) -> checks.CheckMessage:
     return checks.Error(
         f"TASKS[{alias!r}]: {problem}.",
-        hint="OPTIONS takes MAX_RETRIES (attempts before FAILED) and RESULT_RETENTION_DAYS (days results are kept).",
+        hint=(
+            "OPTIONS takes MAX_RETRIES (attempts before FAILED), RESULT_RETENTION_DAYS (days results "
+            "are kept) and TIMEOUT (seconds a task may run)."
+        ),
         id="notifications.E071",
     )

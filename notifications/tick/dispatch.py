@@ -14,6 +14,7 @@ import time
 import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Container, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -62,6 +63,7 @@ class Batch:
     unloadable: dict[Any, str] = field(default_factory=dict)
     # row pk -> channel -> target (`notifications.flow.targets`), worked out once at the claim
     targets: dict[Any, dict[str, str]] = field(default_factory=dict)
+    renewed: float = 0.0  # monotonic time its claim was made (just before) or last renewed
 
     def add(self, outcome: Outcome, attempts: list[DeliveryAttempt]) -> bool:
         """File one row's outcome; True once the batch is complete."""
@@ -90,16 +92,17 @@ class Job:
     # channel -> where it delivers (`notifications.flow.targets`), for the firing's spans
     targets: dict[str, str] = field(default_factory=dict)
     settled: threading.Lock = field(default_factory=threading.Lock)
+    # Set when its worker is done with the row; `pooled`: its sends on the pool's threads.
+    returned: threading.Event = field(default_factory=threading.Event)
+    pooled: list[Future[Any]] = field(default_factory=list)
 
     def settle(self) -> bool:
         """Take the one right to report this row's outcome; False if it is taken."""
         return self.settled.acquire(blocking=False)
 
-    @property
-    def sends_in_turn(self) -> int:
-        """Sends that may run one after another, each under its own deadline: every owed
-        channel of a row routed `first`, else one (its channels run at once)."""
-        return max(1, len(self.row.owed_channels)) if self.row.routing == "first" else 1
+    def sending(self) -> bool:
+        """Whether a send of this row may still be running (one the monitor left behind)."""
+        return not self.returned.is_set() or not all(future.done() for future in self.pooled)
 
 
 class Dispatcher:
@@ -209,10 +212,10 @@ class Dispatcher:
                     break
         return best
 
-    def overdue(self, now: float, per_send: float) -> list[Job]:
-        """Rows still running `per_send` seconds after their delivery started, per send they make in turn."""
+    def overdue(self, now: float, allowed: Callable[[Job], float]) -> list[Job]:
+        """Rows still running longer after their delivery started than `allowed(job)` seconds."""
         with self._cond:
-            return [job for job in self._started if job.started + per_send * job.sends_in_turn < now]
+            return [job for job in self._started if job.started + allowed(job) < now]
 
     def starved(self) -> bool:
         """Workers are free although rows wait: every waiting row's target is at its cap."""

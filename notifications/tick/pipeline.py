@@ -30,6 +30,7 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 from django.utils import timezone
 
@@ -43,6 +44,7 @@ from notifications.flow.targets import RowTargets, dispatch_target, targets_by_c
 from notifications.models import DEFAULT_QUEUE, Notification
 from notifications.outcomes import Outcome
 from notifications.store import Claim
+from notifications.tick import overruns
 from notifications.tick.announce import announce
 from notifications.tick.dispatch import Batch, Dispatcher, Job
 from notifications.tick.report import HELD, TickReport
@@ -50,7 +52,8 @@ from notifications.tick.workers import Reported, Workers
 
 logger = logging.getLogger("notifications.tick")
 
-# How often the tick looks for sends that overran CHANNEL_TIMEOUT + DEADLINE_GRACE.
+# How often the tick looks for sends that overran their deadline (+ DEADLINE_GRACE), and
+# for claims to renew (`overruns.RENEW_AFTER`).
 MONITOR_INTERVAL = 0.25
 # How often the tick's own thread collects finished rows and tops up the queue.
 POLL_INTERVAL = 0.005
@@ -111,7 +114,10 @@ class Pipeline:
             concurrency=settings.concurrency,
             policy=settings.policy,
         )
-        self.writes = store.WriteBack(settings.policy)
+        self.writes = store.WriteBack(settings.policy, settings.lease)
+        self.holding: list[Batch] = []  # batches with rows in hand, whose claims the tick renews
+        self.claimed_at = time.monotonic()  # when the last claim began
+        self.left_behind: dict[Any, Job] = {}  # rows whose send still runs, until written back
         self.on_outcome = on_outcome
         # Claim the next batch while this many rows still wait, so workers never run dry;
         # claim up to `high_water` waiting rows when a capped target leaves workers idle.
@@ -167,6 +173,44 @@ class Pipeline:
         for _ in self.workers.abandon_overdue():
             self.live_workers -= 1  # the stuck one is left behind and ends when its send returns...
             self.start_worker()  # ...so keep the concurrency
+        self.keep_claims()
+
+    def keep_claims(self) -> None:
+        """Renew the claims of the rows in hand once half their lease has gone (a send may run
+        as long as its channel's deadline, and rows wait for a worker meanwhile), and those of
+        sends left running past their deadline (this tick's or an earlier one's in this
+        process); hand back the rows whose send has returned."""
+        now = time.monotonic()
+        lease = self.settings.lease
+        self.holding = [b for b in self.holding if b.left or b in self.writes.finished]
+        due = [b for b in self.holding if now - b.renewed >= lease * overruns.RENEW_AFTER]
+        running, returned = overruns.sweep(lease * overruns.RENEW_AFTER)
+        if not (due or running or returned):
+            return
+
+        def renew() -> None:
+            store.renew([b.token for b in due], lease)
+            for each in running:
+                store.renew([each.token], lease, only=[each.pk])
+
+        try:
+            store.retry(renew, "lease")
+            for batch in due:
+                batch.renewed = now
+        except store.DATABASE_ERRORS as exc:  # tried again at the next look
+            logger.error("claims not renewed: %s", type(exc).__name__)
+            for each in running:
+                each.renewed = 0.0
+
+        def hand_back() -> None:
+            for each in returned:
+                store.release_tokens([each.token], only=[each.pk])
+
+        try:
+            store.retry(hand_back, "release")
+        except store.DATABASE_ERRORS as exc:
+            logger.error("claims of finished sends not handed back: %s", type(exc).__name__)
+            overruns.put_back(returned)
 
     def release_waiting(self) -> None:
         """Stopping: rows no worker has started are handed back, due again at once (their
@@ -203,6 +247,7 @@ class Pipeline:
         if not more or self.flow.paused() or not self.claim_wanted(size):
             return False
         batch_now = self.fixed_now or timezone.now()
+        self.claimed_at = time.monotonic()  # the claim's lease ends no earlier than this plus the lease
         try:
             # Lost connections and deadlocks retried; digests while they may be due (see take).
             claimed = store.next_batch(
@@ -272,8 +317,15 @@ class Pipeline:
         ready = self.file_for_digests(ready, claimed.token, batch_now)
         self.in_hand += len(ready) + len(settled)
         batch = Batch(
-            claimed.token, batch_now, len(ready) + len(settled), unloadable=claimed.unloadable, targets=targets
+            claimed.token,
+            batch_now,
+            len(ready) + len(settled),
+            unloadable=claimed.unloadable,
+            targets=targets,
+            renewed=self.claimed_at,
         )
+        if batch.left:
+            self.holding.append(batch)
         if not batch.left and batch.unloadable:  # every loadable row joined a digest
             self.writes.finished.append(batch)
         screened = screen(ready, self.channels, batch_now, targets)  # recipients' choices, throttles
@@ -355,6 +407,8 @@ class Pipeline:
             except queue.Empty:
                 break
             self.in_hand -= 1
+            if outcome.still_sending:
+                self.left_behind[outcome.row.pk] = job
             if job.batch.add(outcome, store.attempt_records(job.firing, logged, job.targets) if logged else []):
                 self.writes.finished.append(job.batch)
         self.hold_tripped()
@@ -380,6 +434,9 @@ class Pipeline:
             self.report.tally[outcomes.Kind.DEAD_LETTERED] += written.dead
         self.observe(written.outcomes, {pk: t for b in written.batches for pk, t in b.targets.items()})
         for batch in written.batches:
+            for each in batch.outcomes:  # claims kept by the write-back: renewed until the send returns
+                if each.still_sending and (job := self.left_behind.pop(each.row.pk, None)) is not None:
+                    overruns.leave(each.row.pk, batch.token, job)
             announce(batch.outcomes)
             self.report.tally.update(o.kind for o in batch.outcomes)
             self.report.holds.update(o.detail for o in batch.outcomes if o.detail and o.detail.startswith(HELD))

@@ -1,5 +1,9 @@
 """The worker threads of a tick: take a claimed row, send its channels under their
-deadline, settle its outcome, hand it back.
+deadlines, settle its outcome, hand it back.
+
+Each channel's deadline is its own (`Channel.timeout`: NOTIFICATIONS_CHANNEL_TIMEOUT unless
+the channel declares another); the workers and the monitor allow a row what its channels
+declare, and name no channel.
 
 Nothing here reaches the database (an import-linter contract of `make check` says so):
 what a row's results come to is `notifications.outcomes.settling`'s, in memory. A worker
@@ -31,8 +35,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("notifications.tick")
 
-# Extra wait beyond CHANNEL_TIMEOUT before a channel that ignores its deadline (a
-# backend with no timeout of its own) is reported as timed out and left behind.
+# Extra wait beyond a channel's deadline before a send that ignores it (a backend with no
+# timeout of its own) is reported as timed out and left behind.
 DEADLINE_GRACE = 1.0
 # Threads for a row's further channels, per worker, at least: a worker sends a row's first
 # channel itself and the others through this pool (as many threads per worker as there are
@@ -61,7 +65,7 @@ class Workers:
         self.dispatcher = dispatcher
         self.results = results
         self.channels = channels
-        self.timeout = timeout
+        self.timeout = timeout  # a channel's deadline when it declares none (CHANNEL_TIMEOUT)
         self.policy = policy  # retries and backoff, for the outcome rules
         self.tracking = {name for name, channel in channels.items() if channel.tracks_recipients}
         per_worker = max(CHANNEL_THREADS_PER_WORKER, len(channels))
@@ -87,7 +91,10 @@ class Workers:
         finished = None
         while (job := self.dispatcher.take(finished)) is not None:
             finished = None
-            reported = self.attempt(job)
+            try:
+                reported = self.attempt(job)
+            finally:
+                job.returned.set()  # its sends in this thread are over (`Job.sending`)
             if reported is None:
                 return  # the monitor reported this row as timed out
             self.hand_back(job, *reported)
@@ -114,7 +121,10 @@ class Workers:
             mine = job.settle()
             if not mine:
                 return None
-            return self.outcome_of(job, channel_results)
+            outcome, logged = self.outcome_of(job, channel_results)
+            # A channel left behind on the pool past its deadline: the row stays claimed.
+            outcome.still_sending = not all(future.done() for future in job.pooled)
+            return outcome, logged
         except Exception as exc:  # noqa: BLE001 - logged by internal_error()
             if not mine and not job.settle():
                 return None
@@ -135,7 +145,7 @@ class Workers:
 
         A send that ignores its own deadline (a hanging DNS lookup, an email backend
         with no timeout) is not waited for: the tick's monitor reports the row as timed
-        out at CHANNEL_TIMEOUT + DEADLINE_GRACE and starts another worker.
+        out at its channels' deadline + DEADLINE_GRACE and starts another worker.
         """
         firing = job.firing
         assert firing is not None
@@ -143,9 +153,11 @@ class Workers:
             return self.deliver_in_turn(job)
         first, *others = firing.channels
         futures = {self.pool.submit(self.send, name, firing): name for name in others}
+        job.pooled.extend(futures)
         job.results[first] = self.send(first, firing)
         if futures:
-            remaining = job.started + self.timeout + DEADLINE_GRACE - time.monotonic()
+            longest = max(self.deadline(name) for name in others)
+            remaining = job.started + longest + DEADLINE_GRACE - time.monotonic()
             done, _ = wait(futures, timeout=max(remaining, 0))
             for future, name in futures.items():
                 if future in done:
@@ -176,7 +188,8 @@ class Workers:
         tried = []
         for name in firing.channels:
             future = self.pool.submit(self.send, name, firing)
-            done, _ = wait([future], timeout=self.timeout + DEADLINE_GRACE)
+            job.pooled.append(future)
+            done, _ = wait([future], timeout=self.deadline(name) + DEADLINE_GRACE)
             if not done:
                 future.cancel()
             result = job.results[name] = future.result() if done else self.timed_out(name)
@@ -185,10 +198,23 @@ class Workers:
                 break
         return tried
 
+    def deadline(self, name: str) -> float:
+        """Seconds one send of channel `name` may take: the deadline the channel declares."""
+        channel = self.channels.get(name)
+        return channel.timeout if channel is not None else self.timeout
+
+    def allowed(self, job: Job) -> float:
+        """Seconds a row's delivery may take before the monitor reports it: its channels at
+        once take the longest deadline of them; a row routed `first` may try each in turn."""
+        names = job.firing.channels if job.firing is not None else job.row.owed_channels
+        deadlines = [self.deadline(name) + DEADLINE_GRACE for name in names] or [self.timeout + DEADLINE_GRACE]
+        return sum(deadlines) if job.row.routing == "first" else max(deadlines)
+
     def abandon_overdue(self) -> list[Job]:
-        """Report rows whose sends overran every deadline as timed out; return them."""
+        """Report rows whose sends overran every deadline as timed out; return them (their
+        sends may still be running: `Job.sending` says until when)."""
         abandoned = []
-        for job in self.dispatcher.overdue(time.monotonic(), self.timeout + DEADLINE_GRACE):
+        for job in self.dispatcher.overdue(time.monotonic(), self.allowed):
             if not job.settle():
                 continue  # its worker is reporting it right now
             try:
@@ -196,6 +222,7 @@ class Workers:
             except Exception as exc:  # noqa: BLE001 - logged by internal_error()
                 outcome, logged = self.internal_error(job, exc), []
             logger.warning("notification %s: a send overran its deadline; left behind", job.row.pk)
+            outcome.still_sending = job.sending()  # its row stays claimed while it runs
             self.hand_back(job, outcome, logged)
             self.dispatcher.done(job)
             abandoned.append(job)
@@ -216,6 +243,5 @@ class Workers:
         return self.outcome_of(job, [job.results.get(name) or self.timed_out(name) for name in job.firing.channels])
 
     def timed_out(self, name: str) -> ChannelResult:
-        return ChannelResult(
-            name, f"{name}: timed out after {self.timeout:g}s", ErrorClass.TRANSIENT, duration=self.timeout
-        )
+        deadline = self.deadline(name)
+        return ChannelResult(name, f"{name}: timed out after {deadline:g}s", ErrorClass.TRANSIENT, duration=deadline)

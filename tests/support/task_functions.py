@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import os
+import socket
 
 from django.tasks import task
 
@@ -55,3 +56,16 @@ def count_users() -> int:
     from django.contrib.auth.models import User
 
     return User.objects.count()
+
+
+# Seconds a task held at a gate waits to be released: far beyond any test's wait.
+GATE_SECONDS = 300
+
+
+@task()
+def held_at_gate(port: int) -> str:
+    """Tells the test's gate it started (one connection per run: `tests/support/task_gate.py`),
+    then runs until the gate releases it; returns the gate's word."""
+    with socket.create_connection(("127.0.0.1", port), timeout=GATE_SECONDS) as conn:
+        conn.sendall(b"started\n")
+        return conn.makefile("r").readline().strip()

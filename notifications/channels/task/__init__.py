@@ -10,4 +10,6 @@ the core names no task.
   own, closed after) and its rules (a row's `channel_data["task"]` names its `TaskRun`).
 - `running`: one attempt of one task, its record and Django's task signals.
 - `results`: a `TaskRun` (and its row) as Django's `TaskResult`.
+- `deadline`: how long a task may run (`OPTIONS["TIMEOUT"]`), the channel's own deadline.
+- `retention`: finished results pruned after `OPTIONS["RESULT_RETENTION_DAYS"]`.
 """

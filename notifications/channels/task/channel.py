@@ -1,4 +1,5 @@
-"""`TaskChannel`: runs the task a row names, under the tick's deadline, leases and budget."""
+"""`TaskChannel`: runs the task a row names, under its own deadline (`deadline`), the tick's
+leases (renewed while it runs) and budget."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from django.db import connections
 from django.utils import timezone
 
 from notifications.channels.base import Channel, ChannelResult, Firing
-from notifications.channels.task import retention, running
+from notifications.channels.task import deadline, retention, running
 from notifications.conf import Policy
 
 if TYPE_CHECKING:
@@ -29,6 +30,7 @@ class TaskChannel(Channel):
 
     label = "Task"
     reaches_people = False  # no preference centre offers it
+    offered = False  # only QueueBackend.enqueue writes it: no hint offers it to a site
     headline_is_generic = True
 
     def __init__(self, **options: Any) -> None:
@@ -41,6 +43,9 @@ class TaskChannel(Channel):
         channel = super().open(name, options, settings)
         assert isinstance(channel, TaskChannel)
         channel.policy = settings.policy if settings is not None else None
+        own = deadline.deadline()  # TASKS' OPTIONS["TIMEOUT"]: a task's deadline is its own
+        if own is not None:
+            channel.timeout = own
         return channel
 
     def validate(self, data: Any) -> None:

@@ -26,16 +26,21 @@ def retention_days(options: Any) -> float:
     return float(days) if usable and days is not None else DEFAULT_RETENTION_DAYS
 
 
-def backends() -> dict[str, float]:
-    """The aliases of `TASKS` that name this app's backend, with their retention in days."""
-    configured = getattr(settings, "TASKS", None)
-    if not isinstance(configured, dict):
+def configured() -> dict[str, Any]:
+    """The aliases of `TASKS` that name this app's backend, with their OPTIONS."""
+    tasks = getattr(settings, "TASKS", None)
+    if not isinstance(tasks, dict):
         return {}
     return {
-        alias: retention_days(entry.get("OPTIONS"))
-        for alias, entry in configured.items()
+        alias: entry.get("OPTIONS")
+        for alias, entry in tasks.items()
         if isinstance(entry, dict) and entry.get("BACKEND") == BACKEND_PATH
     }
+
+
+def backends() -> dict[str, float]:
+    """The aliases of `TASKS` that name this app's backend, with their retention in days."""
+    return {alias: retention_days(options) for alias, options in configured().items()}
 
 
 def prune(now: datetime) -> int:

@@ -27,6 +27,7 @@ from notifications.outcomes import TICK_COUNTS, Outcome
 from notifications.services import wake
 from notifications.store import reconnecting
 from notifications.store.claims import claim_order, load_defensively
+from notifications.tick import overruns
 from notifications.tick.engine import TickReport, run_tick
 
 logger = logging.getLogger("notifications.tick")
@@ -188,7 +189,11 @@ class Command(BaseCommand):
                 if stop.is_set():
                     break
                 connections.close_all()  # nothing is held across ticks (the waiter's own connection aside)
-                waiter.wait(started + every, stop, not_before=time.monotonic() + MIN_TICK_GAP)
+                # A send left running past its deadline keeps its row claimed: tick again
+                # before that claim needs renewing (a tick renews it).
+                renew_by = overruns.renewal_due(TickSettings.read().lease)
+                next_tick = started + every if renew_by is None else min(started + every, renew_by)
+                waiter.wait(next_tick, stop, not_before=time.monotonic() + MIN_TICK_GAP)
         finally:
             waiter.close()
             # Not `name=N`: log readers take those lines for a tick's summary.
