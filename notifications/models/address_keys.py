@@ -167,6 +167,8 @@ def index_all(using: str | None = None, *, model: Any = None, key_model: Any = N
 class _Columns:
     """A row's values as attributes, for `keys_of`."""
 
+    pk: Any
+
     def __init__(self, values: dict[str, Any]) -> None:
         self.__dict__.update(values)
 
