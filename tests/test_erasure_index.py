@@ -16,7 +16,8 @@ from django.utils import timezone
 
 from notifications.api import cancel, erase, run_tick, schedule, schedule_many
 from notifications.models import AddressKey, Notification
-from notifications.models.address_keys import digest, index_all, rows_naming
+from notifications.models.address_keys import digest, index_all, key_of, rows_naming, written_in
+from notifications.models.addresses import bare, mentions
 from notifications.services import erasure, tokens
 from tests.support.admin_forms import change_form, change_url
 
@@ -216,3 +217,41 @@ def test_the_lookup_reads_the_index_not_the_table():
     if connection.vendor == "sqlite":
         assert "SCAN notifications_addresskey" not in plan, plan
     assert erased_rows() == (1, 0)
+
+
+SPELLINGS = [
+    "Reader 1 <reader1@example.com>",
+    "Ada Lovelace <ADA@EXÄMPLE.com>",
+    "  Ada <Ada@Exämple.com> ",
+    "O'Brien <o.b+x@example.org>",
+    "J. Doe <J@X.com>",
+    '"Doe, John" <j@x.com>',
+    "Ada (work) <a@b.c>",
+    "Ada<a@b.c>",
+    "<a@b.c.>",
+    "Jörg-Ümlaut <J@X.de>",
+    "Ada <a@[127.0.0.1]>",
+    "x <a@b@c>",
+    "ada@example.com",
+]
+
+
+@pytest.mark.django_db(transaction=False)
+@pytest.mark.parametrize("address", SPELLINGS)
+def test_a_listed_address_is_keyed_as_erasure_compares_it(address):
+    assert key_of(address) == bare(address)
+
+
+@pytest.mark.django_db(transaction=False)
+@pytest.mark.parametrize(
+    "text",
+    [
+        "550 5.1.1 <GRACE@Exämple.org>: user unknown",
+        f"forwarded for x={GRACE_KEY}.",
+        "Grace <grace@exämple.org>, bob@example.com",
+        f"'{GRACE}'",
+    ],
+)
+def test_free_text_is_keyed_wherever_erasure_would_find_her(text):
+    assert mentions(text, GRACE_KEY)
+    assert GRACE_KEY in written_in(text)

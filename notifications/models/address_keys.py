@@ -45,6 +45,9 @@ CHUNK = 2000
 # (`x=ada@example.com` names `x=ada@example.com` and `ada@example.com`).
 _AROUND_AT = re.compile(r"([^\s<>()\[\],;:\"@]+)@([\w.-]+)")
 _LOCAL_BOUNDARY = re.compile(r"(?<![\w.+-])")
+# A display name of letters, digits, blanks, dots, hyphens and apostrophes before one
+# `<mailbox>` of no character the parser treats apart: what `parseaddr` returns is the mailbox.
+_PLAIN_NAMED = re.compile(r"\s*[\w .'-]*<([^\s<>()\[\]\",;:\\@]+@[^\s<>()\[\]\",;:\\@]+)>\s*")
 
 
 class AddressKey(models.Model):
@@ -86,6 +89,13 @@ def written_in(text: Any) -> set[str]:
     return found
 
 
+def key_of(address: str) -> str:
+    """`addresses.bare(address)`; a plain `Name <box@host>` without asking the email parser
+    (a tenth of the time: a 100,000-row schedule_many() computes it for every address)."""
+    plain = _PLAIN_NAMED.fullmatch(address)
+    return normalise(plain.group(1)) if plain else bare(address)
+
+
 def keys_of(row: Any) -> set[str]:
     """The keys of `row` (anything with the columns' attributes; see the module)."""
     keys: set[str] = set()
@@ -95,7 +105,7 @@ def keys_of(row: Any) -> set[str]:
         if "@" in recipient:
             keys.add(bare(recipient))
     for name in LISTED:
-        keys.update(bare(address) for address in as_list(getattr(row, name, None)))
+        keys.update(key_of(address) for address in as_list(getattr(row, name, None)))
     pending = getattr(row, "pending_recipients", None)
     if isinstance(pending, dict):
         keys.update(bare(address) for address in as_list(pending.get("addresses")))
