@@ -5,6 +5,7 @@ batch are delivered once, across ticks that would claim the batch again."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -17,11 +18,13 @@ from notifications.models import DeliveryAttempt, Notification
 from notifications.rules.remote_text import ERROR_CHARS
 from notifications.tick.engine import run_tick
 from tests.support import site_channels
+from tests.support.servers import Reply, WebhookServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 HOOKS = 5
 TO = {"odd": {"to": "+15551234567"}}
+APPRISE = "notifications.channels.apprise.AppriseChannel"
 
 
 def odd(**answer) -> override_settings:
@@ -120,6 +123,31 @@ def test_an_smtp_reply_with_a_nul_byte_retries_its_row_alone(smtp, webhook_serve
     row = assert_retried_once(row)
     assert "\x00" not in row.last_error and "later" in row.last_error
     assert smtp.data_attempts == 1 and not smtp.delivered
+
+
+def test_an_ntfy_error_with_a_nul_byte_retries_its_row_alone(webhook_server):
+    """An ntfy-shaped receiver behind Apprise answers a JSON error holding a NUL: on
+    PostgreSQL it reached `last_error` and the whole batch was sent again each lease."""
+    ntfy = WebhookServer()
+    ntfy.reply = Reply(
+        503,
+        json.dumps({"code": 50301, "http": 503, "error": "server busy \u0000 try later"}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        with override_settings(
+            NOTIFICATIONS_CHANNELS={
+                "push": {"BACKEND": APPRISE, "OPTIONS": {"urls": f"ntfy://127.0.0.1:{ntfy.port}/alerts"}}
+            }
+        ):
+            row = with_hooks(webhook_server, {"channels": ["push"], "channel_data": {"push": {}}, "body": "Hello"})
+            three_ticks()
+    finally:
+        ntfy.close()
+    assert_hooks_delivered_once(webhook_server)
+    row = assert_retried_once(row)
+    assert "\x00" not in row.last_error and row.last_error.startswith("push: ")
+    assert len(ntfy.received) == 1
 
 
 @pytest.mark.postgres_only

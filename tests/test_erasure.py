@@ -303,7 +303,7 @@ def test_a_550_arriving_after_the_erase_does_not_suppress_the_address_again(smtp
     assert not DeliveryAttempt.objects.exists()
 
 
-def test_erase_reads_only_the_rows_whose_text_holds_the_address(monkeypatch):
+def test_erase_reads_only_the_rows_the_index_says_name_the_address(monkeypatch):
     from notifications.services import erasure
 
     later = NOW + timezone.timedelta(days=1)
@@ -317,5 +317,5 @@ def test_erase_reads_only_the_rows_whose_text_holds_the_address(monkeypatch):
     counts = erase(address="ada@example.com")
 
     assert counts["notifications_changed"] == 1
-    assert len(read) == 1  # the database passed over the 30 others
+    assert len(read) == 1  # the index passed over the 30 others
     assert Notification.objects.get(pk=shared.pk).email_cc == []

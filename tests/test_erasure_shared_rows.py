@@ -192,3 +192,17 @@ def test_the_admin_shows_the_shared_rows_that_change_and_keeps_them_for_the_othe
     done = admin_client.post(url, {**data, "post": "yes"}, follow=True)
     assert "Erased 1 person: 1 notifications changed." in done.content.decode()
     assert Notification.objects.get(pk=row.pk).email_to == ["bob@example.com"]
+
+
+def test_the_record_of_a_delivered_mail_to_her_unicode_domain_goes_with_the_punycode_key(mailoutbox):
+    """Issue 45 #10: the erase key is punycode, the delivery record names the domain as typed."""
+    email(email_to=["Ada <ada@exämple.com>"])
+    email(email_to=["bob@example.com"])
+    run_tick()  # delivered and deleted: the records are what is left of her
+    assert len(mailoutbox) == 2 and not Notification.objects.exists()
+    assert DeliveryAttempt.objects.filter(sent_to__contains="exämple").exists()
+
+    counts = erase(address="ADA@xn--exmple-cua.com")
+
+    assert counts["delivery_attempts"] == 1
+    assert [a.sent_to for a in DeliveryAttempt.objects.all()] == ["bob@example.com"]

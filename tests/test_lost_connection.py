@@ -19,6 +19,7 @@ import pytest
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
+from notifications.flow.control import FlowControl
 from notifications.models import DeliveryAttempt, Notification, Tally
 from notifications.store import claims, writeback
 from notifications.tick.engine import run_tick
@@ -250,3 +251,45 @@ def test_a_write_back_that_fails_for_good_releases_only_the_rows_it_sent_nothing
     assert Notification.objects.get(pk=sent.pk).claim_token is not None  # kept: the lease guards it
     unsent = Notification.objects.exclude(pk=sent.pk)
     assert unsent.count() == 2 and not unsent.filter(claim_token__isnull=False).exists()
+
+
+@server_only
+def test_a_connection_lost_while_a_batch_is_handed_out_ends_the_tick_and_sends_nothing_twice(
+    make_row, webhook_server, monkeypatch
+):
+    """Found by the connection-kill soak (issue 45's rerun, a kill every 1.5 s): a batch whose
+    hand-out lost the connection after its claim (flow control's read of the circuits) was
+    counted in hand but never reached a worker, so the tick waited for it for good: runtick
+    hung, and what it had sent was written back by nobody and sent again after the lease."""
+    rows = webhook_rows(make_row, webhook_server)
+    real = FlowControl.admit
+    calls = []
+
+    def killed_second(self: FlowControl, *args: Any, **kwargs: Any) -> Any:
+        calls.append(backend_id(connection))
+        if len(calls) == 2:
+            kill_own_connection()
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(FlowControl, "admit", killed_second)
+    ended = threading.Event()
+    outcome: dict[str, Any] = {}
+
+    def tick() -> None:
+        try:
+            outcome["report"] = run_tick(limit=2)
+        except Exception as exc:
+            outcome["error"] = exc
+        finally:
+            connection.close()
+            ended.set()
+
+    threading.Thread(target=tick, daemon=True).start()
+    assert ended.wait(120), "the tick never ended: it waits for rows no worker was given"
+    assert len(calls) >= 2, "the second batch was never handed out"
+    assert not isinstance(outcome.get("error"), AssertionError)
+    monkeypatch.undo()
+    # The batch was handed back, due at once: the next tick sends it and the rest.
+    assert not Notification.objects.filter(claim_token__isnull=False).exists(), "rows left claimed"
+    run_tick()
+    assert_each_sent_once_and_settled(webhook_server, rows)

@@ -13,8 +13,10 @@
 - `inbox`: `InboxMessage`, a message in a person's inbox inside the site.
 - `tasks`: `TaskRun`, a `django.tasks` task's record beside its queue row.
 - `tokens`: the HTTP API's `ApiToken` and `IdempotencyRecord`.
+- `address_keys`: `AddressKey`, who a row names, by index (how erasure finds a person).
 """
 
+from notifications.models.address_keys import AddressKey
 from notifications.models.flow import RateBucket, Target
 from notifications.models.inbox import InboxMessage
 from notifications.models.log import DeliveryAttempt, Tally, TickRun
@@ -38,6 +40,7 @@ from notifications.models.tokens import ApiToken, IdempotencyRecord
 __all__ = [
     "DEFAULT_QUEUE",
     "USER_FIELDS",
+    "AddressKey",
     "ApiToken",
     "DeliveryAttempt",
     "IdempotencyRecord",

@@ -9,13 +9,13 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import models
+from django.db import models, router, transaction
 from django.db.models import JSONField, Q, Value
 from django.utils import timezone
 
 from notifications.conf import Policy, positive_int, quiet_hours
 from notifications.databases import SettledOnMySQL
-from notifications.models import attachments, cleaning, states, validation
+from notifications.models import address_keys, attachments, cleaning, states, validation
 from notifications.models.addresses import AddressesField, normalise
 from notifications.models.fields import HttpsURLField
 from notifications.models.indexes import DueIndex, WholeIndex
@@ -442,7 +442,14 @@ class Notification(SettledOnMySQL, models.Model):
         update_fields = kwargs.get("update_fields")
         if update_fields is None or "next_fire_at" in update_fields:
             self.leave_quiet_hours(timezone.now())
-        super().save(*args, **kwargs)
+        if not address_keys.saves_keys(update_fields):
+            super().save(*args, **kwargs)
+            return
+        using = kwargs.get("using") or router.db_for_write(type(self), instance=self)
+        with transaction.atomic(using=using, savepoint=False):  # the row and its keys together
+            new = self.pk is None  # nothing indexed under its id yet
+            super().save(*args, **kwargs)
+            (address_keys.add if new else address_keys.rewrite)([self], using)
 
     def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
         """Delete the row, and its attachments' files once the transaction commits."""

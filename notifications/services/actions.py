@@ -15,7 +15,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from notifications.databases import let_others_write
-from notifications.models import Notification
+from notifications.models import Notification, address_keys
 from notifications.models.states import State
 from notifications.services import digests, wake
 from notifications.store.claims import load_defensively
@@ -127,6 +127,8 @@ def _act_on_chunk(
             changed.append(row)
         # The chunk is locked (PostgreSQL) or under the write lock (SQLite): every row is there.
         result.changed += update_rows(Notification, changed, list(dict.fromkeys([*action.fields, "updated_at"])))
+        if address_keys.saves_keys(action.fields):  # an erasure's take_out, a requeue's errors
+            address_keys.rewrite(changed)
         if on_chunk is not None:
             on_chunk(changed)
     if on_chunk is None:

@@ -14,7 +14,16 @@ from django.utils import timezone
 
 from notifications.channels import validation as channel_validation
 from notifications.databases import DatabaseNow
-from notifications.models import USER_FIELDS, Notification, attachment_files, attachments, fresh, states, validation
+from notifications.models import (
+    USER_FIELDS,
+    Notification,
+    address_keys,
+    attachment_files,
+    attachments,
+    fresh,
+    states,
+    validation,
+)
 from notifications.rules import schedule
 from notifications.services import inserting, wake
 
@@ -215,6 +224,7 @@ def _replace_keyed(row: Notification, *, announce: bool = True) -> Notification 
         if not Notification.objects.filter(key=row.key).update(**values):
             return None
         replaced = Notification.objects.get(key=row.key)
+        address_keys.rewrite([replaced])  # every column was replaced, the addresses too
         kept = {item["file"] for item in attachments.stored(replaced.attachments)}
         attachments.delete_files([item for item in old_files if item["file"] not in kept])  # on commit
     if announce:  # schedule_many() wakes the fast lane once for its whole batch

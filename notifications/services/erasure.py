@@ -10,14 +10,15 @@ going to the others: their address is taken out of it (`take_out`), the row re-r
 lock (`actions.act`); a firing of it in flight is taken back (`states.TAKEN_BACK`), so
 its write-back writes nothing, not even a delivery record naming them.
 
-`plan` decides which rows go and which change; `describe` (the dry run) counts it, and
-`erase` does it and counts the same things under the same names.
+A person's rows are found by the index of who each row names (`models.address_keys`): an
+index lookup, however many rows the queue holds. `plan` decides which rows go and which
+change; `describe` (the dry run) counts it, and `erase` does it and counts the same things
+under the same names.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -25,9 +26,7 @@ from typing import Any
 from django.apps import apps
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import F, JSONField, Q, TextField
-from django.db.models.functions import Cast
-from django.db.models.lookups import IContains
+from django.db.models import Q
 
 from notifications.models import (
     DeliveryAttempt,
@@ -37,6 +36,7 @@ from notifications.models import (
     Suppression,
     SuppressionLift,
     ThrottleWindow,
+    address_keys,
     validation,
 )
 from notifications.models.addresses import (
@@ -53,7 +53,7 @@ from notifications.models.addresses import (
 from notifications.services.actions import ActionResult, RowAction, act, purge
 from notifications.store.claims import load_defensively
 
-SCAN_CHUNK = 2000  # rows read at a time when looking for an address among the rows
+SCAN_CHUNK = 2000  # rows read at a time of those the index says name the person
 
 # Where a row sends to: an address of the person's there makes the row theirs alone when
 # nobody else is left.
@@ -110,13 +110,18 @@ def plan(who: Person) -> Plan:
     """Which rows are the person's: those for their `recipient` (or stored under their
     address as the recipient) go whole; those naming their address (To, Cc, Bcc, Reply-To,
     From, a header, an error) go whole when nobody else is left to send them to, and are
-    otherwise changed. Addresses live in JSON columns: read in chunks."""
+    otherwise changed. Found by the index of who each row names (`address_keys`): only the
+    rows that name them are read."""
     whole: set[Any] = set()
-    if who.keys:
-        whole.update(Notification.objects.filter(recipient__in=who.keys).values_list("pk", flat=True))
-    if not who.address:
-        return Plan(sorted(whole), [])
-    named = [row[0] for row in _scan(who.address) if row[0] not in whole and _names_them(row[1:], who.address)]
+    named: list[Any] = []
+    found = sorted({row["notification_id"] for row in address_keys.rows_naming(who.keys)})
+    for start in range(0, len(found), SCAN_CHUNK):
+        chunk = Notification.objects.filter(pk__in=found[start : start + SCAN_CHUNK]).order_by("pk")
+        for pk, recipient, *values in chunk.values_list("pk", "recipient", *SCANNED[1:]):
+            if _is_theirs(recipient, who):
+                whole.add(pk)
+            elif who.address and _names_them(tuple(values), who.address):
+                named.append(pk)
     changed: list[Any] = []
     for start in range(0, len(named), SCAN_CHUNK):
         rows, _ = load_defensively(Notification.objects.filter(pk__in=named[start : start + SCAN_CHUNK]))
@@ -132,37 +137,11 @@ def plan(who: Person) -> Plan:
 SCANNED = ("pk", *ADDRESS_FIELDS, "from_email", "headers", "pending_recipients", "last_error", "previous_error")
 
 
-def _scan(key: str) -> Iterator[tuple[Any, ...]]:
-    """The `SCANNED` columns of the rows that may name `key`: those whose text holds its
-    local part (every spelling of the address does), asked of the database, so only those
-    rows are read (a LIKE over the columns' text, not every row into Python)."""
-    last = None
-    found = _holding(key.rpartition("@")[0])
-    while True:
-        query = Notification.objects.order_by("pk")
-        if found is not None:
-            query = query.filter(found)
-        if last is not None:
-            query = query.filter(pk__gt=last)
-        chunk = list(query.values_list(*SCANNED)[:SCAN_CHUNK])
-        if not chunk:
-            return
-        yield from chunk
-        last = chunk[-1][0]
-
-
-def _holding(local: str) -> Q | None:
-    """Rows any of whose `SCANNED` columns holds `local` in its text (any case). None, and
-    every row read, for a local part JSON would store escaped (beyond ASCII, a quote or a
-    backslash), which a LIKE over the stored text would miss."""
-    if not local or not local.isascii() or any(c in local for c in '"\\'):
-        return None
-    match = Q()
-    for name in SCANNED[1:]:
-        field = Notification._meta.get_field(name)
-        text = Cast(name, TextField()) if isinstance(field, JSONField) else F(name)
-        match |= Q(IContains(text, local))
-    return match
+def _is_theirs(recipient: Any, who: Person) -> bool:
+    """Whether a row's `recipient` is the person: their id, or their address however spelt."""
+    if not isinstance(recipient, str) or not recipient:
+        return False
+    return recipient in who.keys or bool(who.address and "@" in recipient and bare(recipient) == who.address)
 
 
 def _names_them(values: tuple[Any, ...], key: str) -> bool:
@@ -341,5 +320,6 @@ def erase(recipient: str = "", address: str = "", keep_suppression: bool = True)
             # Deleting a suppression records its lift, which names the address too.
             SuppressionLift.objects.filter(address=stored).delete()
         counts["suppressions"] = suppressions
+        address_keys.forget(who.keys)  # a row deleted or changed took its entries; nothing else may name them
     counts["admin_history"] = counts.pop("admin_history")  # last, as `describe` names it
     return counts

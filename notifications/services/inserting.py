@@ -22,7 +22,7 @@ from django.db.models import Field, JSONField
 from django.utils import timezone
 
 from notifications import compat, databases
-from notifications.models import Notification, validation
+from notifications.models import Notification, address_keys, validation
 from notifications.store.statements import preparer
 
 # The key's unique constraint (`Notification.Meta.constraints`): PostgreSQL and MariaDB/MySQL
@@ -67,9 +67,21 @@ def insert_many(rows: Sequence[Notification]) -> None:
     either way matched by that id, so the order the database returns them in does not
     matter. A constraint's refusal is raised as the IntegrityError it is
     (`constraint_error` says which field): the caller decides what a taken key means.
+    Rows naming a person are indexed (`models.address_keys`) in the same transaction.
     """
     if not rows:
         return
+    keys = [address_keys.keys_of(row) for row in rows]
+    if not any(keys):  # one statement (or the caller's transaction) holds the rows
+        _insert_rows(rows)
+        return
+    with transaction.atomic(using=alias(), savepoint=False):  # the rows and their keys together
+        _insert_rows(rows)
+        address_keys.add(rows, alias(), keys)
+
+
+def _insert_rows(rows: Sequence[Notification]) -> None:
+    """`insert_many` without the rows' keys."""
     connection = connections[alias()]
     _stamp(rows)
     fields = _inserted_fields()

@@ -219,11 +219,8 @@ class Pipeline:
         by_batch: dict[Batch, list[Notification]] = {}
         for job in jobs:
             by_batch.setdefault(job.batch, []).append(job.row)
-        try:  # in the window each batch counted them in
-            for batch, rows in by_batch.items():
-                store.retry(lambda: give_back(rows, batch.now), "throttle")  # noqa: B023 - called at once
-        except store.DATABASE_ERRORS as exc:  # the rows go back whatever
-            logger.error("throttle counts not given back: %s", type(exc).__name__)
+        for batch, rows in by_batch.items():  # in the window each batch counted them in
+            self.give_back_counts(rows, batch.now)  # the rows go back whatever
         for job in jobs:
             self.results.put((job, outcomes.release(job.row, job.batch.now), []))
 
@@ -315,7 +312,6 @@ class Pipeline:
         ready, settled = self.hold_back(claimed.rows, batch_now)
         settled = [self.refuse(refused, batch_now) for refused in claimed.refused] + settled
         ready = self.file_for_digests(ready, claimed.token, batch_now)
-        self.in_hand += len(ready) + len(settled)
         batch = Batch(
             claimed.token,
             batch_now,
@@ -324,15 +320,24 @@ class Pipeline:
             targets=targets,
             renewed=self.claimed_at,
         )
-        if batch.left:
-            self.holding.append(batch)
-        if not batch.left and batch.unloadable:  # every loadable row joined a digest
-            self.writes.finished.append(batch)
         screened = screen(ready, self.channels, batch_now, targets)  # recipients' choices, throttles
         batch.attempts += screened.attempts
         for row in screened.send:  # a row some recipients' choices left owing fewer channels
             targets[row.pk] = {name: targets[row.pk][name] for name in row.owed_channels}
-        send, deferred = self.flow.admit(screened.send, batch_now, targets)  # open circuits, rate limits
+        try:
+            send, deferred = self.flow.admit(screened.send, batch_now, targets)  # open circuits, rate limits
+        except store.DATABASE_ERRORS:
+            self.give_back_counts(screened.send, batch_now)  # counted by `screen`, not sent after all
+            raise
+        # Counted in hand (and held, for the claims' renewal) only now, with nothing left to
+        # fail before the rows reach a worker or an outcome: a database error above hands the
+        # batch back (`give_up_claiming`), and a row counted but never handed on would keep
+        # the tick waiting for it for good.
+        self.in_hand += len(ready) + len(settled)
+        if batch.left:
+            self.holding.append(batch)
+        if not batch.left and batch.unloadable:  # every loadable row joined a digest
+            self.writes.finished.append(batch)
         for outcome in settled + screened.settled + deferred:
             self.results.put((Job(batch, outcome.row, ""), outcome, []))
         self.dispatcher.put(
@@ -344,6 +349,13 @@ class Pipeline:
         # Threads as the rows need them, up to CONCURRENCY: a tick of a few rows starts a few.
         for _ in range(self.dispatcher.useful_workers() - self.live_workers):
             self.start_worker()
+
+    def give_back_counts(self, rows: list[Notification], now: datetime) -> None:
+        """Throttle counts `screen` took for `rows` at `now`, given back: the rows go back unsent."""
+        try:
+            store.retry(lambda: give_back(rows, now), "throttle")
+        except store.DATABASE_ERRORS as exc:
+            logger.error("throttle counts not given back: %s", type(exc).__name__)
 
     def refuse(self, refused: store.Refused, now: datetime) -> Outcome:
         """A claimed row unfit to send: dead-lettered saying why (written around validation),
