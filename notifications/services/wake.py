@@ -134,7 +134,7 @@ def open_waiter(alias: str | None = None) -> Waiter:
     listener = DueListener(alias, listen_target(alias))
     if not listener.connect() or listener.probe():
         return listener
-    listener.close()
+    listener.close(unlisten=True)
     every = loop_poll_interval()
     silent = (
         f"its own NOTIFY did not come back within {PROBE_TIMEOUT:g}s on its LISTEN connection "
@@ -295,9 +295,14 @@ class DueListener:
         self._served(time.monotonic() + DUE_GRACE)
         return woken and not stop.is_set()
 
-    def close(self) -> None:
+    def close(self, *, unlisten: bool = False) -> None:
+        """Close the connection; `unlisten` first takes back its LISTEN: behind a pooler it
+        stays on a server connection other clients get (which, reused last in first out,
+        is most likely the one this statement runs on)."""
         if self.conn is not None:
             with contextlib.suppress(Exception):
+                if unlisten:
+                    self.conn.execute("UNLISTEN *")
                 self.conn.close()
             self.conn = None
 
