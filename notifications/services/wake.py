@@ -141,7 +141,7 @@ def open_waiter(alias: str | None = None) -> Waiter:
         f"({listener.where}; a pooler in transaction mode, such as PgBouncer?): it polls every {every:g}s. "
         "Give the listener a direct line: NOTIFICATIONS_LISTEN_DATABASE (docs/databases.md)"
     )
-    return Poller(f"polls every {every:g}s: the fast lane is off, {silent}", every=every, fast_lane_off=silent)
+    return Poller(f"the fast lane is off: {silent}", every=every, fast_lane_off=silent)
 
 
 def listen_target(alias: str) -> tuple[str, dict[str, Any]]:
