@@ -32,6 +32,7 @@ $(VENV)/.installed-run: requirements.txt
 
 $(VENV)/.installed: $(VENV)/.installed-run requirements-dev.txt bench/requirements.txt
 	.ci/mysql-build-deps  # mysqlclient (the MariaDB pass) builds from source: headers, pkg-config, a compiler
+	.ci/pgbouncer-dep  # the PostgreSQL pass's PgBouncer tests start Debian's pgbouncer (skipped without it)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	touch $@
 

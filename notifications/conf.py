@@ -109,6 +109,12 @@ class Defaults:
     # Requests one API token may make, as NOTIFICATIONS_RATE_LIMITS spells a rate ("20/s,10000/d");
     # shared by every host through the database. Blank: no limit.
     API_RATE_LIMIT: str = ""
+    # `runtick --loop` on PostgreSQL (notifications.services.wake): the DATABASES alias, or a
+    # postgres:// URL, its LISTEN connection opens on instead of the queue's own (blank: the
+    # queue's), for a site whose queries go through a pooler in transaction mode; and how
+    # often a loop whose fast lane is silent (its own NOTIFY did not come back) ticks.
+    LISTEN_DATABASE: str = ""
+    LOOP_POLL_INTERVAL: float = 2
 
 
 # A derived lease outlives everything a tick does with its rows: the budget, a last batch
@@ -139,6 +145,7 @@ MAXIMUMS: dict[str, tuple[float, str]] = {
     "LOW_PRIORITY_AGING": (MAX_DELAY_SECONDS, "seconds: a hundred years"),
     "DIGEST_MAX_ITEMS": (10_000, "rows"),
     "INBOX_POLL_SECONDS": (86_400, "seconds: a day"),
+    "LOOP_POLL_INTERVAL": (3_600, "seconds: an hour"),
 }
 
 
@@ -429,6 +436,22 @@ def public_url() -> public_url_rules.PublicUrl:
     """NOTIFICATIONS_PUBLIC_URL as links can use it, with DEBUG as the site has it now
     (`notifications.rules.public_url`; notifications.W041 and W043 report it)."""
     return public_url_rules.read(app_settings.PUBLIC_URL, debug=bool(django_settings.DEBUG))
+
+
+def loop_poll_interval() -> float:
+    """Seconds between the ticks of a `runtick --loop` whose fast lane is silent (E036 reports a bad value)."""
+    return positive_number("LOOP_POLL_INTERVAL")
+
+
+# What NOTIFICATIONS_LISTEN_DATABASE may be besides an alias: a libpq URL.
+LISTEN_URL_SCHEMES = ("postgres://", "postgresql://")
+
+
+def listen_database() -> str:
+    """NOTIFICATIONS_LISTEN_DATABASE: a DATABASES alias, a postgres:// URL, or blank (the
+    queue's own connection; also when the value is not a string: W011 says why)."""
+    value = app_settings.LISTEN_DATABASE
+    return value.strip() if isinstance(value, str) else ""
 
 
 def inbox_poll_seconds() -> float:

@@ -57,6 +57,56 @@ def _server_reachable() -> bool:
         return False
 
 
+# --- PgBouncer: the PostgreSQL multi-process tests run a second time through it ------------
+
+
+def pytest_generate_tests(metafunc):
+    """On PostgreSQL, a test marked `multi_process` runs twice: its runtick children connected
+    directly, and through a PgBouncer in transaction pooling (`db_route`)."""
+    if _is_postgres() and metafunc.definition.get_closest_marker("multi_process"):
+        metafunc.parametrize("db_route", ["direct", "pgbouncer"], indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def db_route(request):
+    """How this test's runtick children reach PostgreSQL: "direct" (the default), or
+    "pgbouncer" (`tests.support.processes.through` the session's PgBouncer)."""
+    route = getattr(request, "param", "direct")
+    if route == "direct":
+        yield route
+        return
+    from django.db import connection
+
+    from tests.support.processes import through
+
+    bouncer = request.getfixturevalue("pgbouncer")
+    with through(bouncer.database(connection.settings_dict)):
+        yield route
+
+
+@pytest.fixture(scope="session")
+def pgbouncer(django_db_setup, django_db_blocker):
+    """A PgBouncer in transaction pooling in front of the test server, for the session.
+
+    Skips with the reason when Debian's `pgbouncer` is not installed, except under
+    NOTIFICATIONS_REQUIRE_POSTGRES (CI), where that fails. Set up after the test database
+    and so stopped before it is dropped: its pooled server connections would hold it open.
+    """
+    from tests.support.pgbouncer import PgBouncer, binary
+
+    if not _is_postgres():
+        pytest.skip("PgBouncer sits in front of PostgreSQL: runs in the PostgreSQL pass")
+    if binary() is None:
+        why = "pgbouncer is not installed (Debian: apt-get install pgbouncer; make setup does it)"
+        if os.environ.get("NOTIFICATIONS_REQUIRE_POSTGRES"):
+            pytest.fail(f"{why}, and NOTIFICATIONS_REQUIRE_POSTGRES is set, as in CI")
+        pytest.skip(why)
+    db = settings.DATABASES["default"]
+    bouncer = PgBouncer.start(db.get("HOST") or "127.0.0.1", int(db.get("PORT") or 5432), db.get("USER") or "postgres")
+    yield bouncer
+    bouncer.close()
+
+
 @pytest.fixture
 def on_postgres() -> bool:
     return _is_postgres()

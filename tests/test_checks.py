@@ -433,3 +433,43 @@ def test_manage_py_check_fails_on_an_error_and_names_it():
         call_command("check")
     assert "(notifications.E002) NOTIFICATIONS_MAX_RETRIES must be a positive integer, not 0." in str(caught.value)
     assert "HINT: Remove NOTIFICATIONS_MAX_RETRIES to use the default (3)." in str(caught.value)
+
+
+# --- the fast lane's settings (docs/databases.md, PostgreSQL behind PgBouncer) -----------------
+
+
+@pytest.mark.parametrize("value", [0, -1, "2", True, 3_601, float("inf")])
+def test_a_loop_poll_interval_that_is_no_number_of_seconds_up_to_an_hour_is_e036(value):
+    with override_settings(NOTIFICATIONS_LOOP_POLL_INTERVAL=value):
+        assert ids() == ["notifications.E036"]
+    with override_settings(NOTIFICATIONS_LOOP_POLL_INTERVAL=0.5):
+        assert ids() == []
+
+
+SECRET_URL = "postgres://site:s3cret-pw@[db.internal"  # malformed: libpq cannot read it
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("nowhere", "names no alias of DATABASES and is not a postgres:// URL"),
+        (42, "is not a string"),
+        (SECRET_URL, "is a URL libpq cannot read"),
+    ],
+)
+def test_a_listen_database_that_names_no_postgresql_alias_nor_a_url_is_w011_without_repeating_it(value, says):
+    with override_settings(NOTIFICATIONS_LISTEN_DATABASE=value):
+        messages = [m for m in notification_messages() if m[0] == "notifications.W011"]
+    assert [m[0] for m in messages] == ["notifications.W011"] and says in messages[0][1]
+    assert "s3cret" not in str(messages)
+
+
+def test_a_listen_database_alias_of_another_engine_is_w011_and_a_good_url_or_alias_is_not(vendor):
+    with override_settings(NOTIFICATIONS_LISTEN_DATABASE="default"):
+        found = [m for m in notification_messages() if m[0] == "notifications.W011"]
+    if vendor == "postgresql":
+        assert found == []
+    else:
+        assert len(found) == 1 and "not PostgreSQL" in found[0][1]
+    with override_settings(NOTIFICATIONS_LISTEN_DATABASE="postgresql://site:pw@db.internal:5432/site"):
+        assert "notifications.W011" not in ids()

@@ -36,6 +36,7 @@ def due_webhook_rows(count: int, url: str) -> list[Notification]:
 
 
 @pytest.mark.slow
+@pytest.mark.multi_process
 @pytest.mark.django_db(transaction=True)
 def test_racing_ticks_deliver_every_row_exactly_once(webhook_server, children, capsys):
     webhook_server.reply = Reply(delay=0.005)  # a receiver that does a little work

@@ -24,6 +24,7 @@ CHILD_SETTINGS = {
 
 
 @pytest.mark.slow
+@pytest.mark.multi_process
 @pytest.mark.django_db(transaction=True)
 def test_killed_tick_is_redelivered_after_the_lease_and_only_then(make_row, webhook_server, children):
     webhook_server.reply = Reply(behaviour="hang")  # the child is stuck mid-delivery when it dies
@@ -65,6 +66,7 @@ def test_killed_tick_is_redelivered_after_the_lease_and_only_then(make_row, webh
 
 
 @pytest.mark.slow
+@pytest.mark.multi_process
 @pytest.mark.django_db(transaction=True)
 def test_killed_tick_rows_come_back_to_a_later_runtick_process(make_row, webhook_server, children):
     webhook_server.reply = Reply(behaviour="hang")

@@ -9,6 +9,7 @@ instead of waiting out its interval. SQLite polls at the interval, as before
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 import time
@@ -22,6 +23,7 @@ from django.utils import timezone
 from notifications.api import requeue, schedule
 from notifications.models import Notification
 from notifications.services import wake
+from tests.support import pgbouncer
 from tests.support.processes import run_benchmark
 
 LOOP_INTERVAL = "600"  # far beyond every wait below: a delivery in time was woken, not polled
@@ -305,8 +307,19 @@ def test_the_fast_lane_benchmark_runs_on_postgresql_and_says_it_is_skipped_on_sq
     run = run_benchmark(out, on_postgres, "--scenario", "fast-lane", timeout=300)
 
     assert run.returncode == 0, run.stderr[-3000:]
-    (line,) = [line for line in out.read_text().splitlines() if line.startswith("| 9. fast lane")]
-    if on_postgres:
-        assert "p50" in line and "p99" in line and "delivered 20/20" in line, line
-    else:
+    lines = [line for line in out.read_text().splitlines() if line.startswith("| 9. fast lane")]
+    if not on_postgres:
+        (line,) = lines
         assert "skipped" in line, line
+        return
+    # Direct, through PgBouncer polling, through PgBouncer with a direct listen line.
+    direct, polled, listen_line = lines
+    assert "direct)" in direct and "polling)" in polled and "direct listen line)" in listen_line, lines
+    if pgbouncer.binary() is None and not os.environ.get("NOTIFICATIONS_REQUIRE_POSTGRES"):
+        assert "skipped: pgbouncer is not installed" in polled + listen_line, lines
+        lines = [direct]
+    for line in lines:
+        assert "p50" in line and "p99" in line and "delivered 20/20" in line, line
+    if len(lines) == 3:
+        assert "the loop said its fast lane is off" in polled, polled
+        assert "fast lane is off" not in direct + listen_line, lines

@@ -307,3 +307,28 @@ def test_pruning_is_bounded_per_call():
     assert store.prune_history(now, 30, batch=2) == 2
     assert store.prune_history(now, 30, batch=2) == 1
     assert store.prune_history(now, 30, batch=2) == 0
+
+
+# --- a loop whose fast lane is silent (docs/databases.md, PostgreSQL behind PgBouncer) ------------
+
+
+def test_a_loop_whose_fast_lane_is_off_is_said_by_status_and_json_until_its_ticks_stop_saying_it(capsys):
+    why = "its own NOTIFY did not come back within 1s ...: it polls every 2s"
+    loop = tick_finished(timedelta(seconds=5))
+    TickRun.objects.filter(pk=loop.pk).update(fast_lane_off=why)
+    TickRun.objects.filter(pk=tick_finished(timedelta(seconds=1)).pk).update(pid=7)  # another process: says nothing
+
+    call_command("notifications_status")  # rows still go out: a note, not a failing status
+
+    out = capsys.readouterr().out.splitlines()
+    assert f"fast lane off: runtick --loop pid 4242 on cron-1: {why}" in out
+    assert out[-1] == "status: OK"
+    facts = queue_health().as_dict()
+    assert facts["fast_lanes_off"] == {"4242 on cron-1": why}
+    assert facts["fast_lane_warning"] == f"The fast lane is off: runtick --loop (pid 4242 on cron-1): {why}."
+
+    tick_finished(timedelta(seconds=0))  # the same loop, its fast lane working again (restarted)
+    assert queue_health().fast_lanes_off == {}
+    TickRun.objects.all().delete()
+    TickRun.objects.filter(pk=tick_finished(timedelta(minutes=10)).pk).update(fast_lane_off=why)
+    assert queue_health().fast_lanes_off == {}  # a stopped loop's old record says nothing

@@ -18,6 +18,7 @@ ROWS = 3
 
 
 @pytest.mark.slow
+@pytest.mark.multi_process
 @pytest.mark.django_db(transaction=True)
 def test_a_tick_killed_before_its_write_back_leaves_no_message_then_exactly_one(make_row, webhook_server, children):
     webhook_server.reply = Reply(behaviour="hang")  # the firing's webhook is in flight when the tick dies

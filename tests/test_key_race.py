@@ -26,7 +26,7 @@ PROCESSES = 4
 KEY = "invoice-7-reminder"
 WAIT = 90  # seconds; generous, the machine is shared
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.slow, pytest.mark.multi_process, pytest.mark.django_db(transaction=True)]
 
 
 class Child:

@@ -25,6 +25,7 @@ CHILD_SETTINGS = {
 
 
 @pytest.mark.slow
+@pytest.mark.multi_process
 @pytest.mark.django_db(transaction=True)
 def test_four_runtick_processes_run_each_task_exactly_once(children, settings, tmp_path, capsys):
     from tests.support.task_functions import append_line

@@ -1,5 +1,5 @@
 """The queue's database: SQLite's journal mode while ticks overlap (W004), MariaDB/MySQL's
-connection options and server (E026, W007, W008, W009)."""
+connection options and server (E026, W007, W008, W009), the fast lane's listen line (W011)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from django.db import connections, router
 
 from notifications.checks.scheduler import cron_interval
 from notifications.conf import (
+    LISTEN_URL_SCHEMES,
     app_settings,
     is_usable,
 )
@@ -179,3 +180,47 @@ def mysql_server_messages(
             )
         )
     return messages
+
+
+@checks.register()
+def check_listen_database(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """NOTIFICATIONS_LISTEN_DATABASE names a PostgreSQL alias of DATABASES or is a postgres:// URL.
+
+    The value is never repeated: a URL may carry a password.
+    """
+    value = app_settings.LISTEN_DATABASE
+    if value in ("", None):
+        return []
+    problem = ""
+    if not isinstance(value, str):
+        problem = "is not a string"
+    elif value.strip().startswith(LISTEN_URL_SCHEMES):
+        problem = _url_problem(value.strip())
+    elif value.strip() not in settings.DATABASES:
+        problem = "names no alias of DATABASES and is not a postgres:// URL"
+    elif connections[value.strip()].vendor != "postgresql":
+        problem = "names a DATABASES alias that is not PostgreSQL"
+    if not problem:
+        return []
+    return [
+        checks.Warning(
+            f"NOTIFICATIONS_LISTEN_DATABASE {problem}: runtick --loop listens on the queue's own connection "
+            "instead (its probe says whether that works).",
+            hint="Name a DATABASES alias that connects straight to PostgreSQL (not through a pooler in "
+            "transaction mode), or give a postgres://user@host:5432/dbname URL; see docs/databases.md.",
+            id="notifications.W011",
+        )
+    ]
+
+
+def _url_problem(url: str) -> str:
+    try:
+        import psycopg
+        from psycopg.conninfo import conninfo_to_dict
+    except ImportError:
+        return "is a URL, and listening needs psycopg 3 (psycopg2 has no LISTEN here)"
+    try:
+        conninfo_to_dict(url)
+    except psycopg.Error:  # its message repeats the URL: not shown
+        return "is a URL libpq cannot read"
+    return ""

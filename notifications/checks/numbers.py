@@ -1,6 +1,6 @@
 """The tick's own settings: each number in its range (`notifications.conf.MAXIMUMS`), the
 backoff, the lease, quiet hours, flow control and the metrics token (E001-E008, E013-E020,
-E023, E025, E029, E034, E035, W001)."""
+E023, E025, E029, E034-E036, W001)."""
 
 from __future__ import annotations
 
@@ -62,6 +62,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     )
     errors += _number("LOW_PRIORITY_AGING", app_settings.LOW_PRIORITY_AGING, integer=False, id="notifications.E025")
     errors += _number("DIGEST_MAX_ITEMS", app_settings.DIGEST_MAX_ITEMS, integer=True, id="notifications.E035")
+    errors += _number("LOOP_POLL_INTERVAL", app_settings.LOOP_POLL_INTERVAL, integer=False, id="notifications.E036")
     errors += _check_metrics_token()
     return errors
 

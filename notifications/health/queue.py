@@ -55,6 +55,9 @@ class QueueHealth:
     # rows the tick holds for it meanwhile.
     setting_holds: tuple[tuple[SettingHold, int], ...] = ()
     open_digests: int = 0  # digests collecting rows, or due and not yet sent
+    # "pid N on host" -> why that `runtick --loop` polls instead of waking on NOTIFY, from its
+    # latest recent tick (a loop whose fast lane works, or stopped, is left out)
+    fast_lanes_off: dict[str, str] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
@@ -113,6 +116,15 @@ class QueueHealth:
         if tick is None or not tick.held:
             return None
         return f"The last tick (pid {tick.pid} on {tick.host}) held rows for a setting: {tick.held}."
+
+    @property
+    def fast_lane_warning(self) -> str | None:
+        """What an operator should hear while a `runtick --loop` on PostgreSQL polls because its
+        fast lane is silent (rows wait up to its poll interval); None while none does."""
+        if not self.fast_lanes_off:
+            return None
+        said = "; ".join(f"runtick --loop (pid {loop}): {why}" for loop, why in self.fast_lanes_off.items())
+        return f"The fast lane is off: {said}."
 
     @property
     def skewed_hosts(self) -> dict[str, float]:
@@ -180,6 +192,8 @@ class QueueHealth:
             # configuration_warning is this process's settings' view; last_tick.held the tick's own
             "configuration_warning": self.configuration_warning,
             "last_tick_held": self.last_tick_held,
+            "fast_lanes_off": dict(self.fast_lanes_off),
+            "fast_lane_warning": self.fast_lane_warning,
             **self.flow.as_dict(),
         }
 
@@ -217,6 +231,7 @@ def queue_health(
         max_clock_offset=clock_threshold() if max_clock_offset is None else max_clock_offset,
         setting_holds=tuple((hold, facts[f"held_for_setting_{i}"]) for i, hold in enumerate(holds)),
         open_digests=facts["open_digests"],
+        fast_lanes_off=fast_lanes_off(ticks, now - stale_after),
     )
 
 
@@ -257,6 +272,20 @@ def latest_clock_offsets(ticks: Iterable[TickRun]) -> dict[str, float]:
         if tick.clock_offset is not None:
             offsets[tick.host] = tick.clock_offset
     return offsets
+
+
+def fast_lanes_off(ticks: Iterable[TickRun], since: datetime) -> dict[str, str]:
+    """Each loop's (process's) reason to poll, from its latest tick among `ticks` (given
+    newest first) that finished after `since`; loops whose latest tick had none are left out."""
+    off: dict[str, str] = {}
+    seen: set[tuple[str, int]] = set()
+    for tick in ticks:
+        if (tick.host, tick.pid) in seen or tick.finished_at < since:
+            continue
+        seen.add((tick.host, tick.pid))
+        if tick.fast_lane_off:
+            off[f"{tick.pid} on {tick.host}"] = tick.fast_lane_off
+    return off
 
 
 def recorded_clock_offsets(using: str | None = None) -> dict[str, float]:

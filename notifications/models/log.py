@@ -96,6 +96,15 @@ class TickRun(models.Model):
         help_text="Rows this tick held for a setting, and why (its process's settings: "
         "`3 held: webhook: no signing secret configured ...`); blank when none was.",
     )
+    fast_lane_off = models.CharField(
+        max_length=500,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="Why the `runtick --loop` that ran this tick polls on PostgreSQL instead of waking "
+        "on NOTIFY (its probe did not come back: a pooler in transaction mode?); blank when it wakes, "
+        "or for a tick outside a loop.",
+    )
 
     class Meta:
         ordering = ["-finished_at"]

@@ -11,6 +11,13 @@ Two halves, one channel (`CHANNEL`):
   LISTENed on the channel: an announcement ends the wait at once, or at the announced
   due time. Elsewhere a `Poller`, and the loop ticks at its interval as before.
 
+The listener proves itself once when it opens (`DueListener.probe`): a NOTIFY sent the
+way announcements go (the queue's own connection) must come back on it within
+`PROBE_TIMEOUT`. Behind PgBouncer in transaction pooling it does not (LISTEN stays on a
+server connection the pooler hands to another client), so the loop gets a `Poller` at
+`NOTIFICATIONS_LOOP_POLL_INTERVAL` that says why (`Poller.fast_lane_off`), and the tick
+records keep saying it. `NOTIFICATIONS_LISTEN_DATABASE` gives the listener a direct line.
+
 A notification is only a hint. The tick still claims what the due query finds, so a
 lost one (no loop listening, the connection down) costs latency, never a delivery: the
 row goes out at the loop's next interval, as it would on cron.
@@ -21,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import logging
+import secrets
 import threading
 import time
 from datetime import datetime, timedelta
@@ -30,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from django.db import DatabaseError, connections, router, transaction
 from django.utils import timezone
 
+from notifications.conf import LISTEN_URL_SCHEMES, listen_database, loop_poll_interval
 from notifications.models import Notification
 
 if TYPE_CHECKING:
@@ -59,6 +68,10 @@ MAX_PENDING = 1000
 POLLING_DATABASES = {"sqlite": "SQLite", "mysql": "MariaDB/MySQL"}
 # A loop woken for a due time ticks this much after it (seconds), so the row is surely due.
 DUE_GRACE = 0.01
+# The probe at a loop's start: its own NOTIFY, on a channel of its own (no other loop wakes
+# for it), must come back within this many seconds, or the fast lane counts as silent.
+PROBE_CHANNEL = "notifications_probe"
+PROBE_TIMEOUT = 1.0
 
 
 def announce_due(when: datetime | None, *, using: str | None = None) -> None:
@@ -108,7 +121,8 @@ class Waiter(Protocol):
 
 
 def open_waiter(alias: str | None = None) -> Waiter:
-    """A `DueListener` on PostgreSQL with psycopg 3.2 or later, else a `Poller`."""
+    """A `DueListener` on PostgreSQL with psycopg 3.2 or later whose probe came back (or
+    could not be sent yet: the listener opens later), else a `Poller`."""
     alias = alias or router.db_for_write(Notification)
     connection = connections[alias]
     if connection.vendor != "postgresql":
@@ -117,9 +131,37 @@ def open_waiter(alias: str | None = None) -> Waiter:
     if not _listen_supported():
         logger.warning("runtick --loop polls: waking on NOTIFY needs psycopg 3.2 or later")
         return Poller()
-    listener = DueListener(alias)
-    listener.connect()
-    return listener
+    listener = DueListener(alias, listen_target(alias))
+    if not listener.connect() or listener.probe():
+        return listener
+    listener.close(unlisten=True)
+    every = loop_poll_interval()
+    silent = (
+        f"its own NOTIFY did not come back within {PROBE_TIMEOUT:g}s on its LISTEN connection "
+        f"({listener.where}; a pooler in transaction mode, such as PgBouncer?): it polls every {every:g}s. "
+        "Give the listener a direct line: NOTIFICATIONS_LISTEN_DATABASE (docs/databases.md)"
+    )
+    return Poller(f"the fast lane is off: {silent}", every=every, fast_lane_off=silent)
+
+
+def listen_target(alias: str) -> tuple[str, dict[str, Any]]:
+    """Where a loop's LISTEN connection opens: how messages name it, and psycopg's keywords.
+
+    NOTIFICATIONS_LISTEN_DATABASE's alias or URL (never named: a URL may carry a password),
+    else the queue's own alias. A value that is neither (W011 says so) counts as unset.
+    """
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    target = listen_database()
+    if target.startswith(LISTEN_URL_SCHEMES):
+        try:
+            return "NOTIFICATIONS_LISTEN_DATABASE's URL", dict(conninfo_to_dict(target))
+        except psycopg.Error:  # malformed (W011); psycopg's message repeats it, so it is not logged
+            logger.warning("NOTIFICATIONS_LISTEN_DATABASE is a URL libpq cannot read: listening on %r", alias)
+    elif target in connections.settings and connections[target].vendor == "postgresql":
+        alias = target
+    return f"database {alias!r}", connections[alias].get_connection_params()
 
 
 def _listen_supported() -> bool:
@@ -145,11 +187,15 @@ class Poller:
     """Waits out the interval: SQLite, MariaDB/MySQL, or any database without LISTEN/NOTIFY.
 
     `reason` says why the loop polls (for `runtick --loop` to say once at start); empty
-    when there is nothing to say.
+    when there is nothing to say. On PostgreSQL with a silent fast lane, `every` is the
+    shorter interval the loop ticks at instead, and `fast_lane_off` says why (kept on each
+    tick's record for `notifications_status` and the admin).
     """
 
-    def __init__(self, reason: str = "") -> None:
+    def __init__(self, reason: str = "", *, every: float | None = None, fast_lane_off: str = "") -> None:
         self.reason = reason
+        self.every = every
+        self.fast_lane_off = fast_lane_off
 
     def wait(self, deadline: float, stop: threading.Event, *, not_before: float = 0.0) -> bool:
         _sleep_until(deadline, stop)
@@ -169,8 +215,9 @@ class DueListener:
     nobody listened.
     """
 
-    def __init__(self, alias: str) -> None:
-        self.alias = alias
+    def __init__(self, alias: str, target: tuple[str, dict[str, Any]] | None = None) -> None:
+        self.alias = alias  # the queue's: where announcements (and the probe) are sent
+        self.where, self.params = target or (f"database {alias!r}", connections[alias].get_connection_params())
         self.conn: psycopg.Connection[Any] | None = None
         self.connected_at = 0.0
         self.retry_at = 0.0  # monotonic: when to try connecting again
@@ -182,7 +229,7 @@ class DueListener:
         import psycopg
         from psycopg import sql
 
-        params = connections[self.alias].get_connection_params()
+        params = dict(self.params)
         for name, value in {"connect_timeout": CONNECT_TIMEOUT, **KEEPALIVES}.items():
             params.setdefault(name, value)  # the site's own OPTIONS win
         params.update(autocommit=True, application_name=LISTENER_NAME)
@@ -198,6 +245,36 @@ class DueListener:
             return False
         self.conn, self.connected_at = conn, time.monotonic()
         return True
+
+    def probe(self) -> bool:
+        """Whether a NOTIFY sent the way announcements go comes back on this connection
+        within `PROBE_TIMEOUT`. True too when it cannot be sent (the database is down: the
+        first tick says so, and a lost fast lane costs latency, never a row)."""
+        import psycopg
+        from psycopg import sql
+
+        assert self.conn is not None
+        token = secrets.token_hex(8)
+        try:
+            self.conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(PROBE_CHANNEL)))
+            with connections[self.alias].cursor() as cursor:
+                cursor.execute("SELECT pg_notify(%s, %s)", [PROBE_CHANNEL, token])
+            came_back = self._await_probe(token, time.monotonic() + PROBE_TIMEOUT)
+            self.conn.execute(sql.SQL("UNLISTEN {}").format(sql.Identifier(PROBE_CHANNEL)))
+        except (psycopg.Error, DatabaseError) as exc:
+            logger.warning("runtick --loop could not probe its fast lane (%s); listening anyway", exc)
+            return True
+        return came_back
+
+    def _await_probe(self, token: str, deadline: float) -> bool:
+        assert self.conn is not None
+        while (left := deadline - time.monotonic()) > 0:
+            for notify in self.conn.notifies(timeout=left, stop_after=1):
+                if notify.channel == PROBE_CHANNEL and notify.payload == token:
+                    return True
+                if notify.channel == CHANNEL:  # a real announcement meanwhile: served as usual
+                    self._remember(self._due_time(notify.payload))
+        return False
 
     def wait(self, deadline: float, stop: threading.Event, *, not_before: float = 0.0) -> bool:
         woken = False
@@ -218,9 +295,14 @@ class DueListener:
         self._served(time.monotonic() + DUE_GRACE)
         return woken and not stop.is_set()
 
-    def close(self) -> None:
+    def close(self, *, unlisten: bool = False) -> None:
+        """Close the connection; `unlisten` first takes back its LISTEN: behind a pooler it
+        stays on a server connection other clients get (which, reused last in first out,
+        is most likely the one this statement runs on)."""
         if self.conn is not None:
             with contextlib.suppress(Exception):
+                if unlisten:
+                    self.conn.execute("UNLISTEN *")
                 self.conn.close()
             self.conn = None
 
@@ -253,7 +335,8 @@ class DueListener:
 
         try:
             for notify in self.conn.notifies(timeout=timeout, stop_after=stop_after):
-                self._remember(self._due_time(notify.payload))
+                if notify.channel == CHANNEL:  # not another loop's probe
+                    self._remember(self._due_time(notify.payload))
         except psycopg.Error as exc:
             self.close()
             self._schedule_retry(f"lost the LISTEN connection ({exc})")

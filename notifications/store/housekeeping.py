@@ -86,6 +86,7 @@ def record_tick(
     counts: dict[str, int],
     clock_offset: float | None = None,
     held: str = "",
+    fast_lane_off: str = "",
 ) -> TickRun:
     """Keep the tick's record, and count its duration in the monitoring totals (two
     statements; no transaction: a tick lost between them is one histogram count)."""
@@ -98,5 +99,6 @@ def record_tick(
         batches=batches,
         clock_offset=clock_offset,
         held=held[: TickRun._meta.get_field("held").max_length],
+        fast_lane_off=fast_lane_off[: TickRun._meta.get_field("fast_lane_off").max_length],
         **counts,
     )

@@ -40,6 +40,7 @@ class Tick:
         budget: float | None = None,
         stop: threading.Event | None = None,
         queues: tuple[str, ...] = (),
+        fast_lane_off: str = "",
     ):
         settings = TickSettings.read()  # the one read of the settings for this tick
         if limit is not None:
@@ -50,6 +51,7 @@ class Tick:
             settings = settings.with_budget(float(budget))  # ValueError: a lease set by hand too short for it
         self.settings = settings
         self.stop = stop or threading.Event()
+        self.fast_lane_off = fast_lane_off  # why this process's `runtick --loop` polls, for the record
 
     def run(self, now: datetime | None = None, on_outcome: Callable[[Outcome], None] | None = None) -> TickReport:
         report = TickReport(started_at=timezone.now())
@@ -86,6 +88,7 @@ class Tick:
                 report.counts(),
                 clock_offset=clock_offset,
                 held=report.held(),
+                fast_lane_off=self.fast_lane_off,
             ),
             "tick record",
         )
@@ -99,7 +102,10 @@ def run_tick(
     stop: threading.Event | None = None,
     on_outcome: Callable[[Outcome], None] | None = None,
     queues: tuple[str, ...] = (),
+    fast_lane_off: str = "",
 ) -> TickReport:
     """Run one tick. `now` fixes the clock (tests); `stop` ends it early, losing nothing;
-    `queues` limits it to the rows of those queues (empty: all)."""
-    return Tick(limit=limit, budget=budget, stop=stop, queues=queues).run(now=now, on_outcome=on_outcome)
+    `queues` limits it to the rows of those queues (empty: all); `fast_lane_off` is kept on
+    the tick's record (`runtick --loop`: why its fast lane is silent)."""
+    tick = Tick(limit=limit, budget=budget, stop=stop, queues=queues, fast_lane_off=fast_lane_off)
+    return tick.run(now=now, on_outcome=on_outcome)

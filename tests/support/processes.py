@@ -24,6 +24,9 @@ from typing import Any
 from django.db import connection, transaction
 
 REPO = Path(__file__).resolve().parents[2]
+# What children's DATABASES entry changes while `through(...)` is in effect (a pooler's
+# HOST and PORT): the children connect there, the test itself stays on the direct line.
+_route: dict[str, Any] = {}
 SUMMARY = re.compile(r"claimed=(\d+) succeeded=(\d+) partial=(\d+) retried=(\d+) dead_lettered=(\d+)")
 TABLE = "notifications_notification"
 
@@ -35,7 +38,7 @@ def child_env(
 ) -> dict[str, str]:
     """The environment of a child: this test's database (its OPTIONS updated by
     `db_options`), extra settings, unbuffered output."""
-    database = dict(connection.settings_dict)
+    database = {**connection.settings_dict, **_route}
     database["OPTIONS"] = {**database.get("OPTIONS", {}), **(db_options or {})}
     variables = dict(os.environ)
     variables.pop("DJANGO_SETTINGS_MODULE", None)  # --settings names the child's module
@@ -44,6 +47,16 @@ def child_env(
     variables["PYTHONUNBUFFERED"] = "1"
     variables.update(env or {})
     return variables
+
+
+@contextlib.contextmanager
+def through(overrides: dict[str, Any]) -> Iterator[None]:
+    """Children started inside connect with their DATABASES entry updated by `overrides`."""
+    _route.update(overrides)
+    try:
+        yield
+    finally:
+        _route.clear()
 
 
 def parse_summary(line: str) -> dict[str, int] | None:

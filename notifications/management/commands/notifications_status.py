@@ -130,6 +130,8 @@ def describe(health: QueueHealth, refusals: list[str] | None = None) -> list[str
     if tick is not None and (tick.held or health.configuration_warning):
         lines.append(f"held by the last tick (pid {tick.pid} on {tick.host}): {tick.held or 'nothing'}")
     lines.extend(health.flow.lines())  # open circuits, targets at their limit
+    # Rows still go out (at the loop's poll interval): said, not a failing status.
+    lines.extend(f"fast lane off: runtick --loop pid {loop}: {why}" for loop, why in health.fast_lanes_off.items())
     lines.extend(f"runtick refuses to run: {refusal} (manage.py check gives the hint)" for refusal in refusals or [])
     flags = (
         ("STALE", health.stale),

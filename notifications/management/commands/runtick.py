@@ -174,8 +174,12 @@ class Command(BaseCommand):
         """
         waiter = wake.open_waiter()  # before the first tick: a row announced during it wakes the next
         woken = ", sooner when a row is announced due"
-        if isinstance(waiter, wake.Poller):  # said once, here: why it polls (MariaDB/MySQL, SQLite)
+        if isinstance(waiter, wake.Poller):  # said once, here: why it polls (MariaDB/MySQL, SQLite, a silent fast lane)
             woken = f" ({waiter.reason})" if waiter.reason else ""
+            if waiter.every is not None:
+                every = min(every, waiter.every)
+            # Each tick's record says it again, for notifications_status and the admin.
+            options = {**options, "fast_lane_off": waiter.fast_lane_off}
         self.stdout.write(stamp(f"runtick --loop: one tick every {every:g}s{woken}; SIGTERM or SIGINT stops it"))
         ticks = 0
         totals: dict[str, int] = {}
@@ -210,6 +214,7 @@ class Command(BaseCommand):
             stop=stop,
             on_outcome=self.print_outcome if verbose else None,
             queues=tuple(options.get("queues") or ()),
+            fast_lane_off=options.get("fast_lane_off", ""),
         )
         self.stdout.write(stamp(report.summary(), report.finished_at))
         held = report.held()
