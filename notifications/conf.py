@@ -109,6 +109,9 @@ class Defaults:
     # Requests one API token may make, as NOTIFICATIONS_RATE_LIMITS spells a rate ("20/s,10000/d");
     # shared by every host through the database. Blank: no limit.
     API_RATE_LIMIT: str = ""
+    # Seconds an `Idempotency-Key` stays "in progress" (409) for a request that never
+    # answers (its process killed, its connection lost): after it, a repeat takes the key over.
+    API_IDEMPOTENCY_LEASE: float = 60
 
 
 # A derived lease outlives everything a tick does with its rows: the budget, a last batch
@@ -139,6 +142,7 @@ MAXIMUMS: dict[str, tuple[float, str]] = {
     "LOW_PRIORITY_AGING": (MAX_DELAY_SECONDS, "seconds: a hundred years"),
     "DIGEST_MAX_ITEMS": (10_000, "rows"),
     "INBOX_POLL_SECONDS": (86_400, "seconds: a day"),
+    "API_IDEMPOTENCY_LEASE": (86_400, "seconds: a day, as long as a key is kept"),
 }
 
 
