@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.api_throughput [--singles 300] [--batches 5]
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres .venv/bin/python -m bench.api_throughput
+    ... --conn-max-age 60   # the server keeps its database connections (Django's CONN_MAX_AGE)
 
 A throwaway database (SQLite, or the server DATABASE_URL names); the API is served by
 Django's threaded WSGI server on a loopback port in a child process (a server of its
@@ -111,7 +112,7 @@ def measure(args: argparse.Namespace, database: dict[str, Any]) -> None:
     try:
         session = requests.Session()
         session.headers["Authorization"] = f"Bearer {token}"
-        print(f"{connection.vendor}:")
+        print(f"{connection.vendor}, the server's CONN_MAX_AGE={database['CONN_MAX_AGE']}:")
 
         began = time.perf_counter()
         for _ in range(args.singles):
@@ -143,13 +144,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--singles", type=int, default=300)
     parser.add_argument("--batches", type=int, default=5)
+    parser.add_argument("--conn-max-age", type=int, default=0, help="the server's CONN_MAX_AGE (Django's default: 0)")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # the child server
     args = parser.parse_args()
     if args.serve:
         serve()
         return
     with throwaway_database(os.environ.get("DATABASE_URL")) as database:
-        measure(args, database)
+        measure(args, {**database, "CONN_MAX_AGE": args.conn_max_age})
 
 
 if __name__ == "__main__":

@@ -17,15 +17,35 @@ import time_machine
 from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
+from openapi_core import Config, OpenAPI
 
 from notifications.http_api import endpoints, idempotency
 from notifications.models import ApiToken, IdempotencyRecord, Notification
+from notifications.services import tokens
 from tests.support.api_server import PAUSED, ApiServer
-from tests.test_http_api import HOOK, Client, api, base, document, token  # noqa: F401 - fixtures
+from tests.test_http_api import HOOK, Client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 PATH = "/notifications/api/v1/notifications"
+
+
+@pytest.fixture
+def base(live_server):
+    return f"{live_server.url}/notifications/api/v1"
+
+
+@pytest.fixture
+def token():
+    return tokens.create("all", ["schedule", "read", "manage"])[1]
+
+
+@pytest.fixture
+def api(base, token):
+    """requests with the token, each answer held against the API's document (tests.test_http_api)."""
+    config = Config(extra_media_type_deserializers={"application/problem+json": json.loads})
+    document = OpenAPI.from_dict(requests.get(f"{base}/openapi.json", timeout=30).json(), config=config)
+    return Client(base, document, token)
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ may try again. Records older than `RETENTION` are pruned by the tick's housekeep
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 from collections.abc import Callable
@@ -86,11 +87,8 @@ def _answered(record: IdempotencyRecord, answer: HttpResponse) -> bool:
 
 def _let_go(record: IdempotencyRecord) -> None:
     """Forget the key if this request still holds it: a repeat runs the operation afresh."""
-    try:
+    with contextlib.suppress(Error):  # the database is gone too: the lease lets a repeat take the key over
         IdempotencyRecord.objects.filter(pk=record.pk, attempt=record.attempt, status=None).delete()
-    except Error:
-        pass  # the database is gone too: the lease lets a repeat take the key over
-
 
 
 def _claim(token: ApiToken, key: str, fingerprint: str) -> tuple[IdempotencyRecord, bool]:
@@ -138,7 +136,4 @@ def _take_over(record: IdempotencyRecord, now: datetime) -> bool:
 
 def _in_progress(leased_until: datetime | None) -> Problem:
     left = (leased_until - timezone.now()).total_seconds() if leased_until else 0
-    return Problem(
-        409, f"A request with this {HEADER} is still in progress.", retry_after=max(1, math.ceil(left))
-    )
-
+    return Problem(409, f"A request with this {HEADER} is still in progress.", retry_after=max(1, math.ceil(left)))
