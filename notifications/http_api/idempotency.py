@@ -51,15 +51,20 @@ def run_once(request: HttpRequest, token: ApiToken, key: str, operation: Callabl
     return _run(record, operation)
 
 
-def lease() -> timedelta:
+def _lease() -> timedelta:
     return timedelta(seconds=positive_number("API_IDEMPOTENCY_LEASE"))
+
+
+def _alias() -> str:
+    """The database of the records: the app's, so the queue's rows' too (one transaction)."""
+    return router.db_for_write(IdempotencyRecord) or "default"
 
 
 def _run(record: IdempotencyRecord, operation: Callable[[], HttpResponse]) -> HttpResponse:
     """`operation`'s answer, committed with the rows it made, or neither. (Inside this
     transaction schedule() cannot retry a deadlock itself: that request is a 500, the key
     let go, and the client's repeat runs it afresh.)"""
-    alias = router.db_for_write(IdempotencyRecord) or "default"  # the app's: the queue's rows' too
+    alias = _alias()
     try:
         with transaction.atomic(using=alias):
             answer = operation()
@@ -100,9 +105,9 @@ def _claim(token: ApiToken, key: str, fingerprint: str) -> tuple[IdempotencyReco
         stored = IdempotencyRecord.objects.filter(token=token, key=key).first()
         if stored is None:
             try:
-                with transaction.atomic():
+                with transaction.atomic(using=_alias()):
                     record = IdempotencyRecord.objects.create(
-                        token=token, key=key, request_hash=fingerprint, created_at=now, leased_until=now + lease()
+                        token=token, key=key, request_hash=fingerprint, created_at=now, leased_until=now + _lease()
                     )
                 return record, True
             except IntegrityError:
@@ -125,7 +130,7 @@ def _lapsed(record: IdempotencyRecord, now: datetime) -> bool:
 def _take_over(record: IdempotencyRecord, now: datetime) -> bool:
     """Hold `record` from now on, if nobody answered or took it over since it was read
     (the conditional UPDATE on `attempt` lets one of racing repeats win)."""
-    until = now + lease()
+    until = now + _lease()
     taken = IdempotencyRecord.objects.filter(pk=record.pk, attempt=record.attempt, status=None).update(
         attempt=record.attempt + 1, leased_until=until
     )
