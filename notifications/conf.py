@@ -115,6 +115,9 @@ class Defaults:
     # often a loop whose fast lane is silent (its own NOTIFY did not come back) ticks.
     LISTEN_DATABASE: str = ""
     LOOP_POLL_INTERVAL: float = 2
+    # Seconds an `Idempotency-Key` stays "in progress" (409) for a request that never
+    # answers (its process killed, its connection lost): after it, a repeat takes the key over.
+    API_IDEMPOTENCY_LEASE: float = 60
 
 
 # A derived lease outlives everything a tick does with its rows: the budget, a last batch
@@ -146,6 +149,7 @@ MAXIMUMS: dict[str, tuple[float, str]] = {
     "DIGEST_MAX_ITEMS": (10_000, "rows"),
     "INBOX_POLL_SECONDS": (86_400, "seconds: a day"),
     "LOOP_POLL_INTERVAL": (3_600, "seconds: an hour"),
+    "API_IDEMPOTENCY_LEASE": (86_400, "seconds: a day, as long as a key is kept"),
 }
 
 

@@ -9,7 +9,12 @@ from typing import Any
 from django.conf import settings
 from django.core import checks
 
-API_SETTINGS = ("NOTIFICATIONS_API_MAX_BATCH", "NOTIFICATIONS_API_MAX_BODY", "NOTIFICATIONS_API_RATE_LIMIT")
+API_SETTINGS = (
+    "NOTIFICATIONS_API_MAX_BATCH",
+    "NOTIFICATIONS_API_MAX_BODY",
+    "NOTIFICATIONS_API_RATE_LIMIT",
+    "NOTIFICATIONS_API_IDEMPOTENCY_LEASE",
+)
 
 
 @checks.register()

@@ -32,7 +32,8 @@ def presented(request: HttpRequest) -> ApiToken | None:
 
 
 class TokenAuth(HttpBearer):
-    """A live token holding `scope`: none or a bad one is a 401, a missing scope a 403."""
+    """A live token holding `scope`: none or a bad one is a 401, a missing scope a 403.
+    (Its rate limit was applied by `guard`, before any transaction.)"""
 
     def __init__(self, scope: str) -> None:
         super().__init__()
@@ -45,7 +46,6 @@ class TokenAuth(HttpBearer):
             return None
         if self.scope not in record.scopes:
             raise Problem(403, f"This token lacks the {self.scope!r} scope.")
-        throttle(record)
         return record
 
     def authenticate(self, request: HttpRequest, token: str) -> Any:  # pragma: no cover - __call__ decides

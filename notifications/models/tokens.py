@@ -35,8 +35,10 @@ class ApiToken(models.Model):
 
 class IdempotencyRecord(models.Model):
     """A POST's `Idempotency-Key` for one token: the body's hash, and once answered the
-    status and body to replay. `status` null: the first request is still in progress.
-    Records older than `IDEMPOTENCY_RETENTION` are pruned by the tick's housekeeping."""
+    status and body to replay. `status` null: a request is in progress under the key
+    until `leased_until`; after that a repeat may take the key over (`attempt` + 1), and
+    only the request holding the current `attempt` may store an answer. Records older
+    than `IDEMPOTENCY_RETENTION` are pruned by the tick's housekeeping."""
 
     token = models.ForeignKey(ApiToken, on_delete=models.CASCADE, related_name="+")
     key = models.CharField(max_length=200)
@@ -45,6 +47,9 @@ class IdempotencyRecord(models.Model):
     content_type = models.CharField(max_length=100, blank=True)
     response = models.BinaryField(default=b"")
     created_at = models.DateTimeField(db_index=True)
+    # Null on a record from before leases: its request is taken to be gone.
+    leased_until = models.DateTimeField(null=True)
+    attempt = models.PositiveIntegerField(default=1)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["token", "key"], name="notifications_idempotency_key")]
