@@ -85,12 +85,11 @@ def post_office(args: dict) -> dict:
     return {"start": start, "end": end, "rss_before_kb": before}
 
 
-def plain_requests(args: dict) -> dict:
-    """The limit: plain requests posting the same signed bodies, no database, no engine."""
-    import threading
+def _signed_posts(args: dict, urls: list[str]) -> list[tuple[str, bytes, dict]]:
+    """(url, body, headers) of each of `args["rows"]` webhooks, signed as the channel signs
+    them, spread over `urls` in turn: what the plain clients below post."""
     import uuid
 
-    import requests
     from django.utils import timezone
 
     from notifications.channels import Firing
@@ -101,14 +100,25 @@ def plain_requests(args: dict) -> dict:
 
     keys = [signing.secret_key(s) for s in app_settings.webhook_secrets]
     fired_at = timezone.now()
-    jobs = []
+    posts = []
     for pk in range(1, args["rows"] + 1):
-        row = Notification(pk=pk, channels=["webhook"], webhook_url=args["url"], payload=args["payload"])
+        url = urls[pk % len(urls)]
+        row = Notification(pk=pk, channels=["webhook"], webhook_url=url, payload=args["payload"])
         firing = Firing(row, str(uuid.uuid4()), fired_at, ["webhook"])
         data = body(firing)
         headers = signing.headers(keys, message_id(firing), int(fired_at.timestamp()), data)
         headers["content-type"] = "application/json"
-        jobs.append((data, headers))
+        posts.append((url, data, headers))
+    return posts
+
+
+def plain_requests(args: dict) -> dict:
+    """The limit: plain requests posting the same signed bodies, no database, no engine."""
+    import threading
+
+    import requests
+
+    jobs = [(data, headers) for _, data, headers in _signed_posts(args, [args["url"]])]
     local = threading.local()
 
     def post(job: tuple[bytes, dict]) -> int:
@@ -129,31 +139,14 @@ def plain_requests(args: dict) -> dict:
 def plain_adapter(args: dict) -> dict:
     """The limit at latency: prepared requests sent through one `HTTPAdapter.send` (no Session),
     the same signed bodies, `concurrency` threads, to the given URLs in turn. No database."""
-    import uuid
-
     import requests
-    from django.utils import timezone
     from requests.adapters import HTTPAdapter
 
-    from notifications.channels import Firing
-    from notifications.channels.webhook.channel import body, message_id
-    from notifications.conf import app_settings
-    from notifications.models import Notification
-    from notifications.rules import signing
-
-    keys = [signing.secret_key(s) for s in app_settings.webhook_secrets]
-    fired_at = timezone.now()
     urls = args["urls"]
-    prepared = []
-    for pk in range(1, args["rows"] + 1):
-        url = urls[pk % len(urls)]
-        row = Notification(pk=pk, channels=["webhook"], webhook_url=url, payload=args["payload"])
-        firing = Firing(row, str(uuid.uuid4()), fired_at, ["webhook"])
-        data = body(firing)
-        headers = signing.headers(keys, message_id(firing), int(fired_at.timestamp()), data)
-        headers["content-type"] = "application/json"
-        request = requests.Request("POST", url, data=data, headers=headers).prepare()
-        prepared.append(request)
+    prepared = [
+        requests.Request("POST", url, data=data, headers=headers).prepare()
+        for url, data, headers in _signed_posts(args, urls)
+    ]
     # One adapter for every thread, pooling as many connections per host as there are threads.
     adapter = HTTPAdapter(pool_connections=len(urls), pool_maxsize=args["concurrency"], max_retries=0)
 
@@ -174,29 +167,10 @@ def plain_urllib3(args: dict) -> dict:
     """The client's limit at latency: urllib3's pool (one pool per receiver, as many
     connections as threads), `concurrency` threads posting the same signed bodies to the
     given URLs in turn. No database, no engine."""
-    import uuid
-
     import urllib3
-    from django.utils import timezone
 
-    from notifications.channels import Firing
-    from notifications.channels.webhook.channel import body, message_id
-    from notifications.conf import app_settings
-    from notifications.models import Notification
-    from notifications.rules import signing
-
-    keys = [signing.secret_key(s) for s in app_settings.webhook_secrets]
-    fired_at = timezone.now()
     urls = args["urls"]
-    requests_ = []
-    for pk in range(1, args["rows"] + 1):
-        url = urls[pk % len(urls)]
-        row = Notification(pk=pk, channels=["webhook"], webhook_url=url, payload=args["payload"])
-        firing = Firing(row, str(uuid.uuid4()), fired_at, ["webhook"])
-        data = body(firing)
-        headers = signing.headers(keys, message_id(firing), int(fired_at.timestamp()), data)
-        headers["content-type"] = "application/json"
-        requests_.append((url, data, headers))
+    requests_ = _signed_posts(args, urls)
     pool = urllib3.PoolManager(num_pools=len(urls), maxsize=args["concurrency"], retries=False)
 
     def send(request: tuple[str, bytes, dict]) -> int:
