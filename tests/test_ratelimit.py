@@ -106,10 +106,11 @@ def test_rows_over_the_limit_are_deferred_and_others_keep_full_speed(make_row, w
 # How late an arrival may be stamped after its token was granted: the sender's and the
 # receiver's threads each wait for a CPU. With two cores shared by the whole suite running
 # in parallel (four passes side by side, each with pytest-xdist workers, their ticks and
-# their database servers) such a wait reached 0.3 s, then 0.53 s, bunching a burst with
-# the next grants at the receiver. Below 1 s, still short of what a bucket per process
-# would let through: two processes' bursts of 10 at once (the test below).
-SCHEDULING_SLOT = 0.8  # seconds
+# their database servers) such a wait reached 0.3 s, then 0.53 s, then 0.85 s, bunching a
+# burst with the next grants at the receiver. Still short of what a bucket per process
+# lets through: two processes, each with its own 10/s, deliver 50 rows in 1.5 s, where
+# the rule allows 10 x (1.5 + 1.5 + 1) = 40 (the test below).
+SCHEDULING_SLOT = 1.5  # seconds
 
 
 def check_spans(times: list[float], n: int, slot: float = SCHEDULING_SLOT) -> None:
@@ -125,10 +126,10 @@ def check_spans(times: list[float], n: int, slot: float = SCHEDULING_SLOT) -> No
 
 
 def test_the_span_rule_catches_a_burst_per_process():
-    """The check is not vacuous: two unshared buckets (2 x 10 at once) fail it; a shared one,
-    10 at once and then one each 0.1 s, passes."""
+    """The check is not vacuous: two unshared buckets (2 x 10 at once, then 20/s) fail it; a
+    shared one, 10 at once and then one each 0.1 s, passes."""
     with pytest.raises(AssertionError):
-        check_spans([0.001 * k for k in range(20)], 10)
+        check_spans([0.001 * k for k in range(20)] + [0.05 * k for k in range(1, 31)], 10)
     check_spans([0.001 * k for k in range(10)] + [0.1 * k for k in range(1, 41)], 10)
 
 
@@ -190,10 +191,12 @@ def test_a_target_with_two_limits_sends_at_the_tighter_rate(make_row, webhook_se
     for n in range(8):
         make_row(channels=["webhook"], webhook_url=webhook_server.url(f"/two/{n}"))
 
-    report = run_tick(budget=5)
+    report = run_tick(budget=60)  # ends when the 8 are sent (about 3 s), however loaded the machine
 
     assert report.counts()["succeeded"] == 8  # 2 at once, then 2 a second
-    assert report.counts()["deferred"] <= 8  # each row deferred about once, not every 2 ms
+    # Each row deferred about once (twice when a loaded machine wakes the tick late), not
+    # every 2 ms: that bug deferred them hundreds of times.
+    assert report.counts()["deferred"] <= 16
 
 
 @pytest.mark.django_db(transaction=True)
