@@ -263,3 +263,29 @@ def test_hanging_endpoints_do_not_hold_the_tick(make_row, webhook_server):
         assert row.last_error == f"webhook: timed out after {TIMEOUT}s"
         assert row.error_count == 1
     assert elapsed < DEADLINE_BOUND + 2
+
+
+def test_each_origin_keeps_its_pool_and_the_least_recently_used_is_still_dropped():
+    """The adapter remembers each origin's pool key, not its pool: the pool manager still
+    hands out, reuses and drops (past `hosts`) the pools as requests' own lookup does."""
+    from notifications.channels.http import transport
+    from notifications.channels.webhook.channel import prepared_request
+
+    adapter = transport.new_adapter(hosts=2, per_host=1)
+
+    def pool(url):
+        return adapter.get_connection_with_tls_context(prepared_request(url, b"", {}), True)
+
+    try:
+        a = pool("http://a.example:8000/x")
+        assert pool("http://a.example:8000/y?z=1") is a and (a.host, a.port) == ("a.example", 8000)
+        b = pool("http://b.example/")
+        assert b is not a and (b.host, b.port) == ("b.example", 80)
+        assert pool("http://a.example:8000/") is a  # now the most recently used
+        c = pool("https://c.example/")
+        assert isinstance(c, transport.DeadlineHTTPSConnectionPool) and c.port == 443
+        assert pool("http://a.example:8000/z") is a  # b was the least recently used: dropped
+        b_again = pool("http://b.example/")
+        assert b_again is not b and b_again.host == "b.example"
+    finally:
+        adapter.close()
