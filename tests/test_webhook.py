@@ -289,3 +289,34 @@ def test_each_origin_keeps_its_pool_and_the_least_recently_used_is_still_dropped
         assert b_again is not b and b_again.host == "b.example"
     finally:
         adapter.close()
+
+
+@pytest.mark.parametrize(
+    "replies",
+    [
+        [Reply(body=b"ok"), Reply(body=b""), Reply(status=204, body=b""), Reply(body=b"x" * 20_000)],
+        [Reply(status=500, body=b"oops"), Reply(status=410, body=b"gone" * 3000), Reply(body=b"ok")],
+    ],
+)
+def test_answers_of_every_length_leave_the_connection_for_the_next_send(make_row, webhook_server, replies):
+    """A body read to its announced length frees the connection: every send reuses one."""
+    row = make_row(channels=["webhook"], webhook_url=webhook_server.url())
+    channel = WebhookChannel()
+    try:
+        firing = Firing(row, str(row.firing_id), timezone.now(), row.owed_channels)
+        statuses = []
+        for reply in replies * 2:
+            webhook_server.reply = reply
+            statuses.append(channel.send(firing).http_status)
+        pool = channel._adapter.get_connection_with_tls_context(channel_request(row), True)
+    finally:
+        channel.close()
+
+    assert statuses == [reply.status for reply in replies * 2]
+    assert pool.num_connections == 1
+
+
+def channel_request(row):
+    from notifications.channels.webhook.channel import prepared_request
+
+    return prepared_request(row.webhook_url, b"", {})

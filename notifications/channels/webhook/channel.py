@@ -212,7 +212,9 @@ class WebhookChannel(WebhookAnswers, Channel):
         read = 0
         while read <= self.body_limit:
             chunk = response.raw.read(READ_CHUNK, decode_content=False)
-            if not chunk:
+            # A body of known length ends with its last byte: no read for the end of it
+            # (http.client has closed its response by then, so the connection is reusable).
+            if not chunk or response.raw.length_remaining == 0:
                 response.raw.release_conn()
                 compat.mark_body_read(response)  # close() keeps the pooled connection
                 return
