@@ -320,3 +320,17 @@ def channel_request(row):
     from notifications.channels.webhook.channel import prepared_request
 
     return prepared_request(row.webhook_url, b"", {})
+
+
+def test_the_body_goes_with_its_length_not_chunked(make_row, webhook_server):
+    row = make_row(channels=["webhook"], webhook_url=webhook_server.url())
+    channel = WebhookChannel()
+    try:
+        assert channel.send(Firing(row, str(row.firing_id), timezone.now(), row.owed_channels)).ok
+    finally:
+        channel.close()
+
+    (received,) = webhook_server.wait_for(1)
+    assert received.headers["content-length"] == str(len(received.body)) and received.body
+    assert "transfer-encoding" not in received.headers
+    assert received.headers["content-type"] == "application/json"
