@@ -72,10 +72,12 @@ def dns_host(connection: Any) -> str:
     return str(connection._dns_host)
 
 
-def pool_key(pool_manager: Any, host_params: Mapping[str, Any], pool_kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+def pool_key(
+    pool_manager: Any, host_params: Mapping[str, Any], pool_kwargs: Mapping[str, Any]
+) -> tuple[Any, dict[str, Any]]:
     """The key and arguments of the pool `pool_manager.connection_from_host(**host_params,
     pool_kwargs=pool_kwargs)` hands out (its own steps, without the lookup)."""
-    context: dict[str, Any] = pool_manager._merge_pool_kwargs(pool_kwargs)
+    context: dict[str, Any] = pool_manager._merge_pool_kwargs(dict(pool_kwargs))
     context["scheme"] = host_params["scheme"] or "http"
     port = host_params["port"]
     context["port"] = port if port is not None else port_by_scheme.get(context["scheme"].lower(), 80)

@@ -218,7 +218,9 @@ def test_plain_ascii_text_is_cleaned_as_any_other(text):
 @pytest.mark.parametrize(
     "answer",
     [
-        ChannelResult("webhook", http_status=200, duration=0.1, sent_to="hooks.example.com", summary="notification.sent"),
+        ChannelResult(
+            "webhook", http_status=200, duration=0.1, sent_to="hooks.example.com", summary="notification.sent"
+        ),
         ChannelResult("webhook", duration=0.1),
         ChannelResult("webhook", http_status=204, duration=0.1, sent_to="two  spaces"),
         ChannelResult("webhook", http_status=200, duration=1, sent_to="hooks.example.com"),

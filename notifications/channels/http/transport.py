@@ -42,7 +42,7 @@ from requests.adapters import HTTPAdapter
 from requests.structures import CaseInsensitiveDict
 from urllib3 import BaseHTTPResponse
 from urllib3.connection import HTTPConnection, HTTPSConnection
-from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.connectionpool import ConnectionPool, HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 
 from notifications import compat
@@ -285,7 +285,7 @@ class DeadlineAdapter(HTTPAdapter):
 
     pool_classes = {"http": DeadlineHTTPConnectionPool, "https": DeadlineHTTPSConnectionPool}
 
-    def __init__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._pool_keys: dict[str, tuple[Any, dict[str, Any]]] = {}
 
@@ -295,28 +295,29 @@ class DeadlineAdapter(HTTPAdapter):
         verify: bool | str | None,
         proxies: Mapping[str, str] | None = None,
         cert: str | tuple[str, str] | None = None,
-    ) -> HTTPConnectionPool:
+    ) -> ConnectionPool:
         """The pool for the request's origin, its key worked out once per origin.
 
-        requests parses the URL and urllib3 normalizes the pool's key on every send (a
-        tenth of a send's CPU); the origin (the URL up to its path) decides both, so the
-        key is remembered by it. The pool itself is still looked up by its key each
-        time: the pool manager's least-recently-used order and closing are untouched.
+        requests parses the URL and urllib3 normalizes the pool's key on every send
+        (about 10 us of a send's 250); the origin (the URL up to its path) decides both,
+        so the key is remembered by it. The pool itself is still looked up by its key
+        each time: the pool manager's least-recently-used order and eviction are untouched.
         """
         origin = _origin(request.url)
         if proxies or verify is not True or cert is not None or origin is None:
-            return super().get_connection_with_tls_context(request, verify, proxies, cert)  # type: ignore[arg-type]
+            return super().get_connection_with_tls_context(request, verify, proxies, cert)
         known = self._pool_keys.get(origin)
         if known is None:
-            pool = super().get_connection_with_tls_context(request, verify, proxies, cert)  # raises for a bad URL
+            first = super().get_connection_with_tls_context(request, verify, proxies, cert)  # raises for a bad URL
             if len(self._pool_keys) >= POOL_KEYS:
                 self._pool_keys.clear()
             host_params, pool_kwargs = self.build_connection_pool_key_attributes(request, verify, cert)
             self._pool_keys[origin] = compat.pool_key(self.poolmanager, host_params, pool_kwargs)
-            return pool
+            return first
         key, context = known
         # A copy: a pool made from it (its first use, or after closing) consumes the arguments.
-        return self.poolmanager.connection_from_pool_key(key, request_context=dict(context))
+        pool: ConnectionPool = self.poolmanager.connection_from_pool_key(key, request_context=dict(context))
+        return pool
 
     def init_poolmanager(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         super().init_poolmanager(*args, **kwargs)
