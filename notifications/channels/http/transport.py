@@ -315,7 +315,7 @@ class DeadlineAdapter(HTTPAdapter):
             self._pool_keys[origin] = compat.pool_key(self.poolmanager, host_params, pool_kwargs)
             return first
         key, context = known
-        # A copy: a pool made from it (its first use, or after closing) consumes the arguments.
+        # A copy: a pool made from it (its first use, or after eviction) consumes the arguments.
         pool: ConnectionPool = self.poolmanager.connection_from_pool_key(key, request_context=dict(context))
         return pool
 
