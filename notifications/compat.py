@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from urllib3.connectionpool import port_by_scheme
 from urllib3.util import connection as _urllib3_connection
 
 if TYPE_CHECKING:
@@ -38,6 +39,9 @@ if TYPE_CHECKING:
 #   the pool's `ConnectionCls` (documented) picks the connection class.
 # - `urllib3.util.connection.allowed_gai_family()` (undocumented): the address family
 #   urllib3 itself would resolve (IPv4 only when the host has no IPv6).
+# - `PoolManager._merge_pool_kwargs()` (private) and `key_fn_by_scheme` (undocumented):
+#   how `connection_from_host()` turns a host and pool settings into a pool's key and
+#   the pool's arguments, for `connection_from_pool_key()` (documented).
 #
 # Why not the public API: urllib3 resolves and connects in one call
 # (`util.connection.create_connection`), so there is no public place to check the
@@ -66,6 +70,19 @@ class SocketFactory:
 def dns_host(connection: Any) -> str:
     """The host a urllib3 connection resolves: as given (`host` drops a trailing dot)."""
     return str(connection._dns_host)
+
+
+def pool_key(
+    pool_manager: Any, host_params: Mapping[str, Any], pool_kwargs: Mapping[str, Any]
+) -> tuple[Any, dict[str, Any]]:
+    """The key and arguments of the pool `pool_manager.connection_from_host(**host_params,
+    pool_kwargs=pool_kwargs)` hands out (its own steps, without the lookup)."""
+    context: dict[str, Any] = pool_manager._merge_pool_kwargs(dict(pool_kwargs))
+    context["scheme"] = host_params["scheme"] or "http"
+    port = host_params["port"]
+    context["port"] = port if port is not None else port_by_scheme.get(context["scheme"].lower(), 80)
+    context["host"] = host_params["host"]
+    return pool_manager.key_fn_by_scheme[context["scheme"].lower()](context), context
 
 
 def set_pool_classes(pool_manager: Any, classes: Mapping[str, type]) -> None:

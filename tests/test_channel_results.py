@@ -213,3 +213,25 @@ def test_plain_ascii_text_is_cleaned_as_any_other(text):
     general = "".join(" " if ch.isspace() else ch for ch in text if ch.isspace() or (ord(ch) >= 32 and ch != "\x7f"))
     assert one_line(text, ERROR_CHARS) == one_line(text + "\u200b", ERROR_CHARS)  # a format char takes the long way
     assert one_line(text, ERROR_CHARS).startswith(" ".join(general.split())[:100])
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        ChannelResult(
+            "webhook", http_status=200, duration=0.1, sent_to="hooks.example.com", summary="notification.sent"
+        ),
+        ChannelResult("webhook", duration=0.1),
+        ChannelResult("webhook", http_status=204, duration=0.1, sent_to="two  spaces"),
+        ChannelResult("webhook", http_status=200, duration=1, sent_to="hooks.example.com"),
+        ChannelResult("webhook", http_status=999, duration=0.1),
+        ChannelResult("webhook", duration=0.1, summary="bell\x07"),
+        ChannelResult("webhook", duration=0.1, refused=[]),  # type: ignore[arg-type]
+        ChannelResult("webhook", duration=0.1, error_class=ErrorClass.PERMANENT),
+    ],
+)
+def test_an_ordinary_success_is_taken_as_the_full_cleaning_would_store_it(answer):
+    """The shortcut for a plain success (no copy) gives what cleaning every field gives."""
+    taken = results.received("webhook", answer)
+    assert taken == results._cleaned("webhook", answer)
+    assert type(taken.duration) is float and type(taken.refused) is tuple

@@ -263,3 +263,74 @@ def test_hanging_endpoints_do_not_hold_the_tick(make_row, webhook_server):
         assert row.last_error == f"webhook: timed out after {TIMEOUT}s"
         assert row.error_count == 1
     assert elapsed < DEADLINE_BOUND + 2
+
+
+def test_each_origin_keeps_its_pool_and_the_least_recently_used_is_still_dropped():
+    """The adapter remembers each origin's pool key, not its pool: the pool manager still
+    hands out, reuses and drops (past `hosts`) the pools as requests' own lookup does."""
+    from notifications.channels.http import transport
+    from notifications.channels.webhook.channel import prepared_request
+
+    adapter = transport.new_adapter(hosts=2, per_host=1)
+
+    def pool(url):
+        return adapter.get_connection_with_tls_context(prepared_request(url, b"", {}), True)
+
+    try:
+        a = pool("http://a.example:8000/x")
+        assert pool("http://a.example:8000/y?z=1") is a and (a.host, a.port) == ("a.example", 8000)
+        b = pool("http://b.example/")
+        assert b is not a and (b.host, b.port) == ("b.example", 80)
+        assert pool("http://a.example:8000/") is a  # now the most recently used
+        c = pool("https://c.example/")
+        assert isinstance(c, transport.DeadlineHTTPSConnectionPool) and c.port == 443
+        assert pool("http://a.example:8000/z") is a  # b was the least recently used: dropped
+        b_again = pool("http://b.example/")
+        assert b_again is not b and b_again.host == "b.example"
+    finally:
+        adapter.close()
+
+
+@pytest.mark.parametrize(
+    "replies",
+    [
+        [Reply(body=b"ok"), Reply(body=b""), Reply(status=204, body=b""), Reply(body=b"x" * 20_000)],
+        [Reply(status=500, body=b"oops"), Reply(status=410, body=b"gone" * 3000), Reply(body=b"ok")],
+    ],
+)
+def test_answers_of_every_length_leave_the_connection_for_the_next_send(make_row, webhook_server, replies):
+    """A body read to its announced length frees the connection: every send reuses one."""
+    row = make_row(channels=["webhook"], webhook_url=webhook_server.url())
+    channel = WebhookChannel()
+    try:
+        firing = Firing(row, str(row.firing_id), timezone.now(), row.owed_channels)
+        statuses = []
+        for reply in replies * 2:
+            webhook_server.reply = reply
+            statuses.append(channel.send(firing).http_status)
+        pool = channel._adapter.get_connection_with_tls_context(channel_request(row), True)
+    finally:
+        channel.close()
+
+    assert statuses == [reply.status for reply in replies * 2]
+    assert pool.num_connections == 1
+
+
+def channel_request(row):
+    from notifications.channels.webhook.channel import prepared_request
+
+    return prepared_request(row.webhook_url, b"", {})
+
+
+def test_the_body_goes_with_its_length_not_chunked(make_row, webhook_server):
+    row = make_row(channels=["webhook"], webhook_url=webhook_server.url())
+    channel = WebhookChannel()
+    try:
+        assert channel.send(Firing(row, str(row.firing_id), timezone.now(), row.owed_channels)).ok
+    finally:
+        channel.close()
+
+    (received,) = webhook_server.wait_for(1)
+    assert received.headers["content-length"] == str(len(received.body)) and received.body
+    assert "transfer-encoding" not in received.headers
+    assert received.headers["content-type"] == "application/json"

@@ -45,13 +45,38 @@ def received(name: str, result: object) -> ChannelResult:
             raise Unreadable(f"send() raised {type(result).__name__}")
         if not isinstance(result, ChannelResult):
             raise Unreadable(f"send() returned {type(result).__name__}, not a ChannelResult")
-        return _cleaned(name, result)
+        return result if _ordinary(result) else _cleaned(name, result)
     except Exception as exc:  # noqa: BLE001 - whatever a site's result holds, the row settles
         why = str(exc) if isinstance(exc, Unreadable) else type(exc).__name__
         logger.warning("channel %s: an unreadable result: %s", name, why)
         return ChannelResult(
             name, error=f"{name}: internal: {one_line(why, ERROR_CHARS // 2)}", error_class=ErrorClass.TRANSIENT
         )
+
+
+def _ordinary(result: ChannelResult) -> bool:
+    """A success that says only its status, duration and log line, each already clean:
+    what `_cleaned` would copy field for field (most answers of a burst, so not copied)."""
+    return (
+        type(result) is ChannelResult  # a subclass may compute its fields: copy what it says
+        and result.error is None
+        and result.error_class is None
+        and result.retry_after is None
+        and result.refused == ()
+        and result.deferred == ()
+        and result.inserts == ()
+        and result.answered is False
+        and result.not_sent is False
+        and (result.http_status is None or _http_status(result.http_status) is not None)
+        and type(result.duration) is float
+        and _seconds(result.duration) is not None
+        and _clean_line(result.sent_to, SENT_TO_CHARS)
+        and _clean_line(result.summary, SUMMARY_CHARS)
+    )
+
+
+def _clean_line(text: object, limit: int) -> bool:
+    return type(text) is str and one_line(text, limit) == text
 
 
 def _cleaned(name: str, result: ChannelResult) -> ChannelResult:

@@ -35,13 +35,14 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 import requests
 from requests.adapters import HTTPAdapter
 from requests.structures import CaseInsensitiveDict
 from urllib3 import BaseHTTPResponse
 from urllib3.connection import HTTPConnection, HTTPSConnection
-from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.connectionpool import ConnectionPool, HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 
 from notifications import compat
@@ -62,6 +63,9 @@ WATCHDOG_JOIN_TIMEOUT = 5.0
 # connections per host (and pools for a few hosts) are all it can reuse.
 POOLED_HOSTS = 4
 CONNECTIONS_PER_HOST = 4
+# Origins (a URL up to its path, as spelled) whose pool key an adapter remembers; past
+# that it starts over (a tick sends to few origins, a long-lived Session maybe to many).
+POOL_KEYS = 1024
 
 
 class Watchdog:
@@ -281,6 +285,40 @@ class DeadlineAdapter(HTTPAdapter):
 
     pool_classes = {"http": DeadlineHTTPConnectionPool, "https": DeadlineHTTPSConnectionPool}
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._pool_keys: dict[str, tuple[Any, dict[str, Any]]] = {}
+
+    def get_connection_with_tls_context(
+        self,
+        request: requests.PreparedRequest,
+        verify: bool | str | None,
+        proxies: Mapping[str, str] | None = None,
+        cert: str | tuple[str, str] | None = None,
+    ) -> ConnectionPool:
+        """The pool for the request's origin, its key worked out once per origin.
+
+        requests parses the URL and urllib3 normalizes the pool's key on every send
+        (about 10 us of a send's 250); the origin (the URL up to its path) decides both,
+        so the key is remembered by it. The pool itself is still looked up by its key
+        each time: the pool manager's least-recently-used order and eviction are untouched.
+        """
+        origin = _origin(request.url)
+        if proxies or verify is not True or cert is not None or origin is None:
+            return super().get_connection_with_tls_context(request, verify, proxies, cert)
+        known = self._pool_keys.get(origin)
+        if known is None:
+            first = super().get_connection_with_tls_context(request, verify, proxies, cert)  # raises for a bad URL
+            if len(self._pool_keys) >= POOL_KEYS:
+                self._pool_keys.clear()
+            host_params, pool_kwargs = self.build_connection_pool_key_attributes(request, verify, cert)
+            self._pool_keys[origin] = compat.pool_key(self.poolmanager, host_params, pool_kwargs)
+            return first
+        key, context = known
+        # A copy: a pool made from it (its first use, or after eviction) consumes the arguments.
+        pool: ConnectionPool = self.poolmanager.connection_from_pool_key(key, request_context=dict(context))
+        return pool
+
     def init_poolmanager(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         super().init_poolmanager(*args, **kwargs)
         compat.set_pool_classes(self.poolmanager, self.pool_classes)
@@ -300,6 +338,14 @@ class DeadlineAdapter(HTTPAdapter):
         response.request = req
         response.connection = self
         return response
+
+
+def _origin(url: str | None) -> str | None:
+    """`url` up to its path ("https://host:8443"), which alone decides its pool."""
+    if not url:
+        return None
+    scheme, slashes, rest = url.partition("://")
+    return None if not slashes else f"{scheme}://{rest.split('/', 1)[0]}"
 
 
 def new_adapter(hosts: int, per_host: int) -> HTTPAdapter:

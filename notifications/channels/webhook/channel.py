@@ -14,7 +14,6 @@ from typing import Any
 import requests
 import urllib3.exceptions
 from django.core.serializers.json import DjangoJSONEncoder
-from requests.structures import CaseInsensitiveDict
 
 from notifications import compat
 from notifications.channels.base import Channel, ChannelAnswers, ChannelResult, ErrorClass, Firing
@@ -105,11 +104,17 @@ def prepared_url(url: str) -> str:
 
 
 def prepared_request(url: str, data: bytes, headers: dict[str, str]) -> requests.PreparedRequest:
-    """A POST ready for `HTTPAdapter.send`, built without a Session (cookies, proxies, hooks)."""
+    """A POST ready for `HTTPAdapter.send`, built without a Session (cookies, proxies, hooks).
+
+    `headers` stay the plain dict they are (urllib3 takes one as it is; a requests
+    `CaseInsensitiveDict` is built, copied and iterated once more per send): so the
+    length must be spelled `Content-Length`, as the adapter looks it up (else the body
+    would go chunked).
+    """
     request = requests.PreparedRequest()
     request.method = "POST"
     request.url = prepared_url(url)
-    request.headers = CaseInsensitiveDict(headers)
+    request.headers = headers  # type: ignore[assignment]
     request.body = data
     return request
 
@@ -172,7 +177,7 @@ class WebhookChannel(WebhookAnswers, Channel):
         data = body(firing)
         headers = signing.headers(keys, message_id(firing), int(firing.fired_at.timestamp()), data)
         headers.update(STATIC_HEADERS)
-        headers["content-length"] = str(len(data))
+        headers["Content-Length"] = str(len(data))  # as `prepared_request` needs it spelled
         with transport.deadline(self.timeout, self._watchdog, self.allowed_networks) as limit:
             try:
                 result = self._post(url, data, headers, limit)
@@ -212,7 +217,9 @@ class WebhookChannel(WebhookAnswers, Channel):
         read = 0
         while read <= self.body_limit:
             chunk = response.raw.read(READ_CHUNK, decode_content=False)
-            if not chunk:
+            # A body of known length ends with its last byte: no read for the end of it
+            # (http.client has closed its response by then, so the connection is reusable).
+            if not chunk or response.raw.length_remaining == 0:
                 response.raw.release_conn()
                 compat.mark_body_read(response)  # close() keeps the pooled connection
                 return
