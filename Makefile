@@ -17,6 +17,11 @@ PORT ?= 8000
 TEST_WORKERS ?= 4
 PARALLEL_TEST_WORKERS ?= 2  # per suite when make test runs the four side by side
 
+# The suite starts child processes by the hundred (runtick, manage.py, the benchmark's
+# workers): without cached bytecode each compiles the app again, a CPU-bound suite's waste.
+# An environment that turns the cache off does not reach them (__pycache__ is git-ignored).
+unexport PYTHONDONTWRITEBYTECODE
+
 .PHONY: setup setup-run run test test-sqlite test-postgres test-mariadb test-matrix lint check bench
 
 # `make run` installs what the product and the demo need (requirements.txt); `make test`
