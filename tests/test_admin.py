@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from notifications.api import requeue, run_tick
 from notifications.models import DeliveryAttempt, Notification
-from tests.support.admin_forms import change_form, change_url
+from tests.support.admin_forms import add_form, change_form, change_url
 from tests.support.queue_states import SECRET, make, one_of_each
 
 CHANGELIST = "/admin/notifications/notification/"
@@ -405,20 +405,7 @@ def test_rejected_secret_is_not_echoed_back(admin_client):
 
 
 def test_add_page_schedules_like_the_api(admin_client):
-    response = admin_client.post(
-        reverse("admin:notifications_notification_add"),
-        {
-            "channels": ["email"],
-            "email_to": "ada@example.com",
-            "subject": "Hi",
-            "body": "Hello",
-            "payload": "{}",
-            "timezone": "UTC",
-            "recurrence_rule": "",
-            "next_fire_at_0": "",
-            "next_fire_at_1": "",
-        },
-    )
+    response = admin_client.post(reverse("admin:notifications_notification_add"), add_form())
     assert response.status_code == 302, response.context["adminform"].form.errors
     row = Notification.objects.get()
     assert row.channels == ["email"]

@@ -19,7 +19,7 @@ from notifications.models import AddressKey, Notification
 from notifications.models.address_keys import digest, index_all, key_of, rows_naming, written_in
 from notifications.models.addresses import bare, mentions
 from notifications.services import erasure, tokens
-from tests.support.admin_forms import change_form, change_url
+from tests.support.admin_forms import add_form, change_form, change_url
 
 pytestmark = pytest.mark.django_db(transaction=True)  # real commits: the queued mail's rows, the cascade
 
@@ -108,19 +108,7 @@ def test_an_admin_edit_moves_the_row_from_one_person_to_another(admin_client):
 
 
 def test_an_admin_add_is_indexed(admin_client):
-    form = {
-        "channels": ["email"],
-        "email_to": f"Grace <{GRACE}>",
-        "subject": "Hi",
-        "body": "Hello",
-        "payload": "{}",
-        "timezone": "UTC",
-        "recurrence_rule": "",
-        "next_fire_at_0": "",
-        "next_fire_at_1": "",
-    }
-
-    response = admin_client.post(reverse("admin:notifications_notification_add"), form)
+    response = admin_client.post(reverse("admin:notifications_notification_add"), add_form(email_to=f"Grace <{GRACE}>"))
 
     assert response.status_code == 302, response.context["adminform"].form.errors
     assert indexed(Notification.objects.get().pk)

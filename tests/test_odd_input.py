@@ -13,6 +13,7 @@ from django.urls import reverse
 
 from notifications.api import cancel, pause, resume, run_now, schedule
 from notifications.models import Notification
+from tests.support.admin_forms import add_form
 
 pytestmark = pytest.mark.django_db
 
@@ -55,29 +56,13 @@ def test_lookups_by_a_key_no_row_can_hold_name_the_key(action, bad):
     assert list(refused.value.message_dict) == ["key"]
 
 
-def form(**fields):
-    data = {
-        "channels": ["email"],
-        "email_to": "ada@example.com",
-        "subject": "Hi",
-        "body": "Hello",
-        "payload": "{}",
-        "timezone": "UTC",
-        "recurrence_rule": "",
-        "next_fire_at_0": "",
-        "next_fire_at_1": "",
-    }
-    data.update(fields)
-    return data
-
-
 @pytest.mark.parametrize(
     "payload",
     ['{"n": ' + "9" * 5000 + "}", '{"name": "Ada \\u0000"}', '{"name": "Ada \\ud800"}'],
     ids=["5000-digit integer", "nul", "surrogate"],
 )
 def test_the_admin_add_form_refuses_the_payload_on_its_field(admin_client, payload):
-    response = admin_client.post(reverse("admin:notifications_notification_add"), form(payload=payload))
+    response = admin_client.post(reverse("admin:notifications_notification_add"), add_form(payload=payload))
 
     assert response.status_code == 200
     errors = response.context["adminform"].form.errors

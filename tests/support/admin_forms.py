@@ -17,6 +17,22 @@ from notifications.models import Notification
 CHANGELIST = "/admin/notifications/notification/"
 
 
+def add_form(**fields) -> dict:
+    """What the add page posts for a one-shot email to ada@example.com, `fields` changed."""
+    return {
+        "channels": ["email"],
+        "email_to": "ada@example.com",
+        "subject": "Hi",
+        "body": "Hello",
+        "payload": "{}",
+        "timezone": "UTC",
+        "recurrence_rule": "",
+        "next_fire_at_0": "",
+        "next_fire_at_1": "",
+        **fields,
+    }
+
+
 def staff(*codenames: str) -> Client:
     """A client logged in as a staff user holding just these permissions (e.g. view_notification)."""
     user = User.objects.create_user(f"staff-{'-'.join(codenames) or 'none'}", password="pw", is_staff=True)
