@@ -32,11 +32,21 @@ def signed_in(browser, live_server, django_user_model):  # noqa: F811 - the fixt
 
 def until(driver, condition, message: str):
     """Wait for `condition`, across the page loads a form's POST and its redirect cause."""
-    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException, WebDriverException
     from selenium.webdriver.support.ui import WebDriverWait
 
+    def settled(d):
+        try:
+            return condition(d)
+        except WebDriverException as exc:
+            # An element read while the POST's redirect replaces the page: Chromium says so
+            # as an "unknown error", not as a stale element. Read it again on the new page.
+            if "does not belong to the document" in (exc.msg or ""):
+                return False
+            raise
+
     ignored = (NoSuchElementException, StaleElementReferenceException)
-    return WebDriverWait(driver, WAIT, ignored_exceptions=ignored).until(condition, message)
+    return WebDriverWait(driver, WAIT, ignored_exceptions=ignored).until(settled, message)
 
 
 def no_sideways_scroll(driver) -> bool:
