@@ -29,6 +29,22 @@ from notifications.models.attachments import Attachment
 
 CATEGORIES = {"news": {"label": "Product news", "default": "on", "throttle": "3/d"}}
 NOW = timezone.now().replace(microsecond=0)
+
+
+def tick_in_background(reports: list) -> threading.Thread:
+    """A tick at NOW on a thread of its own (its report appended to `reports`), started."""
+
+    def ticking():
+        try:
+            reports.append(run_tick(now=NOW))
+        finally:
+            connection.close()  # this thread's own connection
+
+    tick = threading.Thread(target=ticking)
+    tick.start()
+    return tick
+
+
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("categories")]
 
 
@@ -125,14 +141,7 @@ def test_a_firing_in_flight_writes_nothing_back_after_the_erase(webhook_server):
 
     webhook_server.responder = hold
 
-    def ticking():
-        try:
-            run_tick(now=NOW)
-        finally:
-            connection.close()  # this thread's own connection
-
-    tick = threading.Thread(target=ticking)
-    tick.start()
+    tick = tick_in_background([])
     webhook_server.wait_for(1)
     counts = erase(recipient="user:1")
     erased.set()
@@ -240,15 +249,7 @@ def test_a_send_in_flight_leaves_no_delivery_record_of_the_erased_person():
     row = schedule(channels=["sms"], channel_data={"sms": {"to": "+15551234567"}}, recipient="user:1", fire_at=NOW)
     other = schedule(channels=["email"], email_to="bob@example.com", subject="Hi", body="Hello", fire_at=NOW)
     reports = []
-
-    def ticking():
-        try:
-            reports.append(run_tick(now=NOW))
-        finally:
-            connection.close()  # this thread's own connection
-
-    tick = threading.Thread(target=ticking)
-    tick.start()
+    tick = tick_in_background(reports)
     try:
         assert site_channels.STARTED.wait(30)  # the row is claimed and being sent
         counts = erase(recipient="user:1")
@@ -281,15 +282,7 @@ def test_a_550_arriving_after_the_erase_does_not_suppress_the_address_again(smtp
     smtp.controller.handler.handle_RCPT = refuse_after_the_erase
     email(email_to="ada@example.com")
     reports = []
-
-    def ticking():
-        try:
-            reports.append(run_tick(now=NOW))
-        finally:
-            connection.close()  # this thread's own connection
-
-    tick = threading.Thread(target=ticking)
-    tick.start()
+    tick = tick_in_background(reports)
     try:
         assert reached.wait(30)
         counts = erase(address="ada@example.com", keep_suppression=False)
