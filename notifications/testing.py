@@ -42,6 +42,7 @@ from urllib3.response import HTTPResponse
 from notifications.channels import Channel, ChannelResult, ErrorClass, Firing, registry
 from notifications.channels.email.channel import site_mailers
 from notifications.channels.http import transport
+from notifications.channels.webhook import channel as webhook_channel
 from notifications.conf import TickSettings, app_settings
 from notifications.receiving import signature_matches
 from notifications.rules import signing
@@ -296,7 +297,12 @@ def capture_notifications() -> Iterator[Capture]:
     with _active_lock:
         _active.append(capture)
     try:
-        with _email_to_capture(), mock.patch.object(transport, "new_adapter", adapter), _site_channels_to(capture):
+        with (
+            _email_to_capture(),
+            mock.patch.object(webhook_channel, "new_client", lambda settings: None),  # through the adapter
+            mock.patch.object(transport, "new_adapter", adapter),
+            _site_channels_to(capture),
+        ):
             yield capture
     finally:
         with _active_lock:

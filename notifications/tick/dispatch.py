@@ -201,10 +201,10 @@ class Dispatcher:
 
     def _pick(self) -> str | None:
         best, best_running = None, 0
-        limit = self._limit
+        limit, counts, tripped = self._limit, self._running, self.trips.tripped  # read once: called per row
         for target in self._queues:
-            running = self._running[target]
-            if running >= limit or target in self.trips.tripped:
+            running = counts[target]
+            if running >= limit or target in tripped:
                 continue
             if best is None or running < best_running:
                 best, best_running = target, running

@@ -16,6 +16,7 @@ class Received:
     path: str
     headers: dict[str, str]
     body: bytes
+    client: tuple[str, int] = ("", 0)  # the connection's far end: one per TCP connection
 
 
 @dataclass
@@ -69,7 +70,8 @@ class WebhookServer:
             def do_POST(self):
                 length = int(self.headers.get("content-length") or 0)
                 body = self.rfile.read(length)
-                request = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                request = Received(self.path, headers, body, self.client_address)
                 with server._arrived:
                     server.received.append(request)
                     server.arrived_at.append(time.monotonic())

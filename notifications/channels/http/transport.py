@@ -359,6 +359,16 @@ def new_adapter(hosts: int, per_host: int) -> HTTPAdapter:
     return DeadlineAdapter(pool_connections=hosts, pool_maxsize=per_host, max_retries=0)
 
 
+# requests' own sending, as imported: a test library that mocks requests (`responses`)
+# replaces it for the duration of a test.
+_REQUESTS_SEND = HTTPAdapter.send
+
+
+def requests_replaced() -> bool:
+    """Whether requests' sending is replaced now (a host project's tests mock it)."""
+    return HTTPAdapter.send is not _REQUESTS_SEND
+
+
 def new_session() -> requests.Session:
     """A requests Session over the same guarded, deadline-bound connections, for code that
     sends outside a tick: no proxies, no netrc (and pass `allow_redirects=False`).

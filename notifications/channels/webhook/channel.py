@@ -1,4 +1,9 @@
-"""Webhooks: a signed JSON POST (Standard Webhooks) under a total deadline."""
+"""Webhooks: a signed JSON POST (Standard Webhooks) under a total deadline.
+
+Sent through libcurl (`notifications.channels.http.curl`: the reason is there), or through
+requests when a host project's tests replace requests' sending (`responses`) or the test
+double of `notifications.testing` answers instead (`new_client` returns None then).
+"""
 
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 
 from notifications import compat
 from notifications.channels.base import Channel, ChannelAnswers, ChannelResult, ErrorClass, Firing
-from notifications.channels.http import guard, transport
+from notifications.channels.http import curl, guard, transport
 from notifications.channels.http.statuses import RETRY_LATER_STATUSES as RETRY_LATER_STATUSES
 from notifications.channels.http.statuses import classify_status, parse_retry_after
 from notifications.channels.webhook import row_errors
@@ -119,8 +124,20 @@ def prepared_request(url: str, data: bytes, headers: dict[str, str]) -> requests
     return request
 
 
+def new_client(settings: TickSettings) -> curl.CurlClient | None:
+    """The client a tick's webhooks go through: libcurl, or None for requests (when requests'
+    sending is replaced, so that a host project's mock sees every webhook)."""
+    if transport.requests_replaced():
+        return None
+    # Connections: one per send in flight, and as many idle ones for the sends that follow.
+    connections = 2 * settings.concurrency
+    return curl.CurlClient(
+        allowed=settings.allowed_networks, body_limit=settings.response_body_limit, connections=connections
+    )
+
+
 class WebhookChannel(WebhookAnswers, Channel):
-    """POSTs prepared requests through one adapter shared by the tick's worker threads.
+    """POSTs through one client shared by the tick's worker threads (`new_client`).
 
     `settings` is the tick's snapshot (default: the settings as they are now): the
     deadline, the body cap, the site's secrets, the allowed networks and the pool sizes
@@ -130,6 +147,8 @@ class WebhookChannel(WebhookAnswers, Channel):
     def __init__(self, settings: TickSettings | None = None) -> None:
         settings = settings or TickSettings.read()
         self.options = {}
+        self._client = new_client(settings)
+        # requests' path, when `new_client` gives none: adapters build nothing until used.
         self._adapter = transport.new_adapter(hosts=settings.concurrency, per_host=settings.target_concurrency)
         self._watchdog = transport.Watchdog()
         self.timeout = settings.channel_timeout
@@ -177,18 +196,29 @@ class WebhookChannel(WebhookAnswers, Channel):
         data = body(firing)
         headers = signing.headers(keys, message_id(firing), int(firing.fired_at.timestamp()), data)
         headers.update(STATIC_HEADERS)
+        if self._client is not None:
+            return self._curl_post(self._client, url, data, headers)
         headers["Content-Length"] = str(len(data))  # as `prepared_request` needs it spelled
         with transport.deadline(self.timeout, self._watchdog, self.allowed_networks) as limit:
             try:
                 result = self._post(url, data, headers, limit)
             except Exception as exc:  # noqa: BLE001 - mapped to a short error below
-                return self._failure(exc, limit)
+                return self._failure(exc, limit.expired)
             if limit.finish():
                 # The watchdog shut the socket mid-response: the EOF it caused ends a
                 # dripped header block or a length-less body, so what parsed as a 2xx
                 # is a truncated answer, not a success inside the deadline.
-                return self._failure(TimeoutError(), limit)
+                return self._failure(TimeoutError(), expired=True)
             return result
+
+    def _curl_post(self, client: curl.CurlClient, url: str, data: bytes, headers: dict[str, str]) -> ChannelResult:
+        try:
+            lines = [f"{name}: {value}" for name, value in headers.items()]
+            lines.append("Expect:")  # no 100-continue round trip for a large body
+            answer = client.post(prepared_url(url), data, lines, self.timeout)
+        except Exception as exc:  # noqa: BLE001 - mapped to a short error below
+            return self._failure(exc, expired=False)
+        return self._answered(answer.status, answer.retry_after)
 
     def _post(self, url: str, data: bytes, headers: dict[str, str], limit: transport.Deadline) -> ChannelResult:
         # Straight to the adapter: it never follows a redirect (a Session would).
@@ -202,11 +232,15 @@ class WebhookChannel(WebhookAnswers, Channel):
         finally:
             response.close()
         status = response.status_code
+        return self._answered(status, parse_retry_after(response.headers.get("retry-after")))
+
+    def _answered(self, status: int, retry_after: float | None) -> ChannelResult:
+        """The result of an answer: a 2xx succeeds; otherwise its status's class, and how
+        long a 429 or 503 asked to wait."""
         if 200 <= status < 300:
             return ChannelResult(self.name, http_status=status)
-        retry_after = None
-        if status in RETRY_AFTER_STATUSES:
-            retry_after = parse_retry_after(response.headers.get("retry-after"))
+        if status not in RETRY_AFTER_STATUSES:
+            retry_after = None
         error = f"webhook: HTTP {status}"
         if 300 <= status < 400:
             error += " (redirects are not followed)"
@@ -229,14 +263,14 @@ class WebhookChannel(WebhookAnswers, Channel):
     def _timed_out(self) -> str:
         return f"webhook: timed out after {self.timeout:g}s"
 
-    def _failure(self, exc: Exception, limit: transport.Deadline) -> ChannelResult:
+    def _failure(self, exc: Exception, expired: bool) -> ChannelResult:
         """A short error and its class for an exception of one send. Never echoes the URL."""
         causes = list(_chain(exc))
         blocked = next((c for c in causes if isinstance(c, guard.BlockedAddress)), None)
         if blocked is not None:
             logger.info("webhook refused: %s", blocked)
             return ChannelResult(self.name, BLOCKED, ErrorClass.PERMANENT)
-        if limit.expired or any(isinstance(c, (requests.Timeout, guard.ResolutionTimeout)) for c in causes):
+        if expired or any(isinstance(c, (requests.Timeout, guard.ResolutionTimeout, TimeoutError)) for c in causes):
             return ChannelResult(self.name, self._timed_out(), ErrorClass.TRANSIENT)
         if any(isinstance(c, _MALFORMED) for c in causes):
             return ChannelResult(self.name, MALFORMED_URL, ErrorClass.PERMANENT)
@@ -257,6 +291,8 @@ class WebhookChannel(WebhookAnswers, Channel):
         return ChannelResult(self.name, error, ErrorClass.TRANSIENT)
 
     def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
         self._adapter.close()
         self._watchdog.close()
 
