@@ -8,6 +8,7 @@ check` shows them all).
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import math
 import signal
@@ -153,6 +154,10 @@ class Command(BaseCommand):
         if options["dry_run"]:
             self.dry_run(options["limit"])
             return
+        # What Django and the site built at start-up lives as long as the process: moved out
+        # of the collector's way, so a tick's many short-lived objects do not make each full
+        # collection walk all of it again (a few percent of a burst's CPU).
+        gc.freeze()
         stop = threading.Event()
         received = self.install_signal_handlers(stop)
         if options["loop"] is None:
