@@ -1,4 +1,8 @@
-"""HTTP plumbing for webhooks: a *total* deadline per request on top of requests.
+"""HTTP plumbing on requests: a *total* deadline per request, and the address guard.
+
+Apprise's channels send through it (and `new_session()` for code outside a tick); the
+webhook channel sends through libcurl (`curl`) unless requests' sending is replaced
+(`requests_replaced()`: a host project's tests mock it), and then through the adapter here.
 
 requests' `timeout` bounds each socket operation, so a server that drips one byte a
 second never trips it. Here every socket a request uses is handed to a watchdog
