@@ -3,11 +3,12 @@
 `python bench/run.py --scenario cpu` (about a minute; `--cpu-rows 3000 --cpu-receivers 50`,
 `--repeats 3`): `--cpu-rows` signed webhooks over `--cpu-receivers` loopback receivers that
 answer after 100 ms, drained by one `runtick` with the default settings, beside plain
-threads posting the same signed bodies through urllib3's pool on the same sink (as many
-threads as NOTIFICATIONS_CONCURRENCY: the limit of the client, no database, no engine), in
-alternating order. For each: the CPU its process spent per delivery (user + system, every
-thread: on a shared machine the steadier figure), and deliveries per second after the
-first (the sink's first to last arrival). Run it with DATABASE_URL for PostgreSQL.
+threads posting the same signed bodies on the same sink through urllib3's pool (the limit
+of a Python client) and through libcurl (the limit of the webhook
+channel's own client): as many threads as NOTIFICATIONS_CONCURRENCY, no database, no
+engine; in alternating order. For each: the CPU its process spent per delivery (user +
+system, every thread: on a shared machine the steadier figure), and deliveries per second
+after the first (the sink's first to last arrival). Run it with DATABASE_URL for PostgreSQL.
 """
 
 from __future__ import annotations
@@ -32,14 +33,20 @@ def after_first(stats: dict) -> float:
     return (count - 1) / (last - first) if count > 1 and last > first else 0.0
 
 
+# The plain clients beside runtick (bench.worker jobs): urllib3, the issue's limit of a client,
+# and libcurl, the limit of the webhook channel's own client.
+PLAIN = {"urllib3": "plain_urllib3", "libcurl": "plain_libcurl"}
+
+
 def scenario_cpu(table: Any, rows: int, receivers: int, repeats: int, concurrency: int) -> None:
     sink = Sink(ports=receivers, delay=DELAY)
-    figures: dict[str, dict[str, list[float]]] = {w: {"cpu": [], "rate": []} for w in ("ours", "limit")}
+    runs = ["ours", *PLAIN]
+    figures: dict[str, dict[str, list[float]]] = {w: {"cpu": [], "rate": []} for w in runs}
     lost = duplicates = 0
     try:
         urls = sink.urls("/cpu")
         for i in range(repeats):
-            for which in ("ours", "limit") if i % 2 == 0 else ("limit", "ours"):
+            for which in runs if i % 2 == 0 else runs[::-1]:
                 sink.reset()
                 if which == "ours":
                     make_rows(rows, webhook_urls=urls)
@@ -50,22 +57,26 @@ def scenario_cpu(table: Any, rows: int, receivers: int, repeats: int, concurrenc
                     clear()
                 else:
                     args = {"rows": rows, "urls": urls, "payload": PAYLOAD, "concurrency": concurrency}
-                    result = job("plain_urllib3", args)
+                    result = job(PLAIN[which], args)
                     stats = sink.stats()
                     if result["ok"] != rows:
-                        raise RuntimeError(f"plain urllib3 delivered {result['ok']} of {rows}")
+                        raise RuntimeError(f"plain {which} delivered {result['ok']} of {rows}")
                 figures[which]["cpu"].append(result["cpu_seconds"] / rows * 1000)
                 figures[which]["rate"].append(after_first(stats))
     finally:
         sink.close()
-    ours, limit = figures["ours"], figures["limit"]
+    ours = figures["ours"]
     cpu, rate = median(ours["cpu"]), median(ours["rate"])
+    plain = "; ".join(
+        f"plain {name}, {concurrency} threads: {median(figures[name]['cpu']):.2f} ms, "
+        f"{median(figures[name]['rate']):,.0f}/s"
+        for name in PLAIN
+    )
     table.add(
         f"18. CPU per delivery: {rows:,} signed webhooks over {receivers} receivers answering after "
         f"{DELAY * 1000:.0f} ms, default settings (concurrency {concurrency})",
         f"runtick **{cpu:.2f} ms CPU per delivery**, **{rate:,.0f} deliveries/s after the first** "
-        f"(CPU {min(ours['cpu']):.2f}-{max(ours['cpu']):.2f} ms); plain urllib3, {concurrency} threads: "
-        f"{median(limit['cpu']):.2f} ms, {median(limit['rate']):,.0f}/s; median of {repeats}; "
+        f"(CPU {min(ours['cpu']):.2f}-{max(ours['cpu']):.2f} ms); {plain}; median of {repeats}; "
         f"lost {lost}, duplicates {duplicates}",
         f"<= {CPU_GOAL_MS:.2f} ms, >= {RATE_GOAL:,}/s, 0 lost, 0 duplicates",
         cpu <= CPU_GOAL_MS and rate >= RATE_GOAL and lost == duplicates == 0,

@@ -186,6 +186,48 @@ def plain_urllib3(args: dict) -> dict:
     return {"start": start, "end": end, "ok": sum(1 for s in statuses if s == 200), "rss_before_kb": before}
 
 
+def plain_libcurl(args: dict) -> dict:
+    """The limit of the webhook channel's own client: libcurl handles (one per thread,
+    sharing one connection cache), `concurrency` threads posting the same signed bodies to
+    the given URLs in turn. No database, no engine, no address guard."""
+    import threading
+
+    import pycurl
+
+    urls = args["urls"]
+    posts = _signed_posts(args, urls)
+    share = pycurl.CurlShare()
+    share.setopt(pycurl.SH_SHARE, pycurl.LOCK_DATA_CONNECT)
+    local = threading.local()
+    handles = []
+
+    def send(request: tuple[str, bytes, dict]) -> int:
+        url, data, headers = request
+        curl = getattr(local, "curl", None)
+        if curl is None:
+            curl = local.curl = pycurl.Curl()
+            handles.append(curl)
+            curl.setopt(pycurl.SHARE, share)
+            curl.setopt(pycurl.NOSIGNAL, 1)
+            curl.setopt(pycurl.MAXCONNECTS, 2 * args["concurrency"])
+            curl.setopt(pycurl.WRITEFUNCTION, len)
+        curl.setopt(pycurl.URL, url)
+        curl.setopt(pycurl.POSTFIELDS, data)
+        curl.setopt(pycurl.HTTPHEADER, [f"{k}: {v}" for k, v in headers.items() if k.lower() != "content-length"])
+        curl.setopt(pycurl.TIMEOUT_MS, 10_000)
+        curl.perform()
+        return int(curl.getinfo(pycurl.RESPONSE_CODE))
+
+    before = _rss_kb()
+    start = time.time()
+    with ThreadPoolExecutor(args["concurrency"]) as threads:
+        statuses = list(threads.map(send, posts, chunksize=4))
+    end = time.time()
+    for curl in handles:
+        curl.close()
+    return {"start": start, "end": end, "ok": sum(1 for s in statuses if s == 200), "rss_before_kb": before}
+
+
 # --- the host site's writes, and a tick that counts its own ------------------------------------
 
 
@@ -338,6 +380,7 @@ JOBS = {
     "plain_requests": plain_requests,
     "plain_adapter": plain_adapter,
     "plain_urllib3": plain_urllib3,
+    "plain_libcurl": plain_libcurl,
     "host_writes": host_writes,
     "tick_writes": tick_writes,
 }
