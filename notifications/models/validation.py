@@ -263,6 +263,7 @@ TEXT_FIELDS = (
 ADDRESS_FIELDS = ("email_to", "email_cc", "email_bcc", "reply_to")
 # JSON a row stores: every string inside (keys too) is held to the same rule.
 JSON_FIELDS = ("payload", "headers", "attachments", "message", "channel_data")
+STORED_AS_GIVEN = (*TEXT_FIELDS, *ADDRESS_FIELDS, *JSON_FIELDS)
 NUL_MESSAGE = "Remove the NUL character (\\u0000): no database stores it."
 SURROGATE_MESSAGE = "Remove the unpaired surrogate (\\ud800-\\udfff): it is not Unicode text."
 
@@ -301,8 +302,11 @@ def storable_errors(row: Notification) -> Errors:
     """Text fields, addresses and the payload holding what no database stores (NUL, an
     unpaired surrogate), by field; the other rules are not asked of such a field."""
     errors: Errors = {}
-    for name in (*TEXT_FIELDS, *ADDRESS_FIELDS, *JSON_FIELDS):
-        messages = text_errors(getattr(row, name, None))
+    for name in STORED_AS_GIVEN:
+        value = getattr(row, name, None)
+        if not value or (type(value) is str and value.isascii() and "\x00" not in value):
+            continue  # blank, or plain text (most of a row's fields): `text_errors` finds nothing
+        messages = text_errors(value)
         if messages:
             errors[name] = messages
     return errors

@@ -7,14 +7,17 @@ with `:port` when the port is not the scheme's default.
 
 from __future__ import annotations
 
+import functools
 from urllib.parse import urlsplit
 
 # Ports a target leaves out, by scheme.
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
+@functools.lru_cache(maxsize=4096)
 def host_target(url: str) -> str:
-    """The target of a URL; "" for one that cannot be parsed (its channel refuses it)."""
+    """The target of a URL; "" for one that cannot be parsed (its channel refuses it).
+    Remembered: the tick asks it of every row it claims, and rows repeat their URLs."""
     try:
         parts = urlsplit(url)
         host, port = parts.hostname or "", parts.port

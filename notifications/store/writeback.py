@@ -34,7 +34,7 @@ from notifications.outcomes import Kind, Outcome, settling
 from notifications.rules.remote_text import REASON_CHARS, clip, one_line
 from notifications.store import digests, reconnecting, tallies
 from notifications.store.claims import lease_end, release_tokens
-from notifications.store.statements import insert_statements, lock_in_order
+from notifications.store.statements import insert_statements, lock_in_order, unsaved
 from notifications.store.tallies import DEAD_LETTERED, DEFERRED, DELIVERED, EXPIRED, FAILED, OTHER, Key
 
 logger = logging.getLogger("notifications")
@@ -264,22 +264,27 @@ def attempt_records(firing: Firing | None, results: list[ChannelResult], targets
     """The delivery log's records of one firing: one per channel result."""
     if firing is None:
         return []
+    row = firing.notification
+    # The firing's own id: a recurring row holds its next firing's by now.
+    firing_id = uuid.UUID(firing.firing_id)
     return [
-        DeliveryAttempt(
-            notification_id=firing.notification.pk,
-            # The firing's own id: a recurring row holds its next firing's by now.
-            firing_id=uuid.UUID(firing.firing_id),
-            channel=r.channel,
-            target=targets.get(r.channel, ""),
-            recipient=firing.notification.recipient,
-            sent_to=clip(r.sent_to, SENT_TO_CHARS),
-            summary=clip(r.summary, SUMMARY_CHARS),
-            outcome=DeliveryAttempt.AttemptOutcome.OK if r.ok else DeliveryAttempt.AttemptOutcome.FAILED,
-            error=r.error or "",
-            error_class=r.error_class.value if r.error_class and not r.ok else "",
-            http_status=r.http_status,
-            duration_ms=round(r.duration * 1000),
-            attempted_at=firing.fired_at,
+        unsaved(
+            DeliveryAttempt,
+            {
+                "notification_id": row.pk,
+                "firing_id": firing_id,
+                "channel": r.channel,
+                "target": targets.get(r.channel, ""),
+                "recipient": row.recipient,
+                "sent_to": clip(r.sent_to, SENT_TO_CHARS),
+                "summary": clip(r.summary, SUMMARY_CHARS),
+                "outcome": DeliveryAttempt.AttemptOutcome.OK if r.ok else DeliveryAttempt.AttemptOutcome.FAILED,
+                "error": r.error or "",
+                "error_class": r.error_class.value if r.error_class and not r.ok else "",
+                "http_status": r.http_status,
+                "duration_ms": round(r.duration * 1000),
+                "attempted_at": firing.fired_at,
+            },
         )
         for r in results
     ]
