@@ -189,6 +189,12 @@ def _measure(value: Any, stop_above: int) -> tuple[bool, int]:
     return False, size
 
 
+def _few_brackets(text: str) -> bool:
+    """Whether JSON `text` opens no more brackets than `max_payload_depth()`: each level of
+    nesting opens one, so such a value cannot be too deep (every real payload)."""
+    return text.count("[") + text.count("{") <= max_payload_depth()
+
+
 def payload_unencodable(payload: Any) -> bool:
     """Whether `payload` cannot be encoded as JSON at all (an integer of 4,300+ digits, a set,
     nesting too deep): Django's own JSONField check would raise on it, not refuse it."""
@@ -217,10 +223,13 @@ def payload_errors(payload: Any) -> list[str]:
     if not isinstance(payload, dict):
         return ["The payload must be a JSON object."]
     limit = max_payload_bytes()
+    too_large = [f"The payload is larger than {limit:,} bytes of compact JSON ({PAYLOAD_SETTING})."]
+    text = compact_json(payload)  # once per batch: the storable check reads it too
+    if text is not None and "NaN" not in text and "Infinity" not in text and _few_brackets(text):
+        return too_large if len(text) > limit else []  # not too deep: no walk in Python
     too_deep, at_least = _measure(payload, stop_above=limit)
     if too_deep:
         return [f"The payload is nested deeper than {max_payload_depth()} levels."]
-    too_large = [f"The payload is larger than {limit:,} bytes of compact JSON ({PAYLOAD_SETTING})."]
     if at_least > limit:
         return too_large  # known without encoding it
     text = compact_json(payload)
@@ -275,6 +284,12 @@ def text_errors(value: Any) -> list[str]:
         return []
     if type(value) is str and value.isascii():  # no surrogate: a NUL is all there is to find
         return [NUL_MESSAGE] if "\x00" in value else []
+    if isinstance(value, dict | list):
+        # Its JSON (once per batch) escapes every non-ASCII character, a NUL as \u0000 and
+        # a surrogate as \udXXX: a text with neither escape holds neither (no walk).
+        text = compact_json(value)
+        if text is not None and "\\u0000" not in text and "\\ud" not in text:
+            return []
     stack = [value]
     while stack:
         item = stack.pop()
