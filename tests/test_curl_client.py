@@ -7,8 +7,10 @@ from __future__ import annotations
 import ipaddress
 import socket
 import ssl
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import trustme
@@ -158,3 +160,44 @@ def test_a_body_past_the_limit_is_dropped_and_the_status_counts(hostile):
         capped.close()
     server.wait_handled(1)
     assert server.bytes_sent < FIFTY_MB  # the connection went before the body's end
+
+
+class _IPv6Server(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+    daemon_threads = True
+
+
+class _Ok(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        self.send_response(204)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def ipv6_server():
+    server = _IPv6Server(("::1", 0), _Ok)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def test_ipv6_by_name_and_by_literal(ipv6_server, monkeypatch):
+    """libcurl believes every name is the IPv4 placeholder: a name the guard resolves to an
+    IPv6 address is connected over IPv6 all the same, and so is a literal."""
+    port = ipv6_server.server_address[1]
+    monkeypatch.setattr(guard, "getaddrinfo", fake_resolver({"six.example.test": ["::1"]}))
+    v6 = client(allowed=(ipaddress.ip_network("::1/128"),))
+    try:
+        assert v6.post(f"http://six.example.test:{port}/hook", b"{}", JSON, 5).status == 204
+        assert v6.post(f"http://[::1]:{port}/hook", b"{}", JSON, 5).status == 204
+    finally:
+        v6.close()
