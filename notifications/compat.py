@@ -119,6 +119,9 @@ def mark_body_read(response: requests.Response) -> None:
 #   (the rows one statement may carry under the backend's parameter limit).
 # - `connection.ops.adapt_datetimefield_value(value)`: what bulk_create stores for an
 #   aware datetime (text in UTC on SQLite, the datetime itself on PostgreSQL).
+# - `connection.ops.adapt_json_value(value, encoder)`: what `JSONField.get_db_prep_save`
+#   ends in for a value that is not None, a lazy string or an expression (checked with
+#   Django 5.2 and the main branch; `json.dumps` text, or psycopg's `Jsonb`).
 # - `connection.features.has_native_uuid_field`: False where a UUID is stored as 32 hex
 #   digits (SQLite), which `uuid.UUID.hex` gives directly.
 # - `ForeignKey.target_field`: the field a relation points at.
@@ -209,6 +212,11 @@ def can_return_rows_from_bulk_insert(connection: BaseDatabaseWrapper) -> bool:
 def datetime_adapter(connection: BaseDatabaseWrapper) -> Callable[[datetime], Any]:
     """The function that turns an aware datetime into what `connection` stores for it."""
     return connection.ops.adapt_datetimefield_value
+
+
+def json_adapter(connection: BaseDatabaseWrapper) -> Callable[[Any, Any], Any]:
+    """The function that turns a plain JSON value and a field's encoder into what `connection` stores."""
+    return connection.ops.adapt_json_value
 
 
 def stores_uuid_natively(connection: BaseDatabaseWrapper) -> bool:

@@ -111,7 +111,7 @@ def test_keep_alive_connections_serve_every_host_and_worker():
     """Sends to several receivers from many threads reuse the connections they opened
     (libcurl's own cache keeps five: the client sizes it)."""
     servers = [WebhookServer() for _ in range(12)]
-    shared = client(connections=24)
+    shared = client(connections=48)  # room for two per receiver, one per thread
     try:
         urls = [server.url() for server in servers] * 20
 

@@ -17,7 +17,7 @@ from django.test.utils import override_settings
 
 from notifications import compat
 from notifications.api import Attachment, schedule, schedule_many
-from notifications.models import Notification
+from notifications.models import Notification, address_keys
 from notifications.models.attachments import storage
 from notifications.models.validation import KEY_TAKEN
 
@@ -85,6 +85,54 @@ def test_a_keyed_schedule_with_error_is_its_insert_and_a_taken_key_is_refused_by
     assert statements(second) == ["INSERT"]  # no look before it, none after: the refusal says it all
     assert refused.value.message_dict == {"key": [KEY_TAKEN]}
     assert Notification.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_row_naming_a_person_is_stored_with_its_keys_in_one_statement_on_postgresql():
+    """Elsewhere its INSERT and its keys' INSERT, in one transaction."""
+    with Recorded() as queries:
+        row = schedule(**EMAIL)
+
+    together = ["WITH"] if connection.vendor == "postgresql" else ["INSERT", "INSERT"]
+    assert statements(queries) == [*together, *wake_up()]
+    assert list(address_keys.rows_naming(["ada@example.com"]).values_list("notification_id", flat=True)) == [row.pk]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_row_the_database_refuses_leaves_no_keys_behind():
+    first = schedule(**EMAIL, key="welcome-ada")
+    with pytest.raises(ValidationError):
+        schedule(**{**EMAIL, "email_to": "grace@example.com"}, key="welcome-ada")
+
+    assert list(address_keys.rows_naming(["ada@example.com"]).values_list("notification_id", flat=True)) == [first.pk]
+    assert not address_keys.rows_naming(["grace@example.com"]).exists()
+
+
+@pytest.mark.django_db
+def test_rows_with_and_without_optional_values_are_each_stored_as_given():
+    """One row's statement leaves its empty columns out of the parameters: rows that fill
+    different ones, one after another, each keep their own."""
+    expires = NOW + timedelta(days=1)
+    given = [
+        {**HOOK, "payload": {"n": 1}, "expires_at": expires, "max_retries": 2},
+        {**HOOK, "payload": {"n": 2}},
+        {**EMAIL, "max_delay": 60, "recipient": "user-7"},
+        {**HOOK, "payload": {"n": 4}, "expires_at": expires, "max_retries": 2},
+    ]
+    rows = [schedule(**fields) for fields in given]
+
+    stored = {
+        pk: rest
+        for pk, *rest in Notification.objects.values_list(
+            "pk", "payload", "expires_at", "max_retries", "max_delay", "recipient"
+        )
+    }
+    assert [stored[row.pk] for row in rows] == [
+        [{"n": 1}, expires, 2, None, ""],
+        [{"n": 2}, None, None, None, ""],
+        [{}, None, None, 60, "user-7"],
+        [{"n": 4}, expires, 2, None, ""],
+    ]
 
 
 @pytest.mark.django_db

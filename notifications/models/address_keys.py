@@ -127,8 +127,26 @@ def add(rows: Sequence[Any], using: str | None = None, keys: Sequence[set[str]] 
     `keys_of`, when the caller has them. In the caller's transaction: a row and its keys
     are stored together or not at all."""
     found = keys if keys is not None else [keys_of(row) for row in rows]
-    pairs = ((digest(key), row.pk) for row, row_keys in zip(rows, found, strict=True) for key in sorted(row_keys))
+    pairs = ((key, row.pk) for row, row_keys in zip(rows, found, strict=True) for key in digests(row_keys))
     _insert(pairs, using or _alias())
+
+
+def digests(keys: Iterable[str]) -> list[str]:
+    """What the index stores for `keys`, in the order `add` inserts them."""
+    return [digest(key) for key in sorted(keys)]
+
+
+def insert_for_new_row(connection: Any, new_row: str, id_column: str) -> str:
+    """PostgreSQL: the INSERT of one new row's keys inside the statement that inserts the
+    row (`services.inserting`), its id read from `id_column` of the `WITH` query named
+    `new_row`; its one parameter is the row's `digests`, as an array. The row and its
+    keys are then one statement: stored together or not at all, in one round trip."""
+    quote = connection.ops.quote_name
+    # Only quoted model metadata and the caller's names go into the text; values are parameters.
+    return (
+        f"INSERT INTO {quote(AddressKey._meta.db_table)} ({quote('key')}, {quote('notification_id')}) "  # noqa: S608
+        f"SELECT given.digest, {new_row}.{id_column} FROM {new_row}, UNNEST(%s::text[]) AS given(digest)"
+    )
 
 
 def rewrite(rows: Sequence[Any], using: str | None = None) -> None:
@@ -185,8 +203,8 @@ class _Columns:
 
 def _pairs(rows: Iterable[Any]) -> Iterator[tuple[str, Any]]:
     for row in rows:
-        for key in sorted(keys_of(row)):
-            yield digest(key), row.pk
+        for key in digests(keys_of(row)):
+            yield key, row.pk
 
 
 def _insert(pairs: Iterable[tuple[str, Any]], using: str, key_model: Any = None) -> None:

@@ -11,9 +11,12 @@ unexplained (issue 34: that look used to re-raise the raw IntegrityError).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
-from collections.abc import Iterator, Sequence
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -67,7 +70,8 @@ def insert_many(rows: Sequence[Notification]) -> None:
     either way matched by that id, so the order the database returns them in does not
     matter. A constraint's refusal is raised as the IntegrityError it is
     (`constraint_error` says which field): the caller decides what a taken key means.
-    Rows naming a person are indexed (`models.address_keys`) in the same transaction.
+    Rows naming a person are indexed (`models.address_keys`) in the same transaction; on
+    PostgreSQL one such row goes in with its keys as one statement (`_insert_keyed_row`).
     """
     if not rows:
         return
@@ -75,33 +79,128 @@ def insert_many(rows: Sequence[Notification]) -> None:
     if not any(keys):  # one statement (or the caller's transaction) holds the rows
         _insert_rows(rows)
         return
-    with transaction.atomic(using=alias(), savepoint=False):  # the rows and their keys together
+    connection = connections[alias()]
+    if len(rows) == 1 and connection.vendor == "postgresql":
+        _insert_keyed_row(connection, rows[0], keys[0])
+        return
+    with transaction.atomic(using=connection.alias, savepoint=False):  # the rows and their keys together
         _insert_rows(rows)
-        address_keys.add(rows, alias(), keys)
+        address_keys.add(rows, connection.alias, keys)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What every INSERT of the queue's rows on one connection shares: the columns, how
+    each one's value is prepared, the statements' text. Built once per connection
+    (`_plan`): building it cost as much as the rest of a one-row INSERT."""
+
+    fields: list[Field[Any, Any]]
+    prepare: list[Callable[[Any], Any]]
+    table: str
+    columns: str
+    returned: str  # the columns RETURNING gives back: the id and the firing id
+    keys: str  # PostgreSQL: the INSERT of a new row's address keys inside its own statement
+    firing_prep: Callable[[Any], Any]
+    # One row's statements by (which of its values are None, with its keys): see `one_row`.
+    texts: dict[tuple[tuple[bool, ...], bool], str] = dataclasses.field(default_factory=dict)
+
+    def values(self, row: Notification) -> list[Any]:
+        """`row`'s parameters, column by column."""
+        return [prepare(getattr(row, f.attname)) for f, prepare in zip(self.fields, self.prepare, strict=True)]
+
+    def one_row(self, row: Notification, keys: set[str] | None = None) -> tuple[str, list[Any]]:
+        """The INSERT of `row` alone and its parameters; with `keys` (PostgreSQL), one
+        statement that inserts its address keys too and returns its id.
+
+        Its None values go into the text as NULL (what the drivers send for None): a new
+        row leaves most optional columns empty, and with about 36 parameters instead of
+        58 psycopg parses the statement once (it caches statements of up to 50
+        parameters and parsed a wider one again at every execute, a quarter of a
+        schedule()'s CPU on PostgreSQL). The texts are kept per pattern of None values;
+        a site's rows come in a few.
+        """
+        values = self.values(row)
+        nulls = tuple(value is None for value in values)
+        text = self.texts.get((nulls, keys is not None)) or self._text(nulls, keys is not None)
+        params = [value for value in values if value is not None]
+        return text, params if keys is None else [*params, address_keys.digests(keys)]
+
+    def _text(self, nulls: tuple[bool, ...], keyed: bool) -> str:
+        placeholders = ", ".join("NULL" if null else "%s" for null in nulls)
+        # Only quoted model metadata goes into the text; values are parameters.
+        text = f"INSERT INTO {self.table} ({self.columns}) VALUES ({placeholders})"  # noqa: S608
+        if keyed:  # a data-modifying WITH runs exactly once, in the statement's own transaction
+            returned = self.returned
+            text = (
+                f"WITH new_row AS ({text} RETURNING {returned}), keyed AS ({self.keys}) SELECT {returned} FROM new_row"  # noqa: S608
+            )
+        if len(self.texts) < MAX_ROW_TEXTS:
+            self.texts[nulls, keyed] = text
+        return text
+
+
+# One row's statement texts a connection keeps (`_Plan.one_row`), one per pattern of None values.
+MAX_ROW_TEXTS = 64
+_PLANS: weakref.WeakKeyDictionary[Any, _Plan] = weakref.WeakKeyDictionary()
+
+
+def _plan(connection: Any) -> _Plan:
+    plan = _PLANS.get(connection)
+    if plan is None:
+        plan = _PLANS[connection] = _build_plan(connection)
+    return plan
+
+
+def _build_plan(connection: Any) -> _Plan:
+    fields = _inserted_fields()
+    quote = connection.ops.quote_name
+    by_name = {f.name: f for f in compat.concrete_fields(Notification)}
+    keys = ""
+    if connection.vendor == "postgresql":
+        keys = address_keys.insert_for_new_row(connection, "new_row", quote(str(by_name["id"].column)))
+    return _Plan(
+        fields=fields,
+        prepare=[preparer(f, connection) for f in fields],
+        table=quote(Notification._meta.db_table),
+        columns=", ".join(quote(f.column) for f in fields),
+        returned=", ".join(quote(str(by_name[name].column)) for name in ("id", "firing_id")),
+        keys=keys,
+        firing_prep=preparer(by_name["firing_id"], connection),
+    )
 
 
 def _insert_rows(rows: Sequence[Notification]) -> None:
     """`insert_many` without the rows' keys."""
     connection = connections[alias()]
     _stamp(rows)
-    fields = _inserted_fields()
+    plan = _plan(connection)
     returning = compat.can_return_rows_from_bulk_insert(connection)
-    quote = connection.ops.quote_name
-    table = quote(Notification._meta.db_table)
-    columns = ", ".join(quote(f.column) for f in fields)
-    by_name = {f.name: f for f in compat.concrete_fields(Notification)}
-    returned = ", ".join(quote(str(by_name[name].column)) for name in ("id", "firing_id"))
-    firing_prep = preparer(by_name["firing_id"])
     ids: list[tuple[Any, Any]] = []
     with connection.cursor() as cursor:
-        for sql, params in _statements(connection, table, columns, fields, rows):
+        for sql, params in _statements(connection, plan, rows):
             if returning:
-                sql += f" RETURNING {returned}"
+                sql += f" RETURNING {plan.returned}"
             cursor.execute(sql, params)
             if returning:
                 ids.extend(cursor.fetchall())
-    by_firing = {_firing_key(firing_prep(row.firing_id)): row for row in rows}
-    if not returning:
+    _take_ids(connection, plan, rows, ids if returning else None)
+
+
+def _insert_keyed_row(connection: Any, row: Notification, keys: set[str]) -> None:
+    """PostgreSQL: `row` and its address keys in one statement, which is atomic by itself:
+    outside a transaction no BEGIN and COMMIT around two INSERTs, one round trip for all."""
+    _stamp([row])
+    plan = _plan(connection)
+    with connection.cursor() as cursor:
+        cursor.execute(*plan.one_row(row, keys))
+        ids = cursor.fetchall()
+    _take_ids(connection, plan, [row], ids)
+
+
+def _take_ids(connection: Any, plan: _Plan, rows: Sequence[Notification], ids: list[tuple[Any, Any]] | None) -> None:
+    """Give `rows` their ids: `ids` (id, firing id) as RETURNING gave them, or None to read them back."""
+    by_firing = {_firing_key(plan.firing_prep(row.firing_id)): row for row in rows}
+    if ids is None:
         ids = _ids_by_firing(list(by_firing), connection)
     for pk, firing in ids:
         row = by_firing[_firing_key(firing)]
@@ -123,28 +222,26 @@ def _inserted_fields() -> list[Field[Any, Any]]:
     return [f for f in compat.concrete_fields(Notification) if not f.primary_key]
 
 
-def _statements(
-    connection: Any, table: str, columns: str, fields: list[Field[Any, Any]], rows: Sequence[Notification]
-) -> Iterator[tuple[str, list[Any]]]:
+def _statements(connection: Any, plan: _Plan, rows: Sequence[Notification]) -> Iterator[tuple[str, list[Any]]]:
     """(sql, params) of the INSERTs of `rows`, without RETURNING."""
-    if connection.vendor == "postgresql" and len(rows) > 1:  # one row: VALUES plans faster
-        yield _unnest_statement(connection, table, columns, fields, rows)
+    if len(rows) == 1:  # within every limit: one row always goes alone
+        yield plan.one_row(rows[0])
         return
-    prepare = [preparer(f) for f in fields]
-    per_statement = compat.insert_batch_size(connection, len(fields), len(rows))
-    placeholders = "({})".format(", ".join(["%s"] * len(fields)))
-    values = [[p(getattr(row, f.attname)) for f, p in zip(fields, prepare, strict=True)] for row in rows]
+    if connection.vendor == "postgresql":  # one row: VALUES plans faster
+        yield _unnest_statement(connection, plan, rows)
+        return
+    per_statement = compat.insert_batch_size(connection, len(plan.fields), len(rows))
+    placeholders = "({})".format(", ".join(["%s"] * len(plan.fields)))
+    values = [plan.values(row) for row in rows]
     # The parameter limit, and on MariaDB/MySQL the server's packet size.
     for chunk in databases.statement_chunks(connection, values, per_statement):
         count = chunk.stop - chunk.start
         # Only quoted model metadata goes into the text; values are parameters.
-        sql = f"INSERT INTO {table} ({columns}) VALUES {', '.join([placeholders] * count)}"  # noqa: S608
+        sql = f"INSERT INTO {plan.table} ({plan.columns}) VALUES {', '.join([placeholders] * count)}"  # noqa: S608
         yield sql, [value for row in values[chunk] for value in row]
 
 
-def _unnest_statement(
-    connection: Any, table: str, columns: str, fields: list[Field[Any, Any]], rows: Sequence[Notification]
-) -> tuple[str, list[Any]]:
+def _unnest_statement(connection: Any, plan: _Plan, rows: Sequence[Notification]) -> tuple[str, list[Any]]:
     """PostgreSQL's INSERT of every row in one statement: a column's values as one array.
 
     Text goes as `text[]` (the column's own length check then applies as it would to a
@@ -155,7 +252,7 @@ def _unnest_statement(
     arrays: list[str] = []
     selected: list[str] = []
     params: list[Any] = []
-    for number, field in enumerate(fields):
+    for number, (field, prepare) in enumerate(zip(plan.fields, plan.prepare, strict=True)):
         values = [getattr(row, field.attname) for row in rows]
         element = f"c{number}"
         if isinstance(field, JSONField):
@@ -167,13 +264,12 @@ def _unnest_statement(
         kind = str(field.db_type(connection))
         if kind.startswith("varchar") or field.get_internal_type() in ("CharField", "TextField"):
             kind = "text"
-        prepare = preparer(field)
         params.append([prepare(value) for value in values])
         arrays.append(f"%s::{kind}[]")
         selected.append(element)
-    names = ", ".join(f"c{number}" for number in range(len(fields)))
+    names = ", ".join(f"c{number}" for number in range(len(plan.fields)))
     sql = (
-        f"INSERT INTO {table} ({columns}) SELECT {', '.join(selected)} "  # noqa: S608 - model metadata only
+        f"INSERT INTO {plan.table} ({plan.columns}) SELECT {', '.join(selected)} "  # noqa: S608 - model metadata only
         f"FROM UNNEST({', '.join(arrays)}) AS given({names})"
     )
     return sql, params
@@ -192,8 +288,7 @@ def fits_one_statement(rows: Sequence[Notification]) -> bool:
     if not databases.is_mysql(connection):
         return True
     _stamp(rows)  # MariaDB/MySQL: and within the server's packet, the rows as insert_many sends them
-    prepare = [preparer(f) for f in fields]
-    values = [[p(getattr(row, f.attname)) for f, p in zip(fields, prepare, strict=True)] for row in rows]
+    values = [_plan(connection).values(row) for row in rows]
     return len(list(databases.statement_chunks(connection, values, len(rows)))) <= 1
 
 

@@ -11,7 +11,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from django.db import connection
-from django.db.models import DateTimeField, Field, Model, UUIDField, signals
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import DateTimeField, Field, JSONField, Model, UUIDField, signals
 from django.db.models.base import ModelState
 
 from notifications import compat
@@ -134,18 +135,42 @@ def update_rows(model: type[Model], objs: Sequence[Model], field_names: Sequence
     return len(objs)
 
 
-def preparer(field: Field[Any, Any]) -> Callable[[Any], Any]:
-    """The cheapest correct conversion of one field's Python value for the database."""
+def preparer(field: Field[Any, Any], using: BaseDatabaseWrapper | None = None) -> Callable[[Any], Any]:
+    """The cheapest correct conversion of one field's Python value for the database
+    (`using`'s; by default the default database's connection of the calling thread)."""
+    db: Any = connection if using is None else using
     if field.get_internal_type() in PLAIN_TYPES:
         return lambda value: value
     if field.is_relation and compat.relation_target(field).get_internal_type() in ("AutoField", "BigAutoField"):
-        return lambda value: value if type(value) is int else field.get_db_prep_save(value, connection)
-    if isinstance(field, UUIDField) and not compat.stores_uuid_natively(connection):
-        return lambda value: value.hex if isinstance(value, uuid.UUID) else field.get_db_prep_save(value, connection)
+        return lambda value: value if type(value) is int else field.get_db_prep_save(value, db)
+    if isinstance(field, UUIDField) and not compat.stores_uuid_natively(db):
+        return lambda value: value.hex if isinstance(value, uuid.UUID) else field.get_db_prep_save(value, db)
     if isinstance(field, DateTimeField):
-        adapt = compat.datetime_adapter(connection)
+        adapt = compat.datetime_adapter(db)
         return lambda value: None if value is None else adapt(value)
-    return lambda value: field.get_db_prep_save(value, connection)
+    if isinstance(field, JSONField) and using is not None:
+        return _json_preparer(field, using)
+    return lambda value: field.get_db_prep_save(value, db)
+
+
+def _json_preparer(field: JSONField[Any], using: BaseDatabaseWrapper) -> Callable[[Any], Any]:
+    """A JSON field's conversion: what `get_db_prep_save` ends in for a plain value (the
+    backend's `adapt_json_value`), without its four calls getting there; anything else (a
+    lazy string, an expression) goes through `get_db_prep_save` itself."""
+    adapt, encoder = compat.json_adapter(using), field.encoder
+
+    def prepare(value: Any) -> Any:
+        if value is None:  # SQL NULL, as get_db_prep_save stores it
+            return None
+        if type(value) in _PLAIN_JSON:
+            return adapt(value, encoder)
+        return field.get_db_prep_save(value, using)
+
+    return prepare
+
+
+# Values a JSON field's `get_prep_value` returns as they are.
+_PLAIN_JSON = frozenset({dict, list, str, int, float, bool})
 
 
 # Field types whose Python values (str, int, None) the database drivers take as they are.
