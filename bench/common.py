@@ -74,6 +74,22 @@ def throwaway_database(url: str | None):
 
 
 @contextlib.contextmanager
+def migrated_site(url: str | None = None):
+    """Django set up on a throwaway database (`url`, else DATABASE_URL, else SQLite) with
+    the bench's settings, migrated; dropped afterwards. For scripts run on their own."""
+    os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
+    with throwaway_database(url or os.environ.get("DATABASE_URL")) as database:
+        os.environ["BENCH_DATABASE"] = json.dumps(database)
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0)
+        yield
+
+
+@contextlib.contextmanager
 def throwaway_mysql_database(config: dict):
     """MariaDB/MySQL: a database of this run's own, utf8mb4, at READ COMMITTED (the README's setup)."""
     import MySQLdb

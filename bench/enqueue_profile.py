@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import json
 import os
 import pstats
 import statistics
@@ -38,7 +37,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `python bench/enqueue_profile.py`
 
-from bench.common import throwaway_database
+from bench.common import migrated_site
 from bench.enqueue import Counter, mail_fields, webhook_fields
 
 KINDS: dict[str, Callable[[int], dict[str, Any]]] = {"webhook row": webhook_fields, "email row": mail_fields}
@@ -98,16 +97,9 @@ def main() -> None:
     parser.add_argument("--profile", type=int, default=0, metavar="N", help="cProfile: the N costliest functions")
     parser.add_argument("--callgrind", action="store_true", help="each kind once, between calls of os.getppid()")
     options = parser.parse_args()
-    os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
-    with throwaway_database(os.environ.get("DATABASE_URL")) as database:
-        os.environ["BENCH_DATABASE"] = json.dumps(database)
-        import django
-
-        django.setup()
-        from django.core.management import call_command
+    with migrated_site():
         from django.db import connection
 
-        call_command("migrate", verbosity=0)
         run(webhook_fields, 200)  # warm: imports, caches, the connection
         run(mail_fields, 200)
         if options.callgrind:

@@ -12,12 +12,10 @@ dry run (`describe`) for one address, and the admin's confirmation page for eras
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
 import time
 
-from bench.common import throwaway_database
+from bench.common import migrated_site
 
 PERSON = "grace@example.org"
 
@@ -71,18 +69,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--people", type=int, default=20, help="people on the admin's confirmation page")
     args = parser.parse_args()
-    os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
-    with throwaway_database(os.environ.get("DATABASE_URL")) as database:
-        os.environ["BENCH_DATABASE"] = json.dumps(database)
-        import django
-
-        django.setup()
-        from django.core.management import call_command
+    with migrated_site():
         from django.db import connection
 
         from notifications.services import erasure
 
-        call_command("migrate", verbosity=0)
         fill(args.rows)
         indexing = index()
         # The confirmation page's people: the person and readers of the fill (one row or two each).

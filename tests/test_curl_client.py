@@ -13,7 +13,6 @@ from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-import trustme
 from django.utils import timezone
 
 from notifications.channels import Firing
@@ -22,6 +21,7 @@ from notifications.channels.webhook.channel import WebhookChannel
 from tests.support.hostile_servers import FIFTY_MB
 from tests.support.servers import WebhookServer
 from tests.support.timing import GUARD_SECONDS
+from tests.support.tls import server_context
 from tests.test_guard import fake_resolver
 
 LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"),)
@@ -33,12 +33,8 @@ def client(**options) -> curl.CurlClient:
 
 
 def test_https_to_a_name_keeps_sni_and_the_certificate_check(hostile, monkeypatch, tmp_path):
-    ca = trustme.CA()
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ca.issue_cert("hooks.example.test").configure_cert(context)
-    server = hostile("ok", tls=context)
     ca_file = tmp_path / "ca.pem"
-    ca.cert_pem.write_to_path(str(ca_file))
+    server = hostile("ok", tls=server_context("hooks.example.test", ca_file))
     table = {"hooks.example.test": ["127.0.0.1"], "other.example.test": ["127.0.0.1"]}
     monkeypatch.setattr(guard, "getaddrinfo", fake_resolver(table))
     https = client(ca_file=str(ca_file))
@@ -54,10 +50,7 @@ def test_https_to_a_name_keeps_sni_and_the_certificate_check(hostile, monkeypatc
 
 
 def test_an_untrusted_certificate_is_a_tls_error_of_the_row(hostile, make_row, monkeypatch):
-    ca = trustme.CA()  # trusted by nobody: the client checks against certifi's bundle
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ca.issue_cert("hooks.example.test").configure_cert(context)
-    server = hostile("ok", tls=context)
+    server = hostile("ok", tls=server_context("hooks.example.test"))  # a CA nobody trusts: certifi's bundle is checked
     monkeypatch.setattr(guard, "getaddrinfo", fake_resolver({"hooks.example.test": ["127.0.0.1"]}))
     row = make_row(channels=["webhook"], webhook_url=server.url("hooks.example.test"))
     channel = WebhookChannel()

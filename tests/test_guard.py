@@ -5,14 +5,12 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import socket
-import ssl
 import threading
 import time
 from datetime import timedelta
 
 import pytest
 import requests
-import trustme
 from django.core.exceptions import ValidationError
 from django.test import override_settings
 from django.utils import timezone
@@ -22,6 +20,7 @@ from notifications.channels.webhook import guard, transport
 from notifications.models import DeliveryAttempt, Notification
 from notifications.rules import network
 from tests.support.timing import GUARD_SECONDS
+from tests.support.tls import server_context
 
 CLOSED = override_settings(NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS=[])
 
@@ -631,12 +630,8 @@ def test_rows_to_hung_names_cost_no_rows_to_a_healthy_name(hanging, webhook_serv
 
 
 def test_https_to_a_validated_address_keeps_sni_and_certificate_checks(hostile, monkeypatch, tmp_path):
-    ca = trustme.CA()
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ca.issue_cert("hooks.example.test").configure_cert(context)
-    server = hostile("ok", tls=context)
     ca_file = tmp_path / "ca.pem"
-    ca.cert_pem.write_to_path(str(ca_file))
+    server = hostile("ok", tls=server_context("hooks.example.test", ca_file))
     table = {"hooks.example.test": ["127.0.0.1"], "other.example.test": ["127.0.0.1"]}
     monkeypatch.setattr(guard, "getaddrinfo", fake_resolver(table))
 
