@@ -103,6 +103,10 @@ def line_met(line: str) -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(
+    django.VERSION >= (6, 0),
+    reason="the flow scenarios on Django 6's SQLite are the SQLite pass's run again; they run on 5.2 on each database",
+)
 def test_the_flow_scenarios_run_on_tiny_sizes(tmp_path, on_postgres):
     """`--scenario flow --quick`: the dead endpoint off/on, the shared 200/s drain, the held
     rows beside a due tick; none delivered twice. No rate is asserted here."""
