@@ -31,9 +31,12 @@ def pytest_collection_modifyitems(config, items):
     """PostgreSQL and MariaDB runs need their server; without it, skip with a reason (never in CI)."""
     postgres = _is_postgres()
     skip_pg_only = pytest.mark.skip(reason="PostgreSQL-only: runs in the PostgreSQL pass (make test)")
+    skip_other_pooled = pytest.mark.skip(reason="the PgBouncer copy runs for other parameters (multi_process's pooled)")
     for item in items:
         if not postgres and "postgres_only" in item.keywords:
             item.add_marker(skip_pg_only)
+        if not _pooled_copy_wanted(item):
+            item.add_marker(skip_other_pooled)
     server = SERVERS.get(_engine())
     if server is None or _server_reachable():
         return
@@ -62,9 +65,24 @@ def _server_reachable() -> bool:
 
 def pytest_generate_tests(metafunc):
     """On PostgreSQL, a test marked `multi_process` runs twice: its runtick children connected
-    directly, and through a PgBouncer in transaction pooling (`db_route`)."""
-    if _is_postgres() and metafunc.definition.get_closest_marker("multi_process"):
+    directly, and through a PgBouncer in transaction pooling (`db_route`).
+
+    `multi_process(pooled=False)`: no PgBouncer copy, because another test's covers what its
+    children do through the pooler. `multi_process(pooled={"ticks": 4})`: the copy for those
+    parameters only (4 ticks racing through the pooler include what 2 would show).
+    """
+    marker = metafunc.definition.get_closest_marker("multi_process")
+    if _is_postgres() and marker and marker.kwargs.get("pooled", True) is not False:
         metafunc.parametrize("db_route", ["direct", "pgbouncer"], indirect=True)
+
+
+def _pooled_copy_wanted(item) -> bool:
+    """False for the PgBouncer copy of parameters that `multi_process(pooled={...})` leaves out."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is None or callspec.params.get("db_route") != "pgbouncer":
+        return True
+    pooled = item.get_closest_marker("multi_process").kwargs.get("pooled", True)
+    return pooled is True or all(callspec.params.get(name) == value for name, value in pooled.items())
 
 
 @pytest.fixture(autouse=True)

@@ -8,9 +8,12 @@ On the PostgreSQL pass it runs on PostgreSQL (its own throwaway database).
 
 from __future__ import annotations
 
+import os
+
 import django
 import pytest
 
+from tests.support import pgbouncer
 from tests.support.processes import run_benchmark
 
 SCENARIOS = [
@@ -73,6 +76,26 @@ def test_benchmark_runs_every_scenario_on_tiny_sizes(tmp_path, on_postgres, vend
     peak = int(one.split("**peak ")[1].split()[0])
     assert 0 < peak <= 16 and line_met(one)
     assert_enqueue_lines(table, vendor)  # scenario 16, as test_the_enqueue_scenario_runs_on_tiny_sizes on Django 6
+    assert_fast_lane_lines(table, on_postgres)  # scenario 9: the three routes, or skipped away from PostgreSQL
+
+
+def assert_fast_lane_lines(table: str, on_postgres: bool) -> None:
+    lines = [line for line in table.splitlines() if line.startswith("| 9. fast lane")]
+    if not on_postgres:
+        (line,) = lines
+        assert "skipped" in line, line
+        return
+    # Direct, through PgBouncer polling, through PgBouncer with a direct listen line.
+    direct, polled, listen_line = lines
+    assert "direct)" in direct and "polling)" in polled and "direct listen line)" in listen_line, lines
+    if pgbouncer.binary() is None and not os.environ.get("NOTIFICATIONS_REQUIRE_POSTGRES"):
+        assert "skipped: pgbouncer is not installed" in polled + listen_line, lines
+        lines = [direct]
+    for line in lines:
+        assert "p50" in line and "p99" in line and "delivered 20/20" in line, line
+    if len(lines) == 3:
+        assert "the loop said its fast lane is off" in polled, polled
+        assert "fast lane is off" not in direct + listen_line, lines
 
 
 def line_met(line: str) -> bool:
@@ -80,6 +103,10 @@ def line_met(line: str) -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(
+    django.VERSION >= (6, 0),
+    reason="the flow scenarios on Django 6's SQLite are the SQLite pass's run again; they run on 5.2 on each database",
+)
 def test_the_flow_scenarios_run_on_tiny_sizes(tmp_path, on_postgres):
     """`--scenario flow --quick`: the dead endpoint off/on, the shared 200/s drain, the held
     rows beside a due tick; none delivered twice. No rate is asserted here."""

@@ -308,7 +308,7 @@ def test_the_actions_need_the_change_permission(client, webhook_server):
     assert Target.objects.get(pk=target.pk).state == "closed"
 
 
-@pytest.mark.multi_process
+@pytest.mark.multi_process(pooled={"ticks": 4})
 @pytest.mark.parametrize("ticks", [2, 4])
 def test_racing_ticks_send_exactly_one_probe(children, webhook_server, ticks):
     """Ticks in separate processes race for the probe of one open circuit: one wins."""

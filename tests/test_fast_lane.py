@@ -3,21 +3,19 @@
 On PostgreSQL an operation that makes a row due sends NOTIFY once its transaction
 commits, and a loop waiting between ticks on its own LISTEN connection ticks at once
 instead of waiting out its interval. SQLite polls at the interval, as before
-(tests/test_runtick.py runs `--loop` on both databases).
+(tests/test_runtick.py runs `--loop` on both databases). The benchmark's scenario 9 is
+checked in the whole benchmark's run (tests/test_bench_smoke.py).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import threading
 import time
 from datetime import timedelta
 
-import django
 import pytest
-from django.conf import settings
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -25,8 +23,6 @@ from django.utils import timezone
 from notifications.api import requeue, schedule
 from notifications.models import Notification
 from notifications.services import wake
-from tests.support import pgbouncer
-from tests.support.processes import run_benchmark
 
 LOOP_INTERVAL = "600"  # far beyond every wait below: a delivery in time was woken, not polled
 # Seconds: what "woken, not polled" allows. Within a second on an idle machine; generous so a
@@ -297,40 +293,3 @@ def test_the_loop_survives_a_lost_listener_and_wakes_again_once_it_is_back(loop,
     assert time.monotonic() - returned < PROMPT
     assert received.headers["webhook-id"] == f"msg_{row.firing_id}"
     assert loop.proc.poll() is None
-
-
-# --- the benchmark scenario ------------------------------------------------------------------
-
-
-# Away from PostgreSQL the scenario only says it is skipped, whatever the database: the
-# SQLite pass on Django 5.2 checks that; MariaDB's or Django 6's run would repeat it.
-_ENGINE = settings.DATABASES["default"]["ENGINE"]
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(
-    _ENGINE == "django.db.backends.mysql" or (_ENGINE == "django.db.backends.sqlite3" and django.VERSION >= (6, 0)),
-    reason="says only that it is skipped away from PostgreSQL: checked once, in the SQLite pass on Django 5.2",
-)
-def test_the_fast_lane_benchmark_runs_on_postgresql_and_says_it_is_skipped_on_sqlite(tmp_path, on_postgres):
-    out = tmp_path / "results.md"
-
-    run = run_benchmark(out, on_postgres, "--scenario", "fast-lane", timeout=300)
-
-    assert run.returncode == 0, run.stderr[-3000:]
-    lines = [line for line in out.read_text().splitlines() if line.startswith("| 9. fast lane")]
-    if not on_postgres:
-        (line,) = lines
-        assert "skipped" in line, line
-        return
-    # Direct, through PgBouncer polling, through PgBouncer with a direct listen line.
-    direct, polled, listen_line = lines
-    assert "direct)" in direct and "polling)" in polled and "direct listen line)" in listen_line, lines
-    if pgbouncer.binary() is None and not os.environ.get("NOTIFICATIONS_REQUIRE_POSTGRES"):
-        assert "skipped: pgbouncer is not installed" in polled + listen_line, lines
-        lines = [direct]
-    for line in lines:
-        assert "p50" in line and "p99" in line and "delivered 20/20" in line, line
-    if len(lines) == 3:
-        assert "the loop said its fast lane is off" in polled, polled
-        assert "fast lane is off" not in direct + listen_line, lines

@@ -128,6 +128,9 @@ def test_error_one_wins_the_others_get_a_validation_error_on_key(capsys):
     report(capsys, "error", started)
 
 
+# Through the pooler: the refused insert of each on_conflict path the children take, "error"
+# above and "replace" here ("keep" answers with the row "replace" would have found).
+@pytest.mark.multi_process(pooled={"on_conflict": "replace"})
 @pytest.mark.parametrize("on_conflict", ["replace", "keep"])
 def test_replace_and_keep_all_get_the_one_row(on_conflict, capsys):
     started = time.monotonic()

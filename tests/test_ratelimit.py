@@ -133,7 +133,7 @@ def test_the_span_rule_catches_a_burst_per_process():
     check_spans([0.001 * k for k in range(10)] + [0.1 * k for k in range(1, 41)], 10)
 
 
-@pytest.mark.multi_process
+@pytest.mark.multi_process(pooled={"ticks": 4})
 @pytest.mark.parametrize("ticks", [2, 4])
 def test_a_limit_holds_across_processes(children, webhook_server, ticks):
     """Ticks in separate processes share one 10/s budget; nothing is lost or sent twice.
