@@ -115,8 +115,7 @@ def mark_body_read(response: requests.Response) -> None:
 # Relies on (checked with Django 5.2), all undocumented but used throughout Django's own
 # bulk_create:
 # - `Model._meta.concrete_fields`: the fields that have a column, in declaration order.
-# - `connection.ops.quote_name(name)` and `connection.ops.bulk_batch_size(fields, objs)`
-#   (the rows one statement may carry under the backend's parameter limit).
+# - `connection.ops.quote_name(name)`.
 # - `connection.ops.adapt_datetimefield_value(value)`: what bulk_create stores for an
 #   aware datetime (text in UTC on SQLite, the datetime itself on PostgreSQL).
 # - `connection.ops.adapt_json_value(value, encoder)`: what `JSONField.get_db_prep_save`
@@ -171,11 +170,6 @@ def concrete_fields(model: type[Model]) -> list[Field[Any, Any]]:
 def quote_name(connection: BaseDatabaseWrapper, name: str) -> str:
     """`name` quoted as an identifier for `connection`'s database."""
     return connection.ops.quote_name(name)
-
-
-def rows_per_statement(connection: BaseDatabaseWrapper, fields: Sequence[Field[Any, Any]], objs: Sequence[Any]) -> int:
-    """How many of `objs` one INSERT of `fields` may carry on `connection` (at least 1)."""
-    return max(1, connection.ops.bulk_batch_size(list(fields), list(objs)))
 
 
 def insert_batch_size(connection: BaseDatabaseWrapper, columns: int, rows: int) -> int:

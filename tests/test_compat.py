@@ -193,24 +193,6 @@ def test_django_quote_name_quotes_an_identifier():
     )
 
 
-@pytest.mark.django_db  # Django 6 asks SQLite for its real parameter limit
-def test_django_bulk_batch_size_respects_the_parameter_limit():
-    fields = [f for f in compat.concrete_fields(DeliveryAttempt) if not f.primary_key]
-    objs = [DeliveryAttempt() for _ in range(5000)]
-    rows = compat.rows_per_statement(connection, fields, objs)
-    assert parameters(connection.ops.bulk_batch_size) == ["fields", "objs"], changed(
-        "Django", "DatabaseOperations.bulk_batch_size() no longer takes (fields, objs)"
-    )
-    # At least one row per statement; it may exceed len(objs) (Django 6.1 returns the
-    # parameter limit's share), which slicing by it takes in its stride.
-    assert rows >= 1, changed("Django", f"bulk_batch_size() returned {rows} for {len(objs)} rows")
-    limit = connection.features.max_query_params
-    if limit is not None:
-        assert rows * len(fields) <= limit, changed(
-            "Django", f"bulk_batch_size() allows {rows * len(fields)} parameters over the limit of {limit}"
-        )
-
-
 def test_django_datetime_adapter_stores_what_bulk_create_stores():
     field = DeliveryAttempt._meta.get_field("attempted_at")
     value = datetime(2025, 3, 30, 1, 30, 15, 123456, tzinfo=UTC)
