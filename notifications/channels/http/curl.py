@@ -71,7 +71,7 @@ _TLS = {
     pycurl.E_SSL_PINNEDPUBKEYNOTMATCH,
     pycurl.E_SSL_INVALIDCERTSTATUS,
 }
-# 8 is CURLE_WEIRD_SERVER_REPLY (pycurl names it only as E_FTP_WEIRD_SERVER_REPLY): no HTTP answer.
+# 8 is CURLE_WEIRD_SERVER_REPLY (pycurl has no name for it): no HTTP answer.
 _NOTHING = {pycurl.E_GOT_NOTHING, 8, pycurl.E_PARTIAL_FILE, pycurl.E_HTTP2}
 _RESET = {pycurl.E_SEND_ERROR, pycurl.E_RECV_ERROR}
 
