@@ -109,15 +109,20 @@ def _instrument(name: str, make: str, **kwargs: Any) -> Any:
 # --- spans ------------------------------------------------------------------------------------
 
 
-class _NoSpan:
+class NoSpan:
+    """What a delivery span is without opentelemetry: nothing."""
+
     def finish(self, *, error: str | None, error_type: str) -> None:
         pass
 
+    def end(self) -> None:
+        pass
 
-_NO_SPAN = _NoSpan()
+
+_NO_SPAN = NoSpan()
 
 
-class _Delivery:
+class Delivery:
     """The span of one send; `finish` records its result."""
 
     def __init__(self, span: Any) -> None:
@@ -134,33 +139,55 @@ class _Delivery:
             span.set_attribute("notifications.error", error)
         span.set_status(otel_trace.Status(otel_trace.StatusCode.ERROR, error))
 
+    def end(self) -> None:
+        self.span.end()
 
-@contextmanager
-def delivery(channel: str, *, target: str, message_id: str, notification_id: int) -> Iterator[_Delivery | _NoSpan]:
-    """A span around one channel's send of a firing to `target` (no-op without opentelemetry)."""
+
+DeliverySpan = Delivery | NoSpan
+
+
+def _delivery_span(channel: str, target: str, message_id: str, notification_id: int) -> Any:
     tracer = _tracer()
     if tracer is None:
-        yield _NO_SPAN
-        return
-    with tracer.start_as_current_span(
+        return None
+    span = tracer.start_span(
         f"send {target}",
         kind=otel_trace.SpanKind.PRODUCER,
         record_exception=False,
         set_status_on_exception=False,
-    ) as span:
-        if span.is_recording():
-            span.set_attributes(
-                {
-                    "messaging.system": SYSTEM,
-                    "messaging.operation.name": "send",
-                    "messaging.operation.type": "send",
-                    "messaging.destination.name": target,
-                    "messaging.message.id": message_id,
-                    "notifications.channel": channel,
-                    "notifications.notification.id": notification_id,
-                }
-            )
-        yield _Delivery(span)
+    )
+    if span.is_recording():
+        span.set_attributes(
+            {
+                "messaging.system": SYSTEM,
+                "messaging.operation.name": "send",
+                "messaging.operation.type": "send",
+                "messaging.destination.name": target,
+                "messaging.message.id": message_id,
+                "notifications.channel": channel,
+                "notifications.notification.id": notification_id,
+            }
+        )
+    return span
+
+
+@contextmanager
+def delivery(channel: str, *, target: str, message_id: str, notification_id: int) -> Iterator[DeliverySpan]:
+    """A span around one channel's send of a firing to `target`, current while it runs (so
+    what the send traces nests in it); a no-op without opentelemetry."""
+    span = _delivery_span(channel, target, message_id, notification_id)
+    if span is None:
+        yield _NO_SPAN
+        return
+    with otel_trace.use_span(span, end_on_exit=True, record_exception=False, set_status_on_exception=False):
+        yield Delivery(span)
+
+
+def delivery_started(channel: str, *, target: str, message_id: str, notification_id: int) -> DeliverySpan:
+    """The span of one send started now and ended by its `end` (in whichever thread the send
+    ends: it is never the current span); a no-op without opentelemetry."""
+    span = _delivery_span(channel, target, message_id, notification_id)
+    return _NO_SPAN if span is None else Delivery(span)
 
 
 # --- counters and the tick histogram --------------------------------------------------------

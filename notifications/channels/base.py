@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import abc
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -161,6 +162,10 @@ class Channel(ChannelAnswers, abc.ABC):
     """
 
     timeout: float = DEFAULT_TIMEOUT
+    # Whether `begin` starts a send without holding the calling thread (a channel whose I/O
+    # is driven elsewhere, as the webhook's libcurl loop drives its): the tick then starts
+    # the row's sends and moves on, and the row settles when the last one ends.
+    asynchronous: bool = False
 
     @classmethod
     def open(cls, name: str, options: dict[str, Any], settings: TickSettings | None = None) -> Channel:
@@ -184,22 +189,57 @@ class Channel(ChannelAnswers, abc.ABC):
     def send(self, firing: Firing) -> ChannelResult:
         """Deliver `firing`; any exception becomes an `internal:` error, never a raise."""
         started = time.monotonic()
-        target = firing.targets.get(self.name) or self.name
-        with otel.delivery(  # a no-op without opentelemetry
-            self.name, target=target, message_id=firing.firing_id, notification_id=int(firing.notification.pk or 0)
-        ) as span:
+        with otel.delivery(self.name, **self._traced(firing)) as span:  # a no-op without opentelemetry
             try:
-                result = self.deliver(firing)
-                if not isinstance(result, ChannelResult):
-                    raise TypeError(f"deliver() returned {type(result).__name__}, not a ChannelResult")
+                result: object = self.deliver(firing)
             except Exception as exc:  # noqa: BLE001 - the contract: report, never raise
-                result = ChannelResult(
-                    self.name, error=f"{self.name}: internal: {type(exc).__name__}", error_class=ErrorClass.TRANSIENT
-                )
-            result.duration = time.monotonic() - started
-            # A failure's kind (the span's `error.type`): the HTTP status, else the error class.
-            kind = str(result.http_status) if result.http_status else str(result.error_class or "error")
-            span.finish(error=result.error, error_type=kind)
+                result = exc
+            return self._ended(firing, result, started, span)
+
+    def start(self, firing: Firing) -> Future[ChannelResult]:
+        """`send` for an `asynchronous` channel: starts it (`begin`) and returns at once, a
+        future of what `send` would have returned, completed in whichever thread it ends."""
+        started = time.monotonic()
+        span = otel.delivery_started(self.name, **self._traced(firing))
+        future: Future[ChannelResult] = Future()
+        future.set_running_or_notify_cancel()
+
+        def done(result: object) -> None:
+            if future.done():  # `done` called twice is a channel's bug: the first call counts
+                return
+            try:
+                future.set_result(self._ended(firing, result, started, span))
+            finally:
+                span.end()
+
+        try:
+            self.begin(firing, done)
+        except Exception as exc:  # noqa: BLE001 - the contract: report, never raise
+            done(exc)
+        return future
+
+    def begin(self, firing: Firing, done: Callable[[ChannelResult], None]) -> None:
+        """Start sending `firing` and return; call `done` once with its result, from any
+        thread, within `self.timeout` seconds (else the tick reports the row as timed out).
+        Only for a channel that sets `asynchronous`; may raise, as `deliver` may."""
+        raise NotImplementedError(f"{type(self).__name__} sends in a thread (deliver), it does not begin sends")
+
+    def _traced(self, firing: Firing) -> dict[str, Any]:
+        """What a send's span names: where it goes and which firing."""
+        target = firing.targets.get(self.name) or self.name
+        return {"target": target, "message_id": firing.firing_id, "notification_id": int(firing.notification.pk or 0)}
+
+    def _ended(self, firing: Firing, result: object, started: float, span: otel.DeliverySpan) -> ChannelResult:
+        """A send's result as `deliver` or `begin` gave it (or what it raised): timed, told to
+        its span, with its log line."""
+        if not isinstance(result, ChannelResult):
+            # A raise, or deliver() returning something else (a TypeError of the contract).
+            kind = type(result).__name__ if isinstance(result, BaseException) else "TypeError"
+            result = ChannelResult(self.name, error=f"{self.name}: internal: {kind}", error_class=ErrorClass.TRANSIENT)
+        result.duration = time.monotonic() - started
+        # A failure's kind (the span's `error.type`): the HTTP status, else the error class.
+        kind = str(result.http_status) if result.http_status else str(result.error_class or "error")
+        span.finish(error=result.error, error_type=kind)
         if not (result.sent_to or result.summary):
             try:
                 result.sent_to, result.summary = self.describe(firing)

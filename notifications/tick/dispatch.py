@@ -95,6 +95,9 @@ class Job:
     # Set when its worker is done with the row; `pooled`: its sends on the pool's threads.
     returned: threading.Event = field(default_factory=threading.Event)
     pooled: list[Future[Any]] = field(default_factory=list)
+    # Its sends were started without holding its worker (`Workers.detach`): the last to end
+    # settles it, and its worker went on to another row.
+    detached: bool = False
 
     def settle(self) -> bool:
         """Take the one right to report this row's outcome; False if it is taken."""
@@ -130,6 +133,11 @@ class Dispatcher:
         self._closed = False
         self.waiting = 0  # rows queued (read without the lock: a hint)
         self.idle = 0  # workers waiting for a row
+        # Workers woken and not yet back at their pick. One at a time: a worker whose row's
+        # sends hold no thread (detached) comes straight back for the next, so the rows a
+        # claim or a finished send makes startable are taken by one worker, not each by a
+        # woken one; a worker about to hold its thread in a send wakes the next (`pass_on`).
+        self._waking = 0
 
     def put(self, jobs: list[Job]) -> None:
         with self._cond:
@@ -137,7 +145,7 @@ class Dispatcher:
                 self._queues.setdefault(job.target, deque()).append(job)
                 self._rows_per_target[job.target] += 1
             self.waiting += len(jobs)
-            self._cond.notify(min(len(jobs), self.idle))
+            self._wake_one()
 
     def take(self, finished: Job | None = None) -> Job | None:
         """Block until a row may start; None once the dispatcher is closed.
@@ -152,7 +160,8 @@ class Dispatcher:
                 # startable (workers idle only while no target is), and this one picks next.
                 self._finish(finished)
             while not self._closed:
-                target = self._pick()
+                # Rows in flight stay within `workers` even when sends hold no worker (detached).
+                target = self._pick() if len(self._started) < self.workers else None
                 if target is not None:
                     jobs = self._queues[target]
                     job = jobs.popleft()
@@ -166,6 +175,7 @@ class Dispatcher:
                 self.idle += 1
                 self._cond.wait()
                 self.idle -= 1
+                self._waking = max(0, self._waking - 1)
             return None
 
     def done(self, job: Job) -> None:
@@ -173,8 +183,17 @@ class Dispatcher:
         self._watch(job)
         with self._cond:
             self._finish(job)
-            if self.idle and self.waiting:
-                self._cond.notify()  # its target may start its next row
+            self._wake_one()  # its target may start its next row
+
+    def pass_on(self) -> None:
+        """A worker is about to hold its thread in a send: wake another for the rows waiting."""
+        with self._cond:
+            self._wake_one()
+
+    def _wake_one(self) -> None:
+        if self.waiting and self.idle > self._waking and not self._waking:
+            self._waking += 1
+            self._cond.notify()
 
     def _watch(self, job: Job) -> None:
         """A row is done: its results go to the breakers before its worker picks again (and

@@ -170,7 +170,9 @@ class Pipeline:
         if time.monotonic() < self.next_check:
             return
         self.next_check = time.monotonic() + MONITOR_INTERVAL
-        for _ in self.workers.abandon_overdue():
+        for job in self.workers.abandon_overdue():
+            if job.detached:
+                continue  # its worker went on to other rows: only its sends are left behind
             self.live_workers -= 1  # the stuck one is left behind and ends when its send returns...
             self.start_worker()  # ...so keep the concurrency
         self.keep_claims()

@@ -14,13 +14,14 @@ results handed back into the delivery log's records and asks the store to write 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import queue
 import threading
 import time
-from concurrent.futures import wait
-from typing import TYPE_CHECKING
+from concurrent.futures import Future, wait
+from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
@@ -96,6 +97,8 @@ class Workers:
             finally:
                 job.returned.set()  # its sends in this thread are over (`Job.sending`)
             if reported is None:
+                if job.detached:
+                    continue  # its sends settle it when they end (`detach`)
                 return  # the monitor reported this row as timed out
             self.hand_back(job, *reported)
             finished = job  # marked done by the next take()
@@ -117,6 +120,11 @@ class Workers:
             job.firing = Firing(
                 job.row, str(job.row.firing_id), timezone.now(), job.row.owed_channels, targets=job.targets
             )
+            if self.detachable(job.firing):
+                job.detached = True
+                self.detach(job)
+                return None
+            self.dispatcher.pass_on()  # this thread is held until the row's sends end
             channel_results = self.deliver(job)
             mine = job.settle()
             if not mine:
@@ -129,6 +137,53 @@ class Workers:
             if not mine and not job.settle():
                 return None
             return self.internal_error(job, exc), []
+
+    def detachable(self, firing: Firing) -> bool:
+        """Whether every channel of `firing` starts its send without holding a thread (and
+        the row sends them all at once): the worker then starts them and takes its next row."""
+        if not firing.channels or firing.notification.routing == "first":
+            return False
+        return all(getattr(self.channels.get(name), "asynchronous", False) for name in firing.channels)
+
+    def detach(self, job: Job) -> None:
+        """Start every channel of a detachable row; the last one to end settles the row and
+        hands it back, in whichever thread it ends (the channel's own)."""
+        firing = job.firing
+        assert firing is not None
+        left = len(firing.channels)
+        lock = threading.Lock()
+
+        def ended(name: str, future: Future[ChannelResult]) -> None:
+            nonlocal left
+            job.results[name] = self.result_of(name, future)
+            with lock:
+                left -= 1
+                if left:
+                    return
+            self.settle_detached(job)
+
+        for name in firing.channels:
+            future = self.channels[name].start(firing)
+            job.pooled.append(future)
+            future.add_done_callback(functools.partial(ended, name))
+
+    def settle_detached(self, job: Job) -> None:
+        """A detached row's sends have all ended: settle it (unless the monitor did), hand it
+        back, and tell the dispatcher, which a worker's next `take` does for the others."""
+        mine = False
+        try:
+            mine = job.settle()
+            if not mine:
+                return
+            firing = job.firing
+            assert firing is not None
+            outcome, logged = self.outcome_of(job, [job.results[name] for name in firing.channels])
+        except Exception as exc:  # noqa: BLE001 - logged by internal_error()
+            if not mine and not job.settle():
+                return
+            outcome, logged = self.internal_error(job, exc), []
+        self.hand_back(job, outcome, logged)
+        self.dispatcher.done(job)
 
     def outcome_of(self, job: Job, channel_results: list[ChannelResult]) -> tuple[Outcome, list[ChannelResult]]:
         """What the channels' results come to, and the results the delivery log records."""
@@ -152,7 +207,7 @@ class Workers:
         if firing.notification.routing == "first":
             return self.deliver_in_turn(job)
         first, *others = firing.channels
-        futures = {self.pool.submit(self.send, name, firing): name for name in others}
+        futures = {self.launch(name, firing): name for name in others}
         job.pooled.extend(futures)
         job.results[first] = self.send(first, firing)
         if futures:
@@ -161,17 +216,31 @@ class Workers:
             done, _ = wait(futures, timeout=max(remaining, 0))
             for future, name in futures.items():
                 if future in done:
-                    job.results[name] = future.result()
+                    job.results[name] = self.result_of(name, future)
                 else:
                     future.cancel()
         return [job.results.get(name) or self.timed_out(name) for name in firing.channels]
 
     def send(self, name: str, firing: Firing) -> ChannelResult:
-        """Channel `name`'s send of `firing`, as the tick may store it: whatever the channel
-        (or the server behind it) answered is cleaned and bounded here, and here only
-        (`channels.results.received`)."""
+        """Channel `name`'s send of `firing` in this thread, as the tick may store it."""
         try:
             result: object = self.channels[name].send(firing)
+        except Exception as exc:  # noqa: BLE001 - a site's own send() may break the contract
+            result = exc
+        return results.received(name, result)
+
+    def launch(self, name: str, firing: Firing) -> Future[Any]:
+        """Channel `name`'s send of `firing` begun elsewhere: by the channel itself when it is
+        `asynchronous`, else on the pool's threads. Its result is read by `result_of`."""
+        channel = self.channels[name]
+        return channel.start(firing) if channel.asynchronous else self.pool.submit(channel.send, firing)
+
+    def result_of(self, name: str, future: Future[Any]) -> ChannelResult:
+        """A launched send's result as the tick may store it: whatever the channel (or the
+        server behind it) answered is cleaned and bounded here, and here only
+        (`channels.results.received`)."""
+        try:
+            result: object = future.result()
         except Exception as exc:  # noqa: BLE001 - a site's own send() may break the contract
             result = exc
         return results.received(name, result)
@@ -187,12 +256,12 @@ class Workers:
         assert firing is not None
         tried = []
         for name in firing.channels:
-            future = self.pool.submit(self.send, name, firing)
+            future = self.launch(name, firing)
             job.pooled.append(future)
             done, _ = wait([future], timeout=self.deadline(name) + DEADLINE_GRACE)
             if not done:
                 future.cancel()
-            result = job.results[name] = future.result() if done else self.timed_out(name)
+            result = job.results[name] = self.result_of(name, future) if done else self.timed_out(name)
             tried.append(result)
             if result.ok:
                 break

@@ -97,3 +97,70 @@ class BlockedChannel(SMSChannel):
         record(self.name, firing)
         self.never.wait()
         return ChannelResult(self.name)
+
+
+class BatchAnsweringChannel(SMSChannel):
+    """Sends without holding the tick's threads (`asynchronous`): `begin` hands each send to
+    the channel, which answers the sends pending once `BATCH` of them are, together, from a
+    thread of its own; `MOST_PENDING` records how many were begun and not yet answered
+    whenever one begins. Each row is a target of its own (its number)."""
+
+    asynchronous = True
+    BATCH = 3
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.pending: list[Any] = []
+        self.unanswered = 0
+        self.overrun = threading.Event()
+        self.lock = threading.Lock()
+
+    def target(self, row: Any) -> str:
+        return str(row.channel_data[self.name]["to"])
+
+    def begin(self, firing: Firing, done: Any) -> None:
+        record(self.name, firing)
+        with self.lock:
+            self.pending.append(done)
+            self.unanswered += 1
+            MOST_PENDING.append(self.unanswered)
+            if self.unanswered > self.BATCH:
+                self.overrun.set()
+            if len(self.pending) < self.BATCH:
+                return
+            answering, self.pending = self.pending, []
+        threading.Thread(target=self.answer, args=(answering,)).start()  # as a client's event loop would
+
+    def answer(self, answering: list[Any]) -> None:
+        # A tick that broke its bound would begin one more now: give it the time to show it
+        # (a bound kept waits the whole half second, and passes).
+        self.overrun.wait(0.5)
+        for done in answering:
+            with self.lock:
+                self.unanswered -= 1  # before the answer: its row's slot frees when it settles
+            done(ChannelResult(self.name))
+
+    def deliver(self, firing: Firing) -> ChannelResult:
+        raise AssertionError("an asynchronous channel's sends are begun, not delivered in a thread")
+
+
+MOST_PENDING: list[int] = []
+
+
+class NeverAnsweringChannel(BatchAnsweringChannel):
+    """Begins every send and never calls `done` (a bug in an asynchronous channel)."""
+
+    def begin(self, firing: Firing, done: Any) -> None:
+        record(self.name, firing)
+        STARTED.set()
+
+
+class BeginRaisingChannel(BatchAnsweringChannel):
+    """`begin` raises, with a secret in the message; a second row's `done` is called twice."""
+
+    def begin(self, firing: Firing, done: Any) -> None:
+        record(self.name, firing)
+        if firing.notification.channel_data[self.name]["to"].endswith("1"):
+            raise RuntimeError("provider SDK blew up with token=s3cret")
+        done(ChannelResult(self.name))
+        done(ChannelResult(self.name, error=f"{self.name}: a second answer", error_class=ErrorClass.PERMANENT))

@@ -13,7 +13,7 @@ import http.client
 import logging
 import socket
 import ssl
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import requests
@@ -148,6 +148,7 @@ class WebhookChannel(WebhookAnswers, Channel):
         settings = settings or TickSettings.read()
         self.options = {}
         self._client = new_client(settings)
+        self.asynchronous = self._client is not None  # libcurl's loop sends without a thread each
         # requests' path, when `new_client` gives none: adapters build nothing until used.
         self._adapter = transport.new_adapter(hosts=settings.concurrency, per_host=settings.target_concurrency)
         self._watchdog = transport.Watchdog()
@@ -180,6 +181,53 @@ class WebhookChannel(WebhookAnswers, Channel):
         return firing.targets.get(self.name, ""), EVENT_TYPE
 
     def deliver(self, firing: Firing) -> ChannelResult:
+        request = self._request(firing)
+        if isinstance(request, ChannelResult):
+            return request
+        url, data, headers = request
+        if self._client is not None:
+            try:
+                answer = self._client.post(prepared_url(url), data, _header_lines(headers), self.timeout)
+            except Exception as exc:  # noqa: BLE001 - mapped to a short error below
+                return self._failure(exc, expired=False)
+            return self._answered(answer.status, answer.retry_after)
+        headers["Content-Length"] = str(len(data))  # as `prepared_request` needs it spelled
+        with transport.deadline(self.timeout, self._watchdog, self.allowed_networks) as limit:
+            try:
+                result = self._post(url, data, headers, limit)
+            except Exception as exc:  # noqa: BLE001 - mapped to a short error below
+                return self._failure(exc, limit.expired)
+            if limit.finish():
+                # The watchdog shut the socket mid-response: the EOF it caused ends a
+                # dripped header block or a length-less body, so what parsed as a 2xx
+                # is a truncated answer, not a success inside the deadline.
+                return self._failure(TimeoutError(), expired=True)
+            return result
+
+    def begin(self, firing: Firing, done: Callable[[ChannelResult], None]) -> None:
+        """The send through libcurl's loop (`asynchronous` when there is a client): `done`
+        is called from the loop's thread with the answer, or here at once for a row that
+        cannot be sent or a name the guard refuses."""
+        assert self._client is not None
+        request = self._request(firing)
+        if isinstance(request, ChannelResult):
+            done(request)
+            return
+        url, data, headers = request
+
+        def answered(answer: curl.Answer | BaseException) -> None:
+            if isinstance(answer, BaseException):
+                done(self._failure(answer, expired=False))
+            else:
+                done(self._answered(answer.status, answer.retry_after))
+
+        try:
+            self._client.begin(prepared_url(url), data, _header_lines(headers), self.timeout, answered)
+        except Exception as exc:  # noqa: BLE001 - refused or unknown name, malformed URL: mapped below
+            done(self._failure(exc, expired=False))
+
+    def _request(self, firing: Firing) -> tuple[str, bytes, dict[str, str]] | ChannelResult:
+        """The URL, body and headers of `firing`'s POST, or the result of a row that cannot be sent."""
         url = firing.notification.webhook_url
         if row_errors.url_errors(url):  # the save rule again: raw SQL can store any URL
             return ChannelResult(self.name, MALFORMED_URL, ErrorClass.PERMANENT)
@@ -196,29 +244,7 @@ class WebhookChannel(WebhookAnswers, Channel):
         data = body(firing)
         headers = signing.headers(keys, message_id(firing), int(firing.fired_at.timestamp()), data)
         headers.update(STATIC_HEADERS)
-        if self._client is not None:
-            return self._curl_post(self._client, url, data, headers)
-        headers["Content-Length"] = str(len(data))  # as `prepared_request` needs it spelled
-        with transport.deadline(self.timeout, self._watchdog, self.allowed_networks) as limit:
-            try:
-                result = self._post(url, data, headers, limit)
-            except Exception as exc:  # noqa: BLE001 - mapped to a short error below
-                return self._failure(exc, limit.expired)
-            if limit.finish():
-                # The watchdog shut the socket mid-response: the EOF it caused ends a
-                # dripped header block or a length-less body, so what parsed as a 2xx
-                # is a truncated answer, not a success inside the deadline.
-                return self._failure(TimeoutError(), expired=True)
-            return result
-
-    def _curl_post(self, client: curl.CurlClient, url: str, data: bytes, headers: dict[str, str]) -> ChannelResult:
-        try:
-            lines = [f"{name}: {value}" for name, value in headers.items()]
-            lines.append("Expect:")  # no 100-continue round trip for a large body
-            answer = client.post(prepared_url(url), data, lines, self.timeout)
-        except Exception as exc:  # noqa: BLE001 - mapped to a short error below
-            return self._failure(exc, expired=False)
-        return self._answered(answer.status, answer.retry_after)
+        return url, data, headers
 
     def _post(self, url: str, data: bytes, headers: dict[str, str], limit: transport.Deadline) -> ChannelResult:
         # Straight to the adapter: it never follows a redirect (a Session would).
@@ -263,7 +289,7 @@ class WebhookChannel(WebhookAnswers, Channel):
     def _timed_out(self) -> str:
         return f"webhook: timed out after {self.timeout:g}s"
 
-    def _failure(self, exc: Exception, expired: bool) -> ChannelResult:
+    def _failure(self, exc: BaseException, expired: bool) -> ChannelResult:
         """A short error and its class for an exception of one send. Never echoes the URL."""
         causes = list(_chain(exc))
         blocked = next((c for c in causes if isinstance(c, guard.BlockedAddress)), None)
@@ -295,6 +321,13 @@ class WebhookChannel(WebhookAnswers, Channel):
             self._client.close()
         self._adapter.close()
         self._watchdog.close()
+
+
+def _header_lines(headers: dict[str, str]) -> list[str]:
+    """`headers` as libcurl takes them, with no 100-continue round trip for a large body."""
+    lines = [f"{name}: {value}" for name, value in headers.items()]
+    lines.append("Expect:")
+    return lines
 
 
 def _site_keys(secrets: Sequence[str] | None) -> tuple[list[bytes], str | None]:
