@@ -216,6 +216,7 @@ def test_a_tick_reads_the_settings_once_and_connects_with_its_networks(make_row,
         mock.patch.object(TickSettings, "read", side_effect=read),
         mock.patch.object(ipaddress, "ip_network", wraps=ipaddress.ip_network) as parse,
         mock.patch.object(guard, "checked_addresses", wraps=guard.checked_addresses) as check,
+        mock.patch.object(guard, "refusal", wraps=guard.refusal) as refusal,
     ):
         report = run_tick()
 
@@ -223,7 +224,9 @@ def test_a_tick_reads_the_settings_once_and_connects_with_its_networks(make_row,
     assert len(snapshots) == 1
     # NOTIFICATIONS_WEBHOOK_ALLOWED_NETWORKS parsed once per tick (one call per entry), not per connection.
     assert parse.call_count == len(LOOPBACK)
-    assert check.call_count >= 1
+    # Every address checked (a name's, or the literal a connection goes to) against the snapshot's networks.
+    assert refusal.call_count >= 1
+    assert all(call.args[1] is snapshots[0].allowed_networks for call in refusal.call_args_list)
     assert all(call.kwargs["allowed"] is snapshots[0].allowed_networks for call in check.call_args_list)
 
 
