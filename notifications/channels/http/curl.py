@@ -13,7 +13,7 @@ Why one thread for every send (libcurl's multi interface, `_Loop`): a thread per
 flight hands the GIL over twice a send, and at a tick's concurrency (hundreds of sends
 waiting on receivers) that hand-over cost more CPU than the send itself. `begin` starts
 a send and returns at once; the loop thread waits on every socket together (epoll,
-through `selectors`) and calls the send's `done` with its answer. `post` is `begin` and
+with one `poll`) and calls the send's `done` with its answer. `post` is `begin` and
 a wait, for callers that hold a thread anyway. Hand-written rather than an asyncio
 client because the rest of a tick is threads: the loop is the glue libcurl documents
 for its socket interface (`M_SOCKETFUNCTION`, `M_TIMERFUNCTION`), nothing more.
@@ -40,7 +40,8 @@ import errno
 import functools
 import http.client
 import logging
-import selectors
+import math
+import select
 import socket
 import ssl
 import sys
@@ -87,12 +88,15 @@ _TLS = {
 # 8 is CURLE_WEIRD_SERVER_REPLY (pycurl has no name for it): no HTTP answer.
 _NOTHING = {pycurl.E_GOT_NOTHING, 8, pycurl.E_PARTIAL_FILE, pycurl.E_HTTP2}
 _RESET = {pycurl.E_SEND_ERROR, pycurl.E_RECV_ERROR}
-# What libcurl's socket callback asks to watch, as the selector's events.
+# What libcurl's socket callback asks to watch, as poll()'s events (`select.poll`: on Linux
+# and macOS alike, and each call one C call, where `selectors` runs Python per socket).
 _EVENTS = {
-    pycurl.POLL_IN: selectors.EVENT_READ,
-    pycurl.POLL_OUT: selectors.EVENT_WRITE,
-    pycurl.POLL_INOUT: selectors.EVENT_READ | selectors.EVENT_WRITE,
+    pycurl.POLL_IN: select.POLLIN,
+    pycurl.POLL_OUT: select.POLLOUT,
+    pycurl.POLL_INOUT: select.POLLIN | select.POLLOUT,
 }
+# A socket whose peer hung up or failed is read by libcurl, which finds out why.
+_READABLE = select.POLLIN | select.POLLPRI | select.POLLHUP | select.POLLERR
 
 
 class Answer(NamedTuple):
@@ -165,11 +169,11 @@ class _Loop:
         self.multi.setopt(pycurl.M_MAXCONNECTS, connections)  # libcurl's default keeps too few
         self.multi.setopt(pycurl.M_SOCKETFUNCTION, self._watch)
         self.multi.setopt(pycurl.M_TIMERFUNCTION, self._set_timer)
-        self.selector = selectors.DefaultSelector()
+        self.poller = select.poll()
         self.wake_in, self.wake_out = socket.socketpair()
         self.wake_in.setblocking(False)
         self.wake_out.setblocking(False)
-        self.selector.register(self.wake_in, selectors.EVENT_READ)
+        self.poller.register(self.wake_in, select.POLLIN)
         self.incoming: deque[_Handle] = deque()
         self.woken = False  # a byte is on its way to wake_in: adders need not send another
         self.running: dict[pycurl.Curl, _Handle] = {}
@@ -209,7 +213,6 @@ class _Loop:
                 self._end(handle, ConnectionError(f"the webhook client failed: {type(exc).__name__}"))
         finally:
             self.multi.close()
-            self.selector.close()
             self.wake_in.close()
             self.wake_out.close()
 
@@ -222,17 +225,18 @@ class _Loop:
             self.multi.add_handle(handle.curl)  # libcurl sets a timer of 0: it starts below
 
     def _wait(self) -> None:
-        timeout = None if self.timer is None else max(0.0, self.timer - time.monotonic())
-        for key, events in self.selector.select(timeout):
-            if key.fileobj is self.wake_in:
+        timeout = None if self.timer is None else max(0, math.ceil((self.timer - time.monotonic()) * 1000))
+        wake = self.wake_in.fileno()
+        for fd, events in self.poller.poll(timeout):
+            if fd == wake:
                 with contextlib.suppress(BlockingIOError):
                     while self.wake_in.recv(4096):
                         pass
                 continue
-            action = (pycurl.CSELECT_IN if events & selectors.EVENT_READ else 0) | (
-                pycurl.CSELECT_OUT if events & selectors.EVENT_WRITE else 0
+            action = (pycurl.CSELECT_IN if events & _READABLE else 0) | (
+                pycurl.CSELECT_OUT if events & select.POLLOUT else 0
             )
-            self.multi.socket_action(key.fd, action)
+            self.multi.socket_action(fd, action)
         if self.timer is not None and time.monotonic() >= self.timer:
             self.timer = None
             self.multi.socket_action(pycurl.SOCKET_TIMEOUT, 0)
@@ -268,14 +272,10 @@ class _Loop:
     def _watch(self, what: int, fd: int, multi: object, data: object) -> None:
         """libcurl's socket callback: watch `fd` for what it asks, or no longer."""
         if what == pycurl.POLL_REMOVE:
-            with contextlib.suppress(KeyError, ValueError):  # never watched, or closed already
-                self.selector.unregister(fd)
-            return
-        events = _EVENTS[what]
-        try:
-            self.selector.modify(fd, events)
-        except KeyError:
-            self.selector.register(fd, events)
+            with contextlib.suppress(KeyError):  # never watched
+                self.poller.unregister(fd)
+        else:
+            self.poller.register(fd, _EVENTS[what])  # again: changes what it is watched for
 
     def _set_timer(self, milliseconds: int) -> None:
         """libcurl's timer callback: call it back in `milliseconds` (-1: no timer)."""
