@@ -4,9 +4,10 @@
 `--repeats 3`): `--cpu-rows` signed webhooks over `--cpu-receivers` loopback receivers that
 answer after 100 ms, drained by one `runtick` with the default settings, beside plain
 threads posting the same signed bodies on the same sink through urllib3's pool (the limit
-of a Python client) and through libcurl (the limit of the webhook
-channel's own client): as many threads as NOTIFICATIONS_CONCURRENCY, no database, no
-engine; in alternating order. For each: the CPU its process spent per delivery (user +
+of a Python client) and through libcurl, as many threads as NOTIFICATIONS_CONCURRENCY, and
+the webhook channel's own client (`CurlClient`: one thread drives every send in flight) with
+as many sends in flight: the limit of the channel's client. No database, no engine; in
+alternating order. For each: the CPU its process spent per delivery (user +
 system, every thread: on a shared machine the steadier figure), and deliveries per second
 after the first (the sink's first to last arrival). Run it with DATABASE_URL for PostgreSQL.
 """
@@ -33,9 +34,13 @@ def after_first(stats: dict) -> float:
     return (count - 1) / (last - first) if count > 1 and last > first else 0.0
 
 
-# The plain clients beside runtick (bench.worker jobs): urllib3, the issue's limit of a client,
-# and libcurl, the limit of the webhook channel's own client.
-PLAIN = {"urllib3": "plain_urllib3", "libcurl": "plain_libcurl"}
+# The plain clients beside runtick (bench.worker jobs): urllib3 threads, the issue's limit of a
+# client; libcurl threads; the webhook channel's own client, the limit of what the tick sends with.
+PLAIN = {
+    "plain urllib3 threads": "plain_urllib3",
+    "plain libcurl threads": "plain_libcurl",
+    "the channel's client alone": "plain_curl_client",
+}
 
 
 def scenario_cpu(table: Any, rows: int, receivers: int, repeats: int, concurrency: int) -> None:
@@ -60,7 +65,7 @@ def scenario_cpu(table: Any, rows: int, receivers: int, repeats: int, concurrenc
                     result = job(PLAIN[which], args)
                     stats = sink.stats()
                     if result["ok"] != rows:
-                        raise RuntimeError(f"plain {which} delivered {result['ok']} of {rows}")
+                        raise RuntimeError(f"{which} delivered {result['ok']} of {rows}")
                 figures[which]["cpu"].append(result["cpu_seconds"] / rows * 1000)
                 figures[which]["rate"].append(after_first(stats))
     finally:
@@ -68,8 +73,7 @@ def scenario_cpu(table: Any, rows: int, receivers: int, repeats: int, concurrenc
     ours = figures["ours"]
     cpu, rate = median(ours["cpu"]), median(ours["rate"])
     plain = "; ".join(
-        f"plain {name}, {concurrency} threads: {median(figures[name]['cpu']):.2f} ms, "
-        f"{median(figures[name]['rate']):,.0f}/s"
+        f"{name}, {concurrency} at once: {median(figures[name]['cpu']):.2f} ms, {median(figures[name]['rate']):,.0f}/s"
         for name in PLAIN
     )
     table.add(

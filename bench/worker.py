@@ -186,8 +186,48 @@ def plain_urllib3(args: dict) -> dict:
     return {"start": start, "end": end, "ok": sum(1 for s in statuses if s == 200), "rss_before_kb": before}
 
 
+def plain_curl_client(args: dict) -> dict:
+    """The limit of the webhook channel's own client: its `CurlClient` (libcurl's multi
+    interface, one thread for every send in flight), begun from one thread with
+    `concurrency` sends in flight, the same signed bodies to the given URLs in turn. No
+    database, no engine; the address guard as the channel has it (loopback allowed)."""
+    import ipaddress
+    import threading
+
+    from notifications.channels.http.curl import CurlClient
+
+    urls = args["urls"]
+    posts = [(url, data, [f"{k}: {v}" for k, v in headers.items()]) for url, data, headers in _signed_posts(args, urls)]
+    client = CurlClient(
+        allowed=(ipaddress.ip_network("127.0.0.0/8"),), body_limit=65536, connections=2 * args["concurrency"]
+    )
+    slots = threading.Semaphore(args["concurrency"])
+    finished = threading.Event()
+    lock = threading.Lock()
+    counts = {"ok": 0, "ended": 0}
+
+    def done(answer: object) -> None:
+        with lock:
+            counts["ended"] += 1
+            counts["ok"] += getattr(answer, "status", None) == 200
+            if counts["ended"] == len(posts):
+                finished.set()
+        slots.release()
+
+    before = _rss_kb()
+    start = time.time()
+    for url, data, headers in posts:
+        slots.acquire()
+        client.begin(url, data, headers, 10, done)
+    finished.wait(600)
+    end = time.time()
+    client.close()
+    return {"start": start, "end": end, "ok": counts["ok"], "rss_before_kb": before}
+
+
 def plain_libcurl(args: dict) -> dict:
-    """The limit of the webhook channel's own client: libcurl handles (one per thread,
+    """libcurl in threads (as the webhook channel sent until its client drove every send from
+    one thread): handles (one per thread,
     sharing one connection cache), `concurrency` threads posting the same signed bodies to
     the given URLs in turn. No database, no engine, no address guard."""
     import threading
@@ -381,6 +421,7 @@ JOBS = {
     "plain_adapter": plain_adapter,
     "plain_urllib3": plain_urllib3,
     "plain_libcurl": plain_libcurl,
+    "plain_curl_client": plain_curl_client,
     "host_writes": host_writes,
     "tick_writes": tick_writes,
 }
