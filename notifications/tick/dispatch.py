@@ -133,10 +133,11 @@ class Dispatcher:
         self._closed = False
         self.waiting = 0  # rows queued (read without the lock: a hint)
         self.idle = 0  # workers waiting for a row
-        # Workers woken and not yet back at their pick. One at a time: a worker whose row's
-        # sends hold no thread (detached) comes straight back for the next, so the rows a
-        # claim or a finished send makes startable are taken by one worker, not each by a
-        # woken one; a worker about to hold its thread in a send wakes the next (`pass_on`).
+        # Workers woken and not yet back at their pick. A finished row wakes one only when
+        # none is on its way: a worker whose row's sends hold no thread (detached) comes
+        # straight back for the next, so the rows that finished sends make startable are
+        # taken by one worker, not each by a woken one; a worker about to hold its thread
+        # in a send wakes the next (`pass_on`). A claim wakes as many as may start.
         self._waking = 0
 
     def put(self, jobs: list[Job]) -> None:
@@ -145,7 +146,9 @@ class Dispatcher:
                 self._queues.setdefault(job.target, deque()).append(job)
                 self._rows_per_target[job.target] += 1
             self.waiting += len(jobs)
-            self._wake_one()
+            # As many as may start now: rows whose sends hold a thread each need a worker,
+            # and those of detached sends are taken by the first to come (the rest go back).
+            self._wake(min(len(jobs), self.workers - len(self._started)))
 
     def take(self, finished: Job | None = None) -> Job | None:
         """Block until a row may start; None once the dispatcher is closed.
@@ -191,9 +194,15 @@ class Dispatcher:
             self._wake_one()
 
     def _wake_one(self) -> None:
-        if self.waiting and self.idle > self._waking and not self._waking:
-            self._waking += 1
-            self._cond.notify()
+        if not self._waking:
+            self._wake(1)
+
+    def _wake(self, workers: int) -> None:
+        """Wake up to `workers` idle workers for the rows waiting, beside those woken already."""
+        woken = min(workers, self.idle - self._waking) if self.waiting else 0
+        if woken > 0:
+            self._waking += woken
+            self._cond.notify(woken)
 
     def _watch(self, job: Job) -> None:
         """A row is done: its results go to the breakers before its worker picks again (and
