@@ -160,6 +160,9 @@ class Workers:
                 left -= 1
                 if left:
                     return
+            # Every send has ended (`Job.sending`); and a future keeps its callbacks, which
+            # hold the job: letting go of them frees the job without the collector.
+            job.pooled.clear()
             self.settle_detached(job)
 
         for name in firing.channels:
