@@ -402,10 +402,8 @@ class Pipeline:
         waiting = self.dispatcher.waiting
         if waiting == 0:
             return True  # workers are about to run dry
-        if waiting < min(self.low_water, LOW_WATER_ROWS_PER_WORKER * self.dispatcher.useful_workers()):
-            # Top up in chunks: half of what may be held at most, or a whole batch. Rows that
-            # capped targets cannot start yet count for nothing: a burst to one receiver is
-            # not claimed far ahead of what its cap lets out.
+        if waiting < self.low_water:
+            # Top up in chunks: half of what may be held at most, or a whole batch.
             full = claim_size(self.settings, time.monotonic() - self.started, 0, 0)
             return size >= full // 2
         if self.dispatcher.starved() and time.monotonic() >= self.next_starved_claim:
