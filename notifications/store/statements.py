@@ -14,8 +14,9 @@ from typing import Any, TypeVar
 
 from django.db import connection
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import DateTimeField, Field, JSONField, Model, UUIDField, signals
+from django.db.models import DateTimeField, F, Field, JSONField, Lookup, Model, UUIDField, signals
 from django.db.models.base import ModelState
+from django.db.models.lookups import In
 
 from notifications import compat
 from notifications.models import Notification
@@ -39,9 +40,38 @@ def lock_in_order(pks: Iterable[Any]) -> set[Any] | None:
         return None
     if not ordered:
         return set()
-    return set(
-        Notification.objects.filter(pk__in=ordered).order_by("pk").select_for_update().values_list("pk", flat=True)
-    )
+    locked = Notification.objects.filter(ids_in(ordered)).order_by("pk").select_for_update()
+    return set(locked.values_list("pk", flat=True))
+
+
+def ids_in(pks: Iterable[Any]) -> Lookup[Any]:
+    """`pk__in=pks` as a condition for `filter()`: on PostgreSQL `pk = ANY(%s)`, the ids as one
+    array parameter (see `IdsIn`)."""
+    return IdsIn(F("pk"), list(pks))
+
+
+class IdsIn(In):  # type: ignore[type-arg]  # generic in django-stubs only
+    """`IN` of a list of integer ids; on PostgreSQL `= ANY(%s)` with the ids in one parameter,
+    PostgreSQL's text form of an array.
+
+    A write-back's lists of ids run to a thousand: as `IN (%s, %s, ...)` each id is prepared
+    by its field, the text is thousands of placeholders long, and psycopg parses it anew for
+    every statement (it caches only short ones) and fills in a literal per id. Anything but a
+    list of plain ints is left to `IN` itself."""
+
+    def get_prep_lookup(self) -> Any:
+        if self.plain():
+            return self.rhs
+        return super().get_prep_lookup()
+
+    def plain(self) -> bool:
+        return isinstance(self.rhs, list) and all(type(pk) is int for pk in self.rhs)
+
+    def as_postgresql(self, compiler: Any, connection: BaseDatabaseWrapper) -> tuple[str, Sequence[Any]]:
+        if not self.plain():
+            return self.as_sql(compiler, connection)
+        lhs, lhs_params = self.process_lhs(compiler, connection)
+        return f"{lhs} = ANY(%s)", (*lhs_params, "{" + ",".join(map(str, self.rhs)) + "}")
 
 
 def insert_statements(model: type[Model], objs: Sequence[Model]) -> list[tuple[str, list[Any]]]:

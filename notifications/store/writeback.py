@@ -34,7 +34,7 @@ from notifications.outcomes import Kind, Outcome, settling
 from notifications.rules.remote_text import REASON_CHARS, clip, one_line
 from notifications.store import digests, reconnecting, tallies
 from notifications.store.claims import lease_end, release_tokens
-from notifications.store.statements import insert_statements, lock_in_order, unsaved
+from notifications.store.statements import ids_in, insert_statements, lock_in_order, unsaved
 from notifications.store.tallies import DEAD_LETTERED, DEFERRED, DELIVERED, EXPIRED, FAILED, OTHER, Key
 
 logger = logging.getLogger("notifications")
@@ -457,13 +457,14 @@ def _write(
     if doomed:
         # Attachments' files go with their rows; only rows with some cost a look-up.
         with_files = any(o.row.attachments for o in outcomes if o.delete)
-        matched += claimed.filter(pk__in=doomed).delete(with_attachments=with_files)[1].get(Notification._meta.label, 0)
+        deleted = claimed.filter(ids_in(doomed)).delete(with_attachments=with_files)[1]
+        matched += deleted.get(Notification._meta.label, 0)
     if kept:
         matched += claimed.bulk_update(kept, WRITE_BACK_FIELDS)
     if deferred:
         matched += claimed.bulk_update(deferred, DEFER_FIELDS)
     if released:
-        matched += claimed.filter(pk__in=released).update(claim_token=None, claimed_until=None)
+        matched += claimed.filter(ids_in(released)).update(claim_token=None, claimed_until=None)
     trimmed = (log or inserts or refused) and matched < len(doomed) + len(kept) + len(deferred) + len(released)
     if trimmed:
         # Some row went while it was in flight (erased, cancelled), or an erasure took its

@@ -1,6 +1,8 @@
-"""The delivery log's INSERT (`store.statements.insert_statements`) stores every value as the
-write-back was given it, on every database: PostgreSQL takes the records as one array per
-column, whose text form quotes and escapes each element."""
+"""The write-back's statements (`notifications.store.statements`) on every database.
+
+The delivery log's INSERT stores every value as the write-back was given it: PostgreSQL
+takes the records as one array per column, whose text form quotes and escapes each element.
+`ids_in` finds the rows `pk__in` finds: PostgreSQL takes the ids as one array."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from notifications.models import DeliveryAttempt, Notification
-from notifications.store.statements import insert_statements, unsaved
+from notifications.store.statements import ids_in, insert_statements, unsaved
 
 pytestmark = pytest.mark.django_db
 
@@ -65,3 +67,15 @@ def test_a_value_its_column_refuses_is_refused_not_cut_short(values, vendor):
     with pytest.raises((DatabaseError, ValueError)):
         insert([record(row), record(row, **values)])
     assert not DeliveryAttempt.objects.exists()
+
+
+@pytest.mark.parametrize("wanted", [[0, 2], [], [1], ["0", 2]])
+def test_ids_in_finds_what_pk_in_finds(wanted):
+    rows = Notification.objects.bulk_create(
+        Notification(channels=["webhook"], webhook_url="https://example.com/hook", timezone="UTC") for _ in range(3)
+    )
+    pks = [rows[int(i)].pk if type(i) is int else str(rows[int(i)].pk) for i in wanted]
+    found = set(Notification.objects.filter(ids_in(pks)).values_list("pk", flat=True))
+    assert found == set(Notification.objects.filter(pk__in=pks).values_list("pk", flat=True))
+    assert found == {rows[int(i)].pk for i in wanted}
+    assert Notification.objects.filter(ids_in(pks)).update(held_for="x") == len(wanted)
