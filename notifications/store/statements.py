@@ -231,6 +231,8 @@ def preparer(field: Field[Any, Any], using: BaseDatabaseWrapper | None = None) -
         return lambda value: value if type(value) is int else field.get_db_prep_save(value, db)
     if isinstance(field, UUIDField) and not compat.stores_uuid_natively(db):
         return lambda value: value.hex if isinstance(value, uuid.UUID) else field.get_db_prep_save(value, db)
+    if isinstance(field, UUIDField):  # stored natively: a UUID goes as it is
+        return lambda value: value if type(value) is uuid.UUID else field.get_db_prep_save(value, db)
     if isinstance(field, DateTimeField):
         adapt = compat.datetime_adapter(db)
         return lambda value: None if value is None else adapt(value)

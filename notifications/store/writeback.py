@@ -296,31 +296,38 @@ def delivery_counts(batches: Iterable[Finished]) -> Counter[Key]:
     counts: Counter[Key] = Counter()
     for batch in batches:
         for outcome in batch.outcomes:
-            counts.update(_counts_of(outcome, batch.targets.get(outcome.row.pk, {})))
+            _add_counts(counts, outcome, batch.targets.get(outcome.row.pk, {}))
     return counts
 
 
 def _counts_of(outcome: Outcome, targets: Targets) -> Counter[Key]:
     counts: Counter[Key] = Counter()
-    row, kind = outcome.row, outcome.kind
+    _add_counts(counts, outcome, targets)
+    return counts
+
+
+def _add_counts(counts: Counter[Key], outcome: Outcome, targets: Targets) -> None:
+    """Add what one outcome counts to `counts` (in place: a write-back counts thousands)."""
+    kind = outcome.kind
     if kind == Kind.RELEASED:
-        return counts
+        return
     for result in outcome.results:
         counts[(result.channel, targets.get(result.channel, ""), DELIVERED if result.ok else FAILED)] += 1
+    if kind not in (Kind.DEFERRED, Kind.EXPIRED, Kind.DEAD_LETTERED, Kind.RETRIED):
+        return  # delivered, held, ...: the results are all it counts
     # A row written around validation may name any channel: counted as `other`.
-    owed = [channel if registry.known(channel) else OTHER for channel in row.owed_channels]
+    owed = [channel if registry.known(channel) else OTHER for channel in outcome.row.owed_channels]
     if kind == Kind.DEFERRED:
         counts.update((channel, targets.get(channel, ""), DEFERRED) for channel in owed)
     elif kind == Kind.EXPIRED:
         counts.update((channel, targets.get(channel, ""), EXPIRED) for channel in owed)
-    elif kind in (Kind.DEAD_LETTERED, Kind.RETRIED):
+    else:  # dead-lettered or retried
         failed = [r.channel for r in outcome.results if not r.ok]
         if not outcome.results:  # an internal error or an invalid row: nothing was attempted
             failed = owed
             counts.update((channel, targets.get(channel, ""), FAILED) for channel in failed)
         if kind == Kind.DEAD_LETTERED:
             counts.update((channel, targets.get(channel, ""), DEAD_LETTERED) for channel in failed)
-    return counts
 
 
 # Fields a write-back may change; one bulk UPDATE sets them all.
