@@ -259,6 +259,31 @@ def test_django_insert_statements_store_what_bulk_create_stores(make_row):
     assert by_insert == by_bulk_create, changed("Django", "insert_statements() no longer stores what bulk_create does")
 
 
+# --- psycopg: its C loader of timestamptz (store.claims) --------------------------------------------
+
+
+@pytest.mark.django_db
+def test_psycopg_c_timestamptz_reads_what_django_reads(make_row, vendor):
+    """A timestamp read with psycopg's C loader, given Django's tzinfo, is the ORM's own value."""
+    when = datetime(2025, 3, 30, 1, 30, 15, 123456, tzinfo=UTC)
+    row = make_row()
+    Notification.objects.filter(pk=row.pk).update(next_fire_at=when)
+    with connection.cursor() as cursor:
+        given = compat.c_timestamptz(cursor, connection)
+        if vendor != "postgresql":
+            assert given is None
+            return
+        assert given is not None, changed("psycopg", "no C loader of timestamptz, or Django's loader changed")
+        table = compat.quote_name(connection, Notification._meta.db_table)
+        cursor.execute(f"SELECT next_fire_at, created_at FROM {table} WHERE id = %s", [row.pk])
+        read = [given(value) for value in cursor.fetchone()]
+    by_orm = list(Notification.objects.values_list("next_fire_at", "created_at").get(pk=row.pk))
+    assert read == by_orm, changed("psycopg", "its C timestamptz loader reads another instant")
+    assert [v.tzinfo for v in read] == [v.tzinfo for v in by_orm], changed("Django", "BaseTzLoader.timezone")
+    with connection.cursor() as cursor:  # another cursor reads as Django reads
+        assert compat.c_timestamptz(cursor, connection) is not None
+
+
 # --- Django: the template engine (notifications.content.templating) ------------------------------
 
 

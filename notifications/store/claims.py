@@ -50,6 +50,7 @@ from django.db.models.base import ModelState
 from django.db.models.expressions import RawSQL
 from django.dispatch import receiver
 
+from notifications import compat
 from notifications.channels import registry
 from notifications.conf import low_priority_aging
 from notifications.databases import DatabaseNow
@@ -391,32 +392,44 @@ class _Loader:
             (index, ([_empty_json_at_once(c) for c in converters], expression))
             for index, (converters, expression) in compiler.get_converters(columns).items()
         ]
+        self.timestamps = [
+            index for index, f in enumerate(Notification._meta.concrete_fields) if isinstance(f, DateTimeField)
+        ]
 
     def load(self, token: uuid.UUID) -> list[Notification] | None:
         """The rows claimed with `token`; None when one of them cannot be converted."""
         connection = connections[self.alias]
+        converters = self.converters
         with connection.cursor() as cursor:
+            # PostgreSQL: timestamps parsed by psycopg's C loader, given Django's tzinfo here.
+            timestamp = compat.c_timestamptz(cursor, connection)
             cursor.execute(self.sql, [self.token_field.get_db_prep_value(token, connection)])
             fetched = cursor.fetchall()
+        if timestamp is not None:
+            given = ([lambda value, expression, connection: timestamp(value)], None)
+            converters = [(index, given) for index in self.timestamps] + converters
         if signals.pre_init.has_listeners(Notification) or signals.post_init.has_listeners(Notification):
-            return [Notification.from_db(self.alias, self.attnames, self.converted(v, connection)) for v in fetched]
+            return [
+                Notification.from_db(self.alias, self.attnames, self.converted(v, connection, converters))
+                for v in fetched
+            ]
         rows = []
         for values in fetched:
             row = Notification.__new__(Notification)
             row._state = ModelState()
             row._state.adding = False
             row._state.db = self.alias
-            row.__dict__.update(zip(self.attnames, self.converted(values, connection), strict=True))
+            row.__dict__.update(zip(self.attnames, self.converted(values, connection, converters), strict=True))
             rows.append(row)
         return rows
 
-    def converted(self, fetched: Sequence[Any], connection: Any) -> list[Any]:
+    def converted(self, fetched: Sequence[Any], connection: Any, converters: Sequence[Any]) -> list[Any]:
         values = list(fetched)
-        for index, (converters, expression) in self.converters:
+        for index, (converters_of, expression) in converters:
             value = values[index]
             if value is None:  # NULL: Django's converters (the app has none of its own) keep it
                 continue
-            for convert in converters:
+            for convert in converters_of:
                 value = convert(value, expression, connection)
             values[index] = value
         return values

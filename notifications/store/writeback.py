@@ -34,7 +34,7 @@ from notifications.outcomes import Kind, Outcome, settling
 from notifications.rules.remote_text import REASON_CHARS, clip, one_line
 from notifications.store import digests, reconnecting, tallies
 from notifications.store.claims import lease_end, release_tokens
-from notifications.store.statements import insert_statements, lock_in_order, unsaved
+from notifications.store.statements import ids_in, insert_statements, lock_in_order, unsaved
 from notifications.store.tallies import DEAD_LETTERED, DEFERRED, DELIVERED, EXPIRED, FAILED, OTHER, Key
 
 logger = logging.getLogger("notifications")
@@ -296,31 +296,38 @@ def delivery_counts(batches: Iterable[Finished]) -> Counter[Key]:
     counts: Counter[Key] = Counter()
     for batch in batches:
         for outcome in batch.outcomes:
-            counts.update(_counts_of(outcome, batch.targets.get(outcome.row.pk, {})))
+            _add_counts(counts, outcome, batch.targets.get(outcome.row.pk, {}))
     return counts
 
 
 def _counts_of(outcome: Outcome, targets: Targets) -> Counter[Key]:
     counts: Counter[Key] = Counter()
-    row, kind = outcome.row, outcome.kind
+    _add_counts(counts, outcome, targets)
+    return counts
+
+
+def _add_counts(counts: Counter[Key], outcome: Outcome, targets: Targets) -> None:
+    """Add what one outcome counts to `counts` (in place: a write-back counts thousands)."""
+    kind = outcome.kind
     if kind == Kind.RELEASED:
-        return counts
+        return
     for result in outcome.results:
         counts[(result.channel, targets.get(result.channel, ""), DELIVERED if result.ok else FAILED)] += 1
+    if kind not in (Kind.DEFERRED, Kind.EXPIRED, Kind.DEAD_LETTERED, Kind.RETRIED):
+        return  # delivered, held, ...: the results are all it counts
     # A row written around validation may name any channel: counted as `other`.
-    owed = [channel if registry.known(channel) else OTHER for channel in row.owed_channels]
+    owed = [channel if registry.known(channel) else OTHER for channel in outcome.row.owed_channels]
     if kind == Kind.DEFERRED:
         counts.update((channel, targets.get(channel, ""), DEFERRED) for channel in owed)
     elif kind == Kind.EXPIRED:
         counts.update((channel, targets.get(channel, ""), EXPIRED) for channel in owed)
-    elif kind in (Kind.DEAD_LETTERED, Kind.RETRIED):
+    else:  # dead-lettered or retried
         failed = [r.channel for r in outcome.results if not r.ok]
         if not outcome.results:  # an internal error or an invalid row: nothing was attempted
             failed = owed
             counts.update((channel, targets.get(channel, ""), FAILED) for channel in failed)
         if kind == Kind.DEAD_LETTERED:
             counts.update((channel, targets.get(channel, ""), DEAD_LETTERED) for channel in failed)
-    return counts
 
 
 # Fields a write-back may change; one bulk UPDATE sets them all.
@@ -457,13 +464,14 @@ def _write(
     if doomed:
         # Attachments' files go with their rows; only rows with some cost a look-up.
         with_files = any(o.row.attachments for o in outcomes if o.delete)
-        matched += claimed.filter(pk__in=doomed).delete(with_attachments=with_files)[1].get(Notification._meta.label, 0)
+        deleted = claimed.filter(ids_in(doomed)).delete(with_attachments=with_files)[1]
+        matched += deleted.get(Notification._meta.label, 0)
     if kept:
         matched += claimed.bulk_update(kept, WRITE_BACK_FIELDS)
     if deferred:
         matched += claimed.bulk_update(deferred, DEFER_FIELDS)
     if released:
-        matched += claimed.filter(pk__in=released).update(claim_token=None, claimed_until=None)
+        matched += claimed.filter(ids_in(released)).update(claim_token=None, claimed_until=None)
     trimmed = (log or inserts or refused) and matched < len(doomed) + len(kept) + len(deferred) + len(released)
     if trimmed:
         # Some row went while it was in flight (erased, cancelled), or an erasure took its

@@ -158,6 +158,7 @@ class Command(BaseCommand):
         # of the collector's way, so a tick's many short-lived objects do not make each full
         # collection walk all of it again (a few percent of a burst's CPU).
         gc.freeze()
+        collect_less_often()
         stop = threading.Event()
         received = self.install_signal_handlers(stop)
         if options["loop"] is None:
@@ -282,3 +283,23 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, request_stop)
         signal.signal(signal.SIGINT, request_stop)
         return received
+
+
+# Allocations (net) between the collector's young collections in a runtick process.
+YOUNG_COLLECTION_EVERY = 50_000
+
+
+def collect_less_often() -> None:
+    """Collect the young generation every YOUNG_COLLECTION_EVERY allocations, not Python's 700.
+
+    A tick holds its rows in hand for the length of a send: at the default, the collector ran
+    every few rows, found them all alive and promoted them, then walked them again in the
+    older generations (250 young, 22 middle and 2 full collections over 6,000 webhooks: ~20 us
+    of the tick thread's CPU per delivery). What a tick allocates is freed by reference
+    counting when its batch is written back, so the threshold is rarely reached; cyclic
+    garbage waits a little longer. The command owns its process: `run_tick` called from host
+    code leaves the host's collector alone.
+    """
+    young, *older = gc.get_threshold()
+    if young and young < YOUNG_COLLECTION_EVERY:  # 0: the site turned the collector off
+        gc.set_threshold(YOUNG_COLLECTION_EVERY, *older)
