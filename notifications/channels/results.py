@@ -76,7 +76,11 @@ def _ordinary(result: ChannelResult) -> bool:
 
 
 def _clean_line(text: object, limit: int) -> bool:
-    return type(text) is str and one_line(text, limit) == text
+    if type(text) is not str:
+        return False
+    if len(text) <= limit and text.isascii() and text.isprintable():  # a host, an event type
+        return "  " not in text and text == text.strip()  # what one_line would keep as it is
+    return one_line(text, limit) == text
 
 
 def _cleaned(name: str, result: ChannelResult) -> ChannelResult:
