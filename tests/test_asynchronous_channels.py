@@ -45,19 +45,6 @@ def test_sends_in_flight_stay_within_the_concurrency_and_each_row_settles_on_its
     assert DeliveryAttempt.objects.filter(channel="sms", outcome="ok").count() == 9
 
 
-@sms("NeverAnsweringChannel", TIMEOUT=0.5)
-def test_a_send_never_answered_is_a_timeout_and_the_tick_goes_on():
-    hung = schedule(channels=["sms"], channel_data={"sms": {"to": "+15551234567"}})
-    other = schedule(channels=["email"], email_to="ada@example.com", subject="Hi", body="Hello")
-    report = run_tick()
-    assert site_channels.STARTED.is_set()
-    hung.refresh_from_db()
-    assert hung.last_error == "sms: timed out after 0.5s"
-    assert hung.error_count == 1
-    assert report.counts()["succeeded"] == 1
-    assert not Notification.objects.filter(pk=other.pk).exists()
-
-
 @sms("BeginRaisingChannel")
 def test_begin_raising_is_an_internal_error_and_a_second_answer_is_ignored():
     raising = schedule(channels=["sms"], channel_data={"sms": {"to": "+15550000001"}})

@@ -104,11 +104,13 @@ def test_an_exception_from_deliver_is_a_transient_internal_failure():
 
 
 @override_settings(NOTIFICATIONS_CHANNEL_TIMEOUT=0.5)
-@channels(sms="HangingChannel")
-def test_a_channel_hanging_past_the_deadline_is_a_timeout_and_the_tick_goes_on():
-    hung = schedule(channels=["sms"], channel_data=TO)
-    other = schedule(channels=["email"], **EMAIL)
-    report = run_tick()
+# A send blocked in its worker thread, and one an asynchronous channel began and never answered.
+@pytest.mark.parametrize("hanging", ["HangingChannel", "NeverAnsweringChannel"])
+def test_a_channel_hanging_past_the_deadline_is_a_timeout_and_the_tick_goes_on(hanging):
+    with channels(sms=hanging):
+        hung = schedule(channels=["sms"], channel_data=TO)
+        other = schedule(channels=["email"], **EMAIL)
+        report = run_tick()
     assert site_channels.STARTED.is_set()
     hung.refresh_from_db()
     assert hung.last_error == "sms: timed out after 0.5s"
