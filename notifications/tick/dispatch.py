@@ -92,8 +92,9 @@ class Job:
     # channel -> where it delivers (`notifications.flow.targets`), for the firing's spans
     targets: dict[str, str] = field(default_factory=dict)
     settled: threading.Lock = field(default_factory=threading.Lock)
-    # Set when its worker is done with the row; `pooled`: its sends on the pool's threads.
-    returned: threading.Event = field(default_factory=threading.Event)
+    # True once its worker is done with the row (a flag, not an Event: nothing waits on it,
+    # and a claim makes hundreds of jobs); `pooled`: its sends on the pool's threads.
+    returned: bool = False
     pooled: list[Future[Any]] = field(default_factory=list)
     # Its sends were started without holding its worker (`Workers.detach`): the last to end
     # settles it, and its worker went on to another row.
@@ -105,7 +106,7 @@ class Job:
 
     def sending(self) -> bool:
         """Whether a send of this row may still be running (one the monitor left behind)."""
-        return not self.returned.is_set() or not all(future.done() for future in self.pooled)
+        return not self.returned or not all(future.done() for future in self.pooled)
 
 
 class Dispatcher:

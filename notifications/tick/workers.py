@@ -95,7 +95,7 @@ class Workers:
             try:
                 reported = self.attempt(job)
             finally:
-                job.returned.set()  # its sends in this thread are over (`Job.sending`)
+                job.returned = True  # its sends in this thread are over (`Job.sending`)
             if reported is None:
                 if job.detached:
                     continue  # its sends settle it when they end (`detach`)
