@@ -5,6 +5,7 @@ connections are shared by every worker and host, and the environment's proxy is 
 from __future__ import annotations
 
 import ipaddress
+import queue
 import socket
 import ssl
 import threading
@@ -19,7 +20,7 @@ from notifications.channels import Firing
 from notifications.channels.http import curl, guard
 from notifications.channels.webhook.channel import WebhookChannel
 from tests.support.hostile_servers import FIFTY_MB
-from tests.support.servers import WebhookServer
+from tests.support.servers import Reply, WebhookServer
 from tests.support.timing import GUARD_SECONDS
 from tests.support.tls import server_context
 from tests.test_guard import fake_resolver
@@ -194,3 +195,40 @@ def test_ipv6_by_name_and_by_literal(ipv6_server, monkeypatch):
         assert v6.post(f"http://[::1]:{port}/hook", b"{}", JSON, 5).status == 204
     finally:
         v6.close()
+
+
+def test_sends_begun_from_one_thread_are_in_flight_together_and_each_answered_once():
+    """`begin` returns at once: one thread starts forty sends that the server holds, all
+    forty reach it before any is answered, and each is answered once from the client."""
+    server = WebhookServer()
+    release = threading.Event()
+
+    def hold(request):
+        release.wait(30)
+        return Reply()
+
+    server.responder = hold
+    answers: queue.SimpleQueue = queue.SimpleQueue()
+    together = client()
+    try:
+        for _ in range(40):
+            together.begin(server.url(), b"{}", JSON, 30, answers.put)
+        server.wait_for(40)  # all in flight at once, started by this one thread
+        release.set()
+        got = [answers.get(timeout=30) for _ in range(40)]
+        assert {answer.status for answer in got} == {200}
+        assert answers.empty()
+    finally:
+        release.set()
+        together.close()
+        server.close()
+
+
+def test_a_closed_client_refuses_new_sends_and_finishes_those_in_flight(webhook_server):
+    closing = client()
+    answers: queue.SimpleQueue = queue.SimpleQueue()
+    closing.begin(webhook_server.url(), b"{}", JSON, 10, answers.put)
+    closing.close()
+    assert answers.get(timeout=30).status == 200  # begun before the close: still answered
+    with pytest.raises(ConnectionError):
+        closing.begin(webhook_server.url(), b"{}", JSON, 10, answers.put)

@@ -179,6 +179,7 @@ class _Loop:
         self.running: dict[pycurl.Curl, _Handle] = {}
         self.timer: float | None = None  # when libcurl wants to be called for its timeouts
         self.closing = False
+        self.finished = False  # the thread has ended: nothing added is started any more
         self.thread = threading.Thread(target=self.run, name="notifications-webhooks", daemon=True)
         self.thread.start()
 
@@ -187,7 +188,10 @@ class _Loop:
         if self.closing:
             raise ConnectionError("the webhook client is closed")
         self.incoming.append(handle)
-        self._wake()
+        if self.finished:  # the loop ended between the check above and the append
+            self._refuse_incoming()
+        else:
+            self._wake()
 
     def close(self) -> None:
         """End the thread once the sends in flight have ended (each within its deadline)."""
@@ -197,7 +201,8 @@ class _Loop:
     def _wake(self) -> None:
         if not self.woken:
             self.woken = True
-            with contextlib.suppress(BlockingIOError):  # the socket is full of wake-ups already
+            # Full of wake-ups already, or closed with the loop (whose end refuses what is left).
+            with contextlib.suppress(OSError):
                 self.wake_out.send(b"\0")
 
     def run(self) -> None:
@@ -209,12 +214,22 @@ class _Loop:
         except BaseException as exc:  # no send may wait for a loop that is gone
             logger.exception("the webhook client's loop failed")
             self.closing = True
-            for handle in [*self.running.values(), *self.incoming]:
+            for handle in self.running.values():  # those not yet started: `_refuse_incoming`
                 self._end(handle, ConnectionError(f"the webhook client failed: {type(exc).__name__}"))
         finally:
+            self.finished = True  # before the last look at `incoming`: see `add`
+            self._refuse_incoming()
             self.multi.close()
             self.wake_in.close()
             self.wake_out.close()
+
+    def _refuse_incoming(self) -> None:
+        while True:
+            try:
+                handle = self.incoming.popleft()
+            except IndexError:
+                return
+            self._end(handle, ConnectionError("the webhook client is closed"))
 
     def _admit(self) -> None:
         # Cleared before the queue is read: a handle added after this sends a new byte.
