@@ -16,7 +16,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
@@ -40,14 +39,7 @@ WIDTH, HEIGHT = 1366, 768  # a common laptop screen: every list must fit it
 HOSTILE = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 1">'
 WAIT = 20  # seconds for a page; generous, the machine is shared
 
-# Pages a person uses, in Chromium: once per Django version, in the SQLite passes (the
-# admin's queries and actions behind them run on every database in test_admin*.py, without
-# a browser; Chromium is the suite's costliest process, and `make test` keeps to 12 minutes).
-ONLY_SQLITE = pytest.mark.skipif(
-    settings.DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3",
-    reason="pages in a browser run in the SQLite passes; their queries on every database in test_admin*.py",
-)
-pytestmark = [pytest.mark.slow, ONLY_SQLITE]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture

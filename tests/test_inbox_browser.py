@@ -12,18 +12,9 @@ from django.test import Client
 from notifications.api import run_tick, schedule
 from notifications.models import InboxMessage
 from tests.support.inbox_messages import add_message, recipient_of
-from tests.test_browser import (  # noqa: F401
-    ARTIFACTS,
-    HOSTILE,
-    ONLY_SQLITE,
-    WAIT,
-    assert_no_script_ran,
-    browser,
-    wait_for,
-)
+from tests.test_browser import ARTIFACTS, HOSTILE, WAIT, assert_no_script_ran, browser, wait_for  # noqa: F401
 
-# The inbox's queries run on every database in test_inbox_web.py and test_inbox_api.py.
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), ONLY_SQLITE]
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 WIDTHS = {"laptop": (1366, 768), "phone": (390, 844)}
 
