@@ -36,7 +36,7 @@ from __future__ import annotations
 import abc
 import time
 from collections.abc import Callable, Collection, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -207,10 +207,12 @@ class Channel(ChannelAnswers, abc.ABC):
         def done(result: object) -> None:
             if future.done():  # `done` called twice is a channel's bug: the first call counts
                 return
+            ended = self._ended(firing, result, started, span)
             try:
-                future.set_result(self._ended(firing, result, started, span))
-            finally:
-                span.end()
+                future.set_result(ended)
+            except InvalidStateError:  # a second call from another thread won the race
+                return
+            span.end()
 
         try:
             self.begin(firing, done)
